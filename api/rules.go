@@ -407,6 +407,13 @@ func fillOmitted(g, old *ClusterInstanceGroupSpecification) {
 	}
 }
 
+// CheckTags applies the tag rules to an AddTags request: keys are unique within the request.
+func CheckTags(tags []Tag) error {
+	var v validator
+	checkTags(&v, tags, "tags")
+	return v.err()
+}
+
 // CheckNodeChoice: operations that address nodes by NodeIds and/or NodeLogicalIds need at least
 // one of them (BatchDeleteClusterNodes, BatchRebootClusterNodes, BatchReplaceClusterNodes
 // docs); DescribeClusterNode needs exactly one (exactly=true).

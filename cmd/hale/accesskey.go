@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/haleproject/hale/internal/auth"
+	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/store/sqlite"
+	"github.com/spf13/cobra"
+)
+
+// The access-key commands work on the server's database directly (it is safe to open beside a
+// running server: SQLite in WAL mode serializes the writers), so they need the data directory
+// and the rights to read it, not an API key.
+
+func newAccessKeyCommand() *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "access-key",
+		Short: "Manage the access keys hale checks SigV4 signatures against",
+	}
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")
+	open := func() (*sqlite.Store, error) {
+		path := filepath.Join(dataDir, "hale.db")
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("no hale database at %s (start hale server with --data-dir %s first): %w", path, dataDir, err)
+		}
+		return sqlite.Open(path)
+	}
+
+	var principal, credFile, profile string
+	var actions, clusters []string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create an access key for a principal, limited to some actions and cluster names",
+		Example: `  hale access-key create --principal ci --actions 'sagemaker:Describe*,sagemaker:List*'
+  hale access-key create --principal team-a --clusters 'team-a-*' --credentials-file ~/.aws/credentials --profile team-a`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			k, err := auth.NewAccessKey(principal, actions, clusters)
+			if err != nil {
+				return err
+			}
+			if err := st.Write(context.Background(), func(tx store.Tx) error { return tx.InsertAccessKey(k) }); err != nil {
+				return err
+			}
+			if credFile != "" {
+				if err := auth.WriteCredentialsProfile(credFile, profile, k); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote profile [%s] to %s\n", profile, credFile)
+			}
+			return printJSON(cmd, map[string]any{"AccessKey": map[string]any{
+				"AccessKeyId": k.ID, "SecretAccessKey": k.Secret, "Principal": k.Principal,
+				"Actions": k.Actions, "Clusters": k.Clusters, "CreateDate": k.CreatedAt,
+			}})
+		},
+	}
+	create.Flags().StringVar(&principal, "principal", "", "who holds the key (required)")
+	create.Flags().StringSliceVar(&actions, "actions", nil, "allowed actions, IAM style (default sagemaker:*)")
+	create.Flags().StringSliceVar(&clusters, "clusters", nil, "allowed cluster name patterns, e.g. team-a-* (default: every cluster)")
+	create.Flags().StringVar(&credFile, "credentials-file", "", "also write the key to this AWS shared-credentials file")
+	create.Flags().StringVar(&profile, "profile", "default", "profile name for --credentials-file")
+	create.MarkFlagRequired("principal")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List access keys (secrets are never shown)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var keys []*store.AccessKey
+			if err := st.Read(context.Background(), func(tx store.Tx) error {
+				var err error
+				keys, err = tx.ListAccessKeys()
+				return err
+			}); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ACCESS KEY ID\tPRINCIPAL\tACTIONS\tCLUSTERS\tCREATED")
+			for _, k := range keys {
+				cl := strings.Join(k.Clusters, ",")
+				if cl == "" {
+					cl = "*"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Principal, strings.Join(k.Actions, ","), cl, k.CreatedAt.Format("2006-01-02T15:04:05Z"))
+			}
+			return tw.Flush()
+		},
+	}
+
+	del := &cobra.Command{
+		Use:   "delete ACCESS_KEY_ID",
+		Short: "Delete an access key; requests signed with it fail from then on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.Write(context.Background(), func(tx store.Tx) error { return tx.DeleteAccessKey(args[0]) }); err != nil {
+				return fmt.Errorf("delete %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, del)
+	return cmd
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "    ")
+	return enc.Encode(v)
+}

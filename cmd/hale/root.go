@@ -1,0 +1,42 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit status, as the AWS CLI's (255 for a service error).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hale",
+		Short: "Self-hosted SageMaker HyperPod: cluster API server, node agent and CLI",
+		Long: `hale runs GPU clusters the way SageMaker HyperPod does, on your own machines.
+
+  hale server                      serve the SageMaker cluster API
+  hale access-key create|list|delete
+  hale <operation> [flags]         call an API operation, spelled as the AWS CLI spells it,
+                                   e.g. hale create-cluster --cli-input-json file://cluster.json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServerCommand(), newAccessKeyCommand())
+	addOperationCommands(root)
+	return root
+}

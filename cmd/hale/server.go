@@ -1,0 +1,66 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/service"
+	"github.com/spf13/cobra"
+)
+
+func newServerCommand() *cobra.Command {
+	var o server.Options
+	var debug bool
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Serve the SageMaker cluster API (AWS JSON 1.1, SigV4) from an embedded store",
+		Long: `Serve the SageMaker cluster API over the AWS JSON 1.1 protocol.
+
+State lives in DATA_DIR/hale.db (SQLite). On first start the server creates an admin access key
+and writes it as the AWS profile "hale" to DATA_DIR/credentials, with DATA_DIR/config holding
+the profile's region and endpoint_url, so that
+
+  AWS_SHARED_CREDENTIALS_FILE=DATA_DIR/credentials AWS_CONFIG_FILE=DATA_DIR/config \
+    aws --profile hale sagemaker list-clusters
+
+works with no other step. The hale CLI reads those files by itself.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			app, err := server.Start(o)
+			if err != nil {
+				return err
+			}
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			<-sig
+			o.Logger.Info("shutting down")
+			return app.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", server.DefaultListen, "address to serve the API on (host:port)")
+	f.StringVar(&o.DataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "directory for the database and the admin credentials (env HALE_DATA_DIR)")
+	f.StringVar(&o.Region, "region", service.DefaultRegion, "region written into cluster ARNs")
+	f.StringVar(&o.AccountID, "account-id", service.DefaultAccountID, "12-digit account id written into cluster ARNs")
+	f.IntVar(&o.MaxClusters, "max-clusters", service.DefaultMaxClusters, "clusters allowed before CreateCluster answers ResourceLimitExceeded")
+	f.IntVar(&o.MaxInstancesPerCluster, "max-instances-per-cluster", service.DefaultMaxInstancesPerCluster, "instances one cluster may ask for")
+	f.Float64Var(&o.Rate, "rate-limit", server.DefaultRate, "requests per second per access key before ThrottlingException (negative: no limit)")
+	f.IntVar(&o.Burst, "rate-burst", server.DefaultBurst, "request burst per access key")
+	f.BoolVar(&debug, "debug", false, "log every request")
+	return cmd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

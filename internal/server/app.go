@@ -1,0 +1,192 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/haleproject/hale/internal/auth"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/service"
+	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/store/sqlite"
+)
+
+// Defaults for Options.
+const (
+	DefaultListen  = "127.0.0.1:7070"
+	DefaultDataDir = "/var/lib/hale"
+	// Profile is the AWS profile name under which the server writes its admin key.
+	Profile = "hale"
+)
+
+// Options configure a running server (hale server's flags).
+type Options struct {
+	Listen                 string // host:port; port 0 picks a free one
+	DataDir                string // holds hale.db and the admin credentials
+	Region                 string
+	AccountID              string
+	MaxClusters            int
+	MaxInstancesPerCluster int
+	Rate                   float64
+	Burst                  int
+	Provider               string
+	CheckResponses         bool
+	Logger                 *slog.Logger
+}
+
+// App is a running server: store, service, reconcilers and HTTP listener.
+type App struct {
+	// URL is the endpoint to give clients, e.g. http://127.0.0.1:7070.
+	URL string
+	// CredentialsFile and ConfigFile are the AWS shared files holding the [hale] profile.
+	CredentialsFile string
+	ConfigFile      string
+	Store           store.Store
+	Service         *service.Service
+
+	srv    *http.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *slog.Logger
+}
+
+// Start opens the store in o.DataDir, makes sure an admin access key exists (creating one on
+// first start and writing it as the [hale] profile of DataDir/credentials), starts the
+// reconcilers and serves the API on o.Listen. Close stops it.
+func Start(o Options) (*App, error) {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	log := o.Logger
+	st, err := sqlite.Open(filepath.Join(o.DataDir, "hale.db"))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	a := &App{
+		URL:             "http://" + ln.Addr().String(),
+		CredentialsFile: filepath.Join(o.DataDir, "credentials"),
+		ConfigFile:      filepath.Join(o.DataDir, "config"),
+		Store:           st,
+		log:             log,
+	}
+	fail := func(err error) (*App, error) {
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	ctl := controller.New(st, log)
+	a.Service = service.New(st, service.Config{
+		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
+		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
+	})
+	cfg := a.Service.Config()
+	if err := a.ensureAdminKey(cfg.Region); err != nil {
+		return fail(err)
+	}
+	verifier := &auth.Verifier{Service: "sagemaker", Keys: func(ctx context.Context, id string) (*store.AccessKey, error) {
+		var k *store.AccessKey
+		err := st.Read(ctx, func(tx store.Tx) error {
+			var err error
+			k, err = tx.AccessKey(id)
+			return err
+		})
+		return k, err
+	}}
+	handler := New(Config{Service: a.Service, Verifier: verifier, Logger: log, Rate: o.Rate, Burst: o.Burst, CheckResponses: o.CheckResponses})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/", handler)
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		if err := ctl.Run(ctx); err != nil {
+			log.Error("reconcilers stopped", "error", err)
+		}
+	}()
+	go func() {
+		defer a.wg.Done()
+		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serve", "error", err)
+		}
+	}()
+	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
+		"data_dir", o.DataDir, "provider", providerName(o.Provider))
+	return a, nil
+}
+
+func providerName(p string) string {
+	if p == "" {
+		return "none (clusters stay Creating)"
+	}
+	return p
+}
+
+// ensureAdminKey creates the first access key when the store has none and writes it, with the
+// server's endpoint and region, as the AWS profile "hale". The config file is rewritten on every
+// start so its endpoint_url follows the listen address.
+func (a *App) ensureAdminKey(region string) error {
+	ctx := context.Background()
+	var created *store.AccessKey
+	err := a.Store.Write(ctx, func(tx store.Tx) error {
+		keys, err := tx.ListAccessKeys()
+		if err != nil || len(keys) > 0 {
+			return err
+		}
+		k, err := auth.NewAccessKey("admin", []string{"sagemaker:*"}, nil)
+		if err != nil {
+			return err
+		}
+		created = k
+		return tx.InsertAccessKey(k)
+	})
+	if err != nil {
+		return err
+	}
+	if created != nil {
+		if err := auth.WriteCredentialsProfile(a.CredentialsFile, Profile, created); err != nil {
+			return err
+		}
+		a.log.Info("created the admin access key and wrote it as an AWS credentials profile",
+			"profile", Profile, "file", a.CredentialsFile, "access_key_id", created.ID)
+	}
+	if err := auth.WriteConfigProfile(a.ConfigFile, Profile, region, a.URL); err != nil {
+		return err
+	}
+	if _, err := os.Stat(a.CredentialsFile); err == nil {
+		a.log.Info("AWS clients: use profile hale", "AWS_SHARED_CREDENTIALS_FILE", a.CredentialsFile, "AWS_CONFIG_FILE", a.ConfigFile)
+	}
+	return nil
+}
+
+// Close stops serving, stops the reconcilers and closes the store.
+func (a *App) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := a.srv.Shutdown(ctx)
+	a.cancel()
+	a.wg.Wait()
+	return errors.Join(err, a.Store.Close())
+}

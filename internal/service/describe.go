@@ -1,0 +1,263 @@
+package service
+
+import (
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// This file turns store records into the API's output shapes.
+
+// inService counts as a group's CurrentCount: instances that exist and serve the group.
+func inService(s api.ClusterInstanceStatus) bool {
+	switch s {
+	case api.ClusterInstanceStatusRunning, api.ClusterInstanceStatusSystemUpdating, api.ClusterInstanceStatusDeepHealthCheckInProgress:
+		return true
+	}
+	return false
+}
+
+func describeCluster(c *store.Cluster, groups []*store.Group, counts map[string]map[api.ClusterInstanceStatus]int) *api.DescribeClusterResponse {
+	out := &api.DescribeClusterResponse{
+		ClusterArn:           new(c.ARN),
+		ClusterName:          new(c.Name),
+		ClusterStatus:        new(c.Status),
+		CreationTime:         api.TimePtr(c.CreatedAt),
+		InstanceGroups:       make([]api.ClusterInstanceGroupDetails, 0, len(groups)),
+		VpcConfig:            c.Spec.VpcConfig,
+		Orchestrator:         c.Spec.Orchestrator,
+		NodeRecovery:         c.Spec.NodeRecovery,
+		NodeProvisioningMode: c.Spec.NodeProvisioningMode,
+		ClusterRole:          c.Spec.ClusterRole,
+	}
+	if c.FailureMessage != "" {
+		out.FailureMessage = new(c.FailureMessage)
+	}
+	for _, g := range groups {
+		out.InstanceGroups = append(out.InstanceGroups, groupDetails(g, counts[g.Name]))
+	}
+	return out
+}
+
+func groupDetails(g *store.Group, counts map[api.ClusterInstanceStatus]int) api.ClusterInstanceGroupDetails {
+	sp := &g.Spec
+	current := 0
+	for st, n := range counts {
+		if inService(st) {
+			current += n
+		}
+	}
+	d := api.ClusterInstanceGroupDetails{
+		CurrentCount:            new(int32(current)),
+		TargetCount:             new(sp.GetInstanceCount()),
+		MinCount:                sp.MinInstanceCount,
+		InstanceGroupName:       new(g.Name),
+		InstanceType:            sp.InstanceType,
+		LifeCycleConfig:         sp.LifeCycleConfig,
+		ExecutionRole:           sp.ExecutionRole,
+		ThreadsPerCore:          sp.ThreadsPerCore,
+		InstanceStorageConfigs:  sp.InstanceStorageConfigs,
+		OnStartDeepHealthChecks: sp.OnStartDeepHealthChecks,
+		Status:                  new(g.State.Status),
+		TrainingPlanArn:         sp.TrainingPlanArn,
+		OverrideVpcConfig:       sp.OverrideVpcConfig,
+		ScheduledUpdateConfig:   sp.ScheduledUpdateConfig,
+		CapacityRequirements:    sp.CapacityRequirements,
+	}
+	if g.State.TrainingPlanStatus != "" {
+		d.TrainingPlanStatus = new(g.State.TrainingPlanStatus)
+	}
+	if g.State.CurrentImageID != "" {
+		d.CurrentImageId = new(g.State.CurrentImageID)
+	}
+	if g.State.DesiredImageID != "" {
+		d.DesiredImageId = new(g.State.DesiredImageID)
+	}
+	if v := g.State.CurrentImageReleaseVersion; v != "" {
+		d.CurrentImageReleaseVersion = new(v)
+	}
+	if v := g.State.DesiredImageReleaseVersion; v != "" {
+		d.DesiredImageReleaseVersion = new(v)
+	}
+	if g.State.SoftwareUpdateStatus != "" {
+		d.SoftwareUpdateStatus = new(g.State.SoftwareUpdateStatus)
+		d.ActiveSoftwareUpdateConfig = g.State.ActiveSoftwareUpdateConfig
+	}
+	if g.State.Scaling {
+		d.ActiveOperations = map[api.ActiveClusterOperationName]int32{api.ActiveClusterOperationNameScaling: 1}
+	}
+	if r := sp.InstanceRequirements; r != nil {
+		d.InstanceRequirements = &api.ClusterInstanceRequirementDetails{CurrentInstanceTypes: r.InstanceTypes, DesiredInstanceTypes: r.InstanceTypes}
+	}
+	if k := sp.KubernetesConfig; k != nil {
+		d.KubernetesConfig = &api.ClusterKubernetesConfigDetails{CurrentLabels: k.Labels, DesiredLabels: k.Labels, CurrentTaints: k.Taints, DesiredTaints: k.Taints}
+	}
+	if a := sp.AutoPatchConfig; a != nil {
+		d.AutoPatchConfig = &api.ClusterAutoPatchConfigDetails{PatchingStrategy: a.PatchingStrategy, DeploymentConfig: a.DeploymentConfig}
+		if a.PatchSchedule != nil {
+			d.AutoPatchConfig.DesiredPatchSchedule = &api.ClusterPatchScheduleDetails{}
+			d.AutoPatchConfig.DesiredPatchSchedule.NextPatchDate = a.PatchSchedule.NextPatchDate
+		}
+	}
+	if sc := sp.SlurmConfig; sc != nil {
+		d.SlurmConfig = &api.ClusterSlurmConfigDetails{NodeType: sc.NodeType, PartitionNames: sc.PartitionNames}
+	}
+	if ni := sp.NetworkInterface; ni != nil {
+		d.NetworkInterface = &api.ClusterNetworkInterfaceDetails{InterfaceType: ni.InterfaceType}
+	}
+	return d
+}
+
+func clusterSummary(c *store.Cluster, groups []*store.Group) api.ClusterSummary {
+	sum := api.ClusterSummary{
+		ClusterArn:    new(c.ARN),
+		ClusterName:   new(c.Name),
+		CreationTime:  api.TimePtr(c.CreatedAt),
+		ClusterStatus: new(c.Status),
+	}
+	for _, g := range groups {
+		if p := g.Spec.TrainingPlanArn; p != nil {
+			sum.TrainingPlanArns = append(sum.TrainingPlanArns, *p)
+		}
+	}
+	return sum
+}
+
+func statusDetails(n *store.Node) *api.ClusterInstanceStatusDetails {
+	d := &api.ClusterInstanceStatusDetails{Status: new(n.Status)}
+	if n.StatusMessage != "" {
+		d.Message = new(n.StatusMessage)
+	}
+	return d
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nodeSummary(n *store.Node, withLogical bool) api.ClusterNodeSummary {
+	s := api.ClusterNodeSummary{
+		InstanceGroupName:          new(n.GroupName),
+		InstanceId:                 new(n.InstanceID),
+		InstanceType:               new(api.ClusterInstanceType(n.InstanceType)),
+		LaunchTime:                 api.TimePtr(n.LaunchTime),
+		InstanceStatus:             statusDetails(n),
+		PrivateDnsHostname:         optString(n.Details.PrivateDNSHostname),
+		CurrentImageReleaseVersion: optString(n.Details.ImageReleaseVersion),
+		UltraServerInfo:            ultraServer(n),
+	}
+	if withLogical {
+		s.NodeLogicalId = new(n.LogicalID)
+	}
+	if t := n.Details.LastSoftwareUpdateTime; t != nil {
+		s.LastSoftwareUpdateTime = api.TimePtr(*t)
+	}
+	return s
+}
+
+func ultraServer(n *store.Node) *api.UltraServerInfo {
+	if n.Details.UltraServerID == "" {
+		return nil
+	}
+	return &api.UltraServerInfo{Id: new(n.Details.UltraServerID), Type: optString(n.Details.UltraServerType)}
+}
+
+func nodeDetails(n *store.Node, g *store.Group) *api.ClusterNodeDetails {
+	d := &api.ClusterNodeDetails{
+		InstanceGroupName:          new(n.GroupName),
+		InstanceId:                 optString(n.InstanceID),
+		NodeLogicalId:              optString(n.LogicalID),
+		InstanceStatus:             statusDetails(n),
+		InstanceType:               new(api.ClusterInstanceType(n.InstanceType)),
+		LaunchTime:                 api.TimePtr(n.LaunchTime),
+		PrivatePrimaryIp:           optString(n.Details.PrivateIP),
+		PrivateDnsHostname:         optString(n.Details.PrivateDNSHostname),
+		CurrentImageId:             optString(n.Details.ImageID),
+		CurrentImageReleaseVersion: optString(n.Details.ImageReleaseVersion),
+		UltraServerInfo:            ultraServer(n),
+	}
+	if n.Details.AvailabilityZone != "" || n.Details.AvailabilityZoneID != "" {
+		d.Placement = &api.ClusterInstancePlacement{AvailabilityZone: optString(n.Details.AvailabilityZone), AvailabilityZoneId: optString(n.Details.AvailabilityZoneID)}
+	}
+	if t := n.Details.LastSoftwareUpdateTime; t != nil {
+		d.LastSoftwareUpdateTime = api.TimePtr(*t)
+	}
+	if n.Details.ThreadsPerCore != 0 {
+		d.ThreadsPerCore = new(n.Details.ThreadsPerCore)
+	}
+	if c := n.Details.CapacityType; c != "" {
+		d.CapacityType = new(api.ClusterCapacityType(c))
+	}
+	if g != nil {
+		sp := &g.Spec
+		d.LifeCycleConfig = sp.LifeCycleConfig
+		d.OverrideVpcConfig = sp.OverrideVpcConfig
+		d.InstanceStorageConfigs = sp.InstanceStorageConfigs
+		if d.ThreadsPerCore == nil {
+			d.ThreadsPerCore = sp.ThreadsPerCore
+		}
+		d.DesiredImageId = optString(g.State.DesiredImageID)
+		d.DesiredImageReleaseVersion = optString(g.State.DesiredImageReleaseVersion)
+		if k := sp.KubernetesConfig; k != nil {
+			d.KubernetesConfig = &api.ClusterKubernetesConfigNodeDetails{CurrentLabels: k.Labels, DesiredLabels: k.Labels, CurrentTaints: k.Taints, DesiredTaints: k.Taints}
+		}
+		if ni := sp.NetworkInterface; ni != nil {
+			d.NetworkInterface = &api.ClusterNetworkInterfaceDetails{InterfaceType: ni.InterfaceType}
+		}
+	}
+	return d
+}
+
+func eventSummary(e *store.Event) api.ClusterEventSummary {
+	return api.ClusterEventSummary{
+		EventId:           new(e.ID),
+		ClusterArn:        new(e.ClusterARN),
+		ClusterName:       new(e.ClusterName),
+		InstanceGroupName: optString(e.GroupName),
+		InstanceId:        optString(e.InstanceID),
+		ResourceType:      new(e.ResourceType),
+		EventTime:         api.TimePtr(e.Time),
+		Description:       optString(e.Description),
+		EventLevel:        new(e.Level),
+	}
+}
+
+func eventDetail(e *store.Event) *api.ClusterEventDetail {
+	d := &api.ClusterEventDetail{
+		EventId:           new(e.ID),
+		ClusterArn:        new(e.ClusterARN),
+		ClusterName:       new(e.ClusterName),
+		InstanceGroupName: optString(e.GroupName),
+		InstanceId:        optString(e.InstanceID),
+		ResourceType:      new(e.ResourceType),
+		EventTime:         api.TimePtr(e.Time),
+		Description:       optString(e.Description),
+		EventLevel:        new(e.Level),
+	}
+	if e.Metadata != nil {
+		d.EventDetails = &api.EventDetails{EventMetadata: e.Metadata}
+	}
+	return d
+}
+
+func timePtr(t *api.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.Time
+	return &v
+}
+
+func order(o *api.SortOrder, def store.SortOrder) store.SortOrder {
+	switch {
+	case o == nil:
+		return def
+	case *o == api.SortOrderDescending:
+		return store.Descending
+	}
+	return store.Ascending
+}

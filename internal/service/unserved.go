@@ -1,0 +1,57 @@
+package service
+
+import (
+	"context"
+
+	"github.com/haleproject/hale/api"
+)
+
+// Operations of the model that hale does not serve yet. Each answers a ValidationException that
+// names the operation, so a client learns at once what is missing instead of getting a generic
+// failure.
+
+func notServed(op, why string) error {
+	return invalid("hale does not serve SageMaker.%s yet: %s.", op, why)
+}
+
+// AttachClusterNodeVolume is not served: EBS volumes attach through the EKS CSI driver, and hale has no EKS support yet.
+func (s *Service) AttachClusterNodeVolume(context.Context, *api.AttachClusterNodeVolumeRequest) (*api.AttachClusterNodeVolumeResponse, error) {
+	return nil, notServed("AttachClusterNodeVolume", "volume attachment is part of EKS orchestration, which hale does not have")
+}
+
+// DetachClusterNodeVolume is not served, for the same reason as AttachClusterNodeVolume.
+func (s *Service) DetachClusterNodeVolume(context.Context, *api.DetachClusterNodeVolumeRequest) (*api.DetachClusterNodeVolumeResponse, error) {
+	return nil, notServed("DetachClusterNodeVolume", "volume attachment is part of EKS orchestration, which hale does not have")
+}
+
+// BatchAddClusterNodes is not served: scale with UpdateCluster's InstanceCount instead.
+func (s *Service) BatchAddClusterNodes(context.Context, *api.BatchAddClusterNodesRequest) (*api.BatchAddClusterNodesResponse, error) {
+	return nil, notServed("BatchAddClusterNodes", "scale a group with UpdateCluster and a new InstanceCount")
+}
+
+const schedulerWhy = "cluster scheduler configs are EKS task governance, which hale does not have"
+
+// CreateClusterSchedulerConfig is not served (EKS task governance).
+func (s *Service) CreateClusterSchedulerConfig(context.Context, *api.CreateClusterSchedulerConfigRequest) (*api.CreateClusterSchedulerConfigResponse, error) {
+	return nil, notServed("CreateClusterSchedulerConfig", schedulerWhy)
+}
+
+// DescribeClusterSchedulerConfig is not served (EKS task governance).
+func (s *Service) DescribeClusterSchedulerConfig(context.Context, *api.DescribeClusterSchedulerConfigRequest) (*api.DescribeClusterSchedulerConfigResponse, error) {
+	return nil, notServed("DescribeClusterSchedulerConfig", schedulerWhy)
+}
+
+// ListClusterSchedulerConfigs is not served (EKS task governance).
+func (s *Service) ListClusterSchedulerConfigs(context.Context, *api.ListClusterSchedulerConfigsRequest) (*api.ListClusterSchedulerConfigsResponse, error) {
+	return nil, notServed("ListClusterSchedulerConfigs", schedulerWhy)
+}
+
+// UpdateClusterSchedulerConfig is not served (EKS task governance).
+func (s *Service) UpdateClusterSchedulerConfig(context.Context, *api.UpdateClusterSchedulerConfigRequest) (*api.UpdateClusterSchedulerConfigResponse, error) {
+	return nil, notServed("UpdateClusterSchedulerConfig", schedulerWhy)
+}
+
+// DeleteClusterSchedulerConfig is not served (EKS task governance).
+func (s *Service) DeleteClusterSchedulerConfig(context.Context, *api.DeleteClusterSchedulerConfigRequest) error {
+	return notServed("DeleteClusterSchedulerConfig", schedulerWhy)
+}

@@ -1,0 +1,310 @@
+// Package store is hale's persistence: the records the control plane keeps (clusters, instance
+// groups, nodes, node actions, events, tags, access keys) and the Store interface that holds
+// them. store/sqlite is the embedded default.
+//
+// Every change happens inside Write, one serialized transaction that is durable when Write
+// returns nil: an acknowledged API call survives a crash of the server. Reads run in Read, on a
+// consistent snapshot. Lists are keyset-paginated on indexed columns, so a page costs the same
+// whatever the table's size.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/haleproject/hale/api"
+)
+
+// Sentinel errors. Callers test them with errors.Is; the API layer turns them into SageMaker codes.
+var (
+	// ErrNotFound: no record has that key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: a record with that unique key already exists.
+	ErrExists = errors.New("store: already exists")
+)
+
+// Store opens transactions over hale's records.
+type Store interface {
+	// Read runs fn on a consistent read-only snapshot.
+	Read(ctx context.Context, fn func(Tx) error) error
+	// Write runs fn in a read-write transaction, serialized with every other Write. It commits
+	// durably when fn returns nil and rolls back when fn returns an error (which Write returns).
+	Write(ctx context.Context, fn func(Tx) error) error
+	// Close releases the store.
+	Close() error
+}
+
+// Tx is what a transaction can do. Methods that change records are only valid inside Write.
+type Tx interface {
+	// InsertCluster adds c; ErrExists when a cluster has its name or id.
+	InsertCluster(c *Cluster) error
+	// Cluster returns the cluster whose name is ref, or whose ARN is ref; ErrNotFound.
+	Cluster(ref string) (*Cluster, error)
+	// ClusterByID returns the cluster with the given 12-character id; ErrNotFound.
+	ClusterByID(id string) (*Cluster, error)
+	// UpdateCluster replaces the stored cluster with c (same ID); ErrNotFound.
+	UpdateCluster(c *Cluster) error
+	// DeleteCluster removes the cluster and everything that belongs to it: groups, nodes, node
+	// actions, events and the tags of its ARN.
+	DeleteCluster(id string) error
+	// ListClusters returns up to q.Limit clusters in q's order, after q.After.
+	ListClusters(q ClusterQuery) ([]*Cluster, error)
+	// CountClusters returns how many clusters exist.
+	CountClusters() (int, error)
+
+	// Groups returns the cluster's instance groups in their position order.
+	Groups(clusterID string) ([]*Group, error)
+	// PutGroup inserts or replaces g (keyed by ClusterID and Name).
+	PutGroup(g *Group) error
+	// DeleteGroup removes a group record (its nodes are not touched).
+	DeleteGroup(clusterID, name string) error
+	// NodeCounts returns, per group name, how many nodes the cluster has in each status.
+	NodeCounts(clusterID string) (map[string]map[api.ClusterInstanceStatus]int, error)
+	// CountAllNodes returns how many nodes exist in all clusters.
+	CountAllNodes() (int, error)
+
+	// InsertNode adds n and sets n.Seq; ErrExists on a duplicate instance id or logical id.
+	InsertNode(n *Node) error
+	// UpdateNode replaces the node with n.Seq; ErrNotFound.
+	UpdateNode(n *Node) error
+	// DeleteNode removes the node with seq.
+	DeleteNode(clusterID string, seq int64) error
+	// NodeByInstanceID returns the cluster's node with that instance id; ErrNotFound.
+	NodeByInstanceID(clusterID, instanceID string) (*Node, error)
+	// NodeByLogicalID returns the cluster's node with that logical id; ErrNotFound.
+	NodeByLogicalID(clusterID, logicalID string) (*Node, error)
+	// ListNodes returns up to q.Limit nodes of q.ClusterID in q's order, after q.After.
+	ListNodes(q NodeQuery) ([]*Node, error)
+
+	// InsertAction adds a and sets a.ID.
+	InsertAction(a *Action) error
+	// UpdateAction replaces the action with a.ID; ErrNotFound.
+	UpdateAction(a *Action) error
+	// OpenActions returns the cluster's actions that are Pending or InProgress, oldest first.
+	OpenActions(clusterID string) ([]*Action, error)
+
+	// AppendEvent adds e and sets e.Seq.
+	AppendEvent(e *Event) error
+	// Event returns the cluster's event with that id; ErrNotFound.
+	Event(clusterID, eventID string) (*Event, error)
+	// ListEvents returns up to q.Limit events of q.ClusterID in q's order, after q.After.
+	ListEvents(q EventQuery) ([]*Event, error)
+
+	// Tags returns the tags of a resource ARN, sorted by key.
+	Tags(arn string) ([]api.Tag, error)
+	// PutTags adds tags to a resource, overwriting values of keys it already has.
+	PutTags(arn string, tags []api.Tag) error
+	// DeleteTags removes the given keys from a resource; absent keys are ignored.
+	DeleteTags(arn string, keys []string) error
+
+	// InsertAccessKey adds k; ErrExists on a duplicate id.
+	InsertAccessKey(k *AccessKey) error
+	// AccessKey returns the key with that id; ErrNotFound.
+	AccessKey(id string) (*AccessKey, error)
+	// ListAccessKeys returns every key, oldest first.
+	ListAccessKeys() ([]*AccessKey, error)
+	// DeleteAccessKey removes the key with that id; ErrNotFound.
+	DeleteAccessKey(id string) error
+}
+
+// Cluster is a cluster record: identity, status and the desired specification as the API last
+// accepted it (the CreateClusterRequest with UpdateCluster applied; its InstanceGroups and Tags
+// are kept elsewhere and are nil here).
+type Cluster struct {
+	ID             string // 12 lowercase alphanumerics, the last segment of the ARN
+	Name           string
+	ARN            string
+	Status         api.ClusterStatus
+	FailureMessage string
+	Spec           api.CreateClusterRequest
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Seq            int64 // insertion order; breaks ties between equal creation times
+}
+
+// Group is an instance group of a cluster: its desired specification and its observed state.
+type Group struct {
+	ClusterID string
+	Name      string
+	Position  int // order in DescribeCluster; groups keep the order they were added in
+	Spec      api.ClusterInstanceGroupSpecification
+	State     GroupState
+	CreatedAt time.Time
+}
+
+// GroupState is what hale observes and decides about a group, beyond its specification.
+type GroupState struct {
+	Status                     api.InstanceGroupStatus      `json:",omitempty"`
+	CurrentImageID             string                       `json:",omitempty"`
+	DesiredImageID             string                       `json:",omitempty"`
+	CurrentImageReleaseVersion string                       `json:",omitempty"`
+	DesiredImageReleaseVersion string                       `json:",omitempty"`
+	SoftwareUpdateStatus       api.SoftwareUpdateStatus     `json:",omitempty"`
+	ActiveSoftwareUpdateConfig *api.DeploymentConfiguration `json:",omitempty"`
+	TrainingPlanStatus         string                       `json:",omitempty"`
+	NextLogicalOrdinal         int                          `json:",omitempty"` // next NodeLogicalId suffix
+	Scaling                    bool                         `json:",omitempty"` // a scaling operation is in progress
+	Extra                      map[string]string            `json:",omitempty"` // for reconcilers' bookkeeping
+}
+
+// Node is one instance of a group. Before an instance exists (Continuous provisioning) a node
+// has only a logical id; InstanceID is then "".
+type Node struct {
+	ClusterID     string
+	Seq           int64 // store-assigned; unique, increasing
+	InstanceID    string
+	LogicalID     string
+	GroupName     string
+	InstanceType  string
+	Status        api.ClusterInstanceStatus
+	StatusMessage string
+	LaunchTime    time.Time
+	Details       NodeDetails
+}
+
+// NodeDetails are the rest of what DescribeClusterNode shows about a node.
+type NodeDetails struct {
+	PrivateIP              string     `json:",omitempty"`
+	PrivateDNSHostname     string     `json:",omitempty"`
+	AvailabilityZone       string     `json:",omitempty"`
+	AvailabilityZoneID     string     `json:",omitempty"`
+	ImageID                string     `json:",omitempty"`
+	ImageReleaseVersion    string     `json:",omitempty"`
+	LastSoftwareUpdateTime *time.Time `json:",omitempty"`
+	ThreadsPerCore         int32      `json:",omitempty"`
+	CapacityType           string     `json:",omitempty"`
+	UltraServerID          string     `json:",omitempty"`
+	UltraServerType        string     `json:",omitempty"`
+}
+
+// ActionKind is what an action asks a node to do.
+type ActionKind string
+
+// Action kinds: the node operations of the API.
+const (
+	ActionReboot          ActionKind = "Reboot"          // BatchRebootClusterNodes
+	ActionReplace         ActionKind = "Replace"         // BatchReplaceClusterNodes
+	ActionDelete          ActionKind = "Delete"          // BatchDeleteClusterNodes
+	ActionDeepHealthCheck ActionKind = "DeepHealthCheck" // StartClusterHealthCheck
+)
+
+// ActionState is where an action stands.
+type ActionState string
+
+// Action states. Pending and InProgress are open; a node with an open action is "in use".
+const (
+	ActionPending    ActionState = "Pending"
+	ActionInProgress ActionState = "InProgress"
+	ActionSucceeded  ActionState = "Succeeded"
+	ActionFailed     ActionState = "Failed"
+)
+
+// Action is a request to act on one node, recorded by the API and carried out by a reconciler.
+type Action struct {
+	ID         int64
+	ClusterID  string
+	NodeSeq    int64
+	InstanceID string
+	LogicalID  string
+	Kind       ActionKind
+	Params     map[string]any // e.g. {"DeepHealthChecks": ["InstanceStress"]}
+	State      ActionState
+	Message    string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Event is one ListClusterEvents record.
+type Event struct {
+	ID           string // UUID
+	Seq          int64  // store-assigned; breaks ties between equal times
+	ClusterID    string
+	ClusterName  string
+	ClusterARN   string
+	GroupName    string
+	InstanceID   string
+	ResourceType api.ClusterEventResourceType
+	Level        api.ClusterEventLevel
+	Time         time.Time
+	Description  string
+	Metadata     *api.EventMetadata
+}
+
+// AccessKey is an access key hale checks SigV4 signatures against, and what its principal may do.
+type AccessKey struct {
+	ID        string // the access key id, e.g. AKIA...
+	Secret    string
+	Principal string   // a name for who holds it
+	Actions   []string // IAM-style actions, e.g. "sagemaker:CreateCluster", "sagemaker:*", "sagemaker:List*"
+	Clusters  []string // cluster name patterns (path.Match syntax); empty means every cluster
+	CreatedAt time.Time
+}
+
+// SortOrder is the direction of a list.
+type SortOrder int
+
+// Sort directions.
+const (
+	Ascending SortOrder = iota
+	Descending
+)
+
+// ClusterQuery selects a page of clusters.
+type ClusterQuery struct {
+	ByName          bool // sort by name; else by creation time
+	Order           SortOrder
+	After           *ClusterCursor // position of the last cluster of the previous page
+	CreatedAfter    *time.Time     // exclusive
+	CreatedBefore   *time.Time     // exclusive
+	NameContains    string         // case-insensitive substring
+	TrainingPlanARN string         // clusters with a group that uses this training plan
+	Limit           int
+}
+
+// ClusterCursor is the sort key of a cluster in a list.
+type ClusterCursor struct {
+	Name      string    `json:"n,omitempty"`
+	CreatedAt time.Time `json:"t"`
+	Seq       int64     `json:"s"`
+}
+
+// NodeQuery selects a page of a cluster's nodes.
+type NodeQuery struct {
+	ClusterID          string
+	ByName             bool // sort by group name then instance id; else by launch time
+	Order              SortOrder
+	After              *NodeCursor
+	LaunchedAfter      *time.Time // exclusive
+	LaunchedBefore     *time.Time // exclusive
+	GroupNameContains  string
+	IncludeLogicalOnly bool // include nodes that have no instance id yet
+	Limit              int
+}
+
+// NodeCursor is the sort key of a node in a list.
+type NodeCursor struct {
+	GroupName  string    `json:"g,omitempty"`
+	InstanceID string    `json:"i,omitempty"`
+	LaunchTime time.Time `json:"t"`
+	Seq        int64     `json:"s"`
+}
+
+// EventQuery selects a page of a cluster's events, ordered by time.
+type EventQuery struct {
+	ClusterID    string
+	Order        SortOrder
+	After        *EventCursor
+	GroupName    string
+	InstanceID   string
+	ResourceType api.ClusterEventResourceType
+	TimeAfter    *time.Time // exclusive
+	TimeBefore   *time.Time // exclusive
+	Limit        int
+}
+
+// EventCursor is the sort key of an event in a list.
+type EventCursor struct {
+	Time time.Time `json:"t"`
+	Seq  int64     `json:"s"`
+}
