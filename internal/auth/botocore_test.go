@@ -98,6 +98,7 @@ func TestBotocoreVectors(t *testing.T) {
 			srv := newServer(t, v, false)
 
 			status, code, msg := send(t, vec.request(t, srv.URL, vec.Body))
+			t.Logf("%d %s %s", status, code, msg)
 			if w.code == "" {
 				if status != http.StatusOK {
 					t.Fatalf("status %d: %s: %s", status, code, msg)

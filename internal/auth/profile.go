@@ -28,8 +28,8 @@ var iniOptions = ini.LoadOptions{
 // WriteCredentialsProfile writes k into the AWS shared credentials file at path (usually
 // ~/.aws/credentials) as section [profile] with aws_access_key_id and aws_secret_access_key, so
 // the AWS CLI and SDKs find it with --profile / AWS_PROFILE. Other sections of an existing file
-// are kept; the named section is replaced whole, so no stale key (an aws_session_token, which
-// hale would refuse) survives in it. The parent directory is created with mode 0700 and the file
+// are kept; the named section keeps its place but loses all its old keys, so no stale key (an
+// aws_session_token, which hale would refuse) survives in it. The parent directory is created with mode 0700 and the file
 // is written with mode 0600, since it holds a secret. File format: AWS SDKs and Tools reference
 // guide, "Shared config and credentials files".
 func WriteCredentialsProfile(path, profile string, k *store.AccessKey) error {
@@ -46,8 +46,9 @@ func WriteCredentialsProfile(path, profile string, k *store.AccessKey) error {
 // (usually ~/.aws/config) for profile, so that the AWS CLI and SDKs send that profile's requests
 // to hale (endpoint_url is the shared-config form of a service endpoint override). The section
 // is [default] for "default" and [profile NAME] otherwise, as the config file spells it. Empty
-// values are left out. Other sections are kept, the named one is replaced whole, and the file
-// and its directory get modes 0600 and 0700 like the credentials file.
+// values are left out. Other sections are kept; the named one keeps its place but loses its old
+// keys (a stale role_arn or sso_* setting would send the SDK elsewhere for credentials). The
+// file and its directory get modes 0600 and 0700 like the credentials file.
 func WriteConfigProfile(path, profile, region, endpointURL string) error {
 	if profile == "" {
 		return errors.New("auth: writing a config profile needs a profile name")
@@ -66,7 +67,7 @@ func WriteConfigProfile(path, profile, region, endpointURL string) error {
 	return updateINI(path, section, keys)
 }
 
-// updateINI replaces section in the ini file at path (created when absent) with keys, in order.
+// updateINI sets section of the ini file at path (created when absent) to exactly keys, in order.
 func updateINI(path, section string, keys [][2]string) error {
 	// Write through a symlink (a ~/.aws/credentials kept elsewhere) rather than replacing it.
 	if real, err := filepath.EvalSymlinks(path); err == nil {
@@ -90,10 +91,13 @@ func updateINI(path, section string, keys [][2]string) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("auth: %w", err)
 	}
-	f.DeleteSection(section)
-	sec, err := f.NewSection(section)
+	// Empty the section in place rather than deleting it, so it keeps its place and comment.
+	sec, err := f.NewSection(section) // the existing section when there is one
 	if err != nil {
 		return fmt.Errorf("auth: %w", err)
+	}
+	for _, name := range sec.KeyStrings() {
+		sec.DeleteKey(name)
 	}
 	for _, kv := range keys {
 		if _, err := sec.NewKey(kv[0], kv[1]); err != nil {

@@ -153,6 +153,7 @@ func wantAPIError(t *testing.T, err error, code string, parts ...string) {
 			t.Errorf("message %q does not contain %q", ae.ErrorMessage(), p)
 		}
 	}
+	t.Logf("%s: %s", ae.ErrorCode(), ae.ErrorMessage())
 	if strings.Contains(ae.ErrorMessage(), testSecret) {
 		t.Errorf("message %q contains the secret", ae.ErrorMessage())
 	}

@@ -15,6 +15,8 @@ import os
 import botocore
 import botocore.auth
 import botocore.awsrequest
+import botocore.compat
+import botocore.config
 import botocore.session
 
 ACCESS_KEY = "AKIAHALETESTKEY00001"
