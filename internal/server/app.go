@@ -52,10 +52,12 @@ type App struct {
 	Store           store.Store
 	Service         *service.Service
 
-	srv    *http.Server
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    *slog.Logger
+	srv       *http.Server
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+	log       *slog.Logger
 }
 
 // Start opens the store in o.DataDir, makes sure an admin access key exists (creating one on
@@ -181,12 +183,15 @@ func (a *App) ensureAdminKey(region string) error {
 	return nil
 }
 
-// Close stops serving, stops the reconcilers and closes the store.
+// Close stops serving, stops the reconcilers and closes the store. Later calls do nothing.
 func (a *App) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := a.srv.Shutdown(ctx)
-	a.cancel()
-	a.wg.Wait()
-	return errors.Join(err, a.Store.Close())
+	a.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := a.srv.Shutdown(ctx)
+		a.cancel()
+		a.wg.Wait()
+		a.closeErr = errors.Join(err, a.Store.Close())
+	})
+	return a.closeErr
 }
