@@ -102,8 +102,9 @@ func TestThrottling(t *testing.T) {
 	e := servertest.Start(t, server.Options{Rate: 5, Burst: 2})
 	ctx := servertest.Ctx(t)
 	var throttled int
+	noRetries := sagemaker.NewFromConfig(e.AWS, servertest.NoRetries)
 	for i := 0; i < 6; i++ {
-		_, err := e.SDK.ListClusters(ctx, &sagemaker.ListClustersInput{})
+		_, err := noRetries.ListClusters(ctx, &sagemaker.ListClustersInput{})
 		if apiCode(err) == "ThrottlingException" {
 			throttled++
 		} else if err != nil {

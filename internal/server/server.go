@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -200,6 +201,7 @@ func (h *Handler) writeJSON(w http.ResponseWriter, reqID, op string, out any) in
 		return e.HTTPStatus()
 	}
 	w.Header().Set("Content-Type", ContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.Write(buf.Bytes())
 	return http.StatusOK
 }
