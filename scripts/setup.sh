@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what hale needs on a fresh Debian 12 machine and builds bin/hale.
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_go="1.26"
+if ! command -v go >/dev/null 2>&1; then
+  if [ -x /usr/local/go/bin/go ]; then
+    export PATH="/usr/local/go/bin:$PATH"
+  else
+    echo "setup: Go $need_go or newer is required (https://go.dev/dl/); install it to /usr/local/go" >&2
+    exit 1
+  fi
+fi
+have=$(go env GOVERSION | sed 's/^go//')
+if [ "$(printf '%s\n%s\n' "$need_go" "$have" | sort -V | head -1)" != "$need_go" ]; then
+  echo "setup: Go $have is too old; hale needs Go $need_go or newer" >&2
+  exit 1
+fi
+
+# Debian packages hale uses at run time or in tests. None yet beyond a C-free Go toolchain:
+# the store is pure-Go SQLite. Later layers add slurm-wlm and munge here.
+apt_packages=(ca-certificates)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+go mod download
+mkdir -p bin
+go build -o bin/hale ./cmd/hale
+echo "setup: built bin/hale ($(go env GOVERSION))"
