@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,6 +126,49 @@ func TestNodeListUsesIndex(t *testing.T) {
 		joined := strings.Join(plan, " | ")
 		if strings.Contains(joined, "TEMP B-TREE") || !strings.Contains(joined, "INDEX nodes_by") && !strings.Contains(joined, "INDEX events_by") {
 			t.Errorf("plan sorts or scans instead of walking an index:\n%s\n%s", q, joined)
+		}
+	}
+}
+
+// BenchmarkListNodesPage measures the store's part of a ListClusterNodes page: one keyset
+// query for 100 nodes from the middle of a cluster, by launch time and by name.
+func BenchmarkListNodesPage(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "hale.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	for _, n := range []int{250, 10000, 100000} {
+		id := fmt.Sprintf("c%011d", n)
+		s.Write(ctx, func(tx store.Tx) error {
+			if err := tx.InsertCluster(&store.Cluster{ID: id, Name: id, ARN: id, Status: api.ClusterStatusInService, CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+			for i := 0; i < n; i++ {
+				if err := tx.InsertNode(&store.Node{ClusterID: id, InstanceID: fmt.Sprintf("i-%017x", i), LogicalID: fmt.Sprint(i),
+					GroupName: fmt.Sprintf("g%d", i%4), InstanceType: "ml.p5.48xlarge", Status: api.ClusterInstanceStatusRunning,
+					LaunchTime: now.Add(time.Duration(i/10) * time.Second)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, byName := range []bool{false, true} {
+			b.Run(fmt.Sprintf("nodes=%d/byName=%v", n, byName), func(b *testing.B) {
+				mid := n / 2
+				after := &store.NodeCursor{GroupName: fmt.Sprintf("g%d", mid%4), InstanceID: fmt.Sprintf("i-%017x", mid), LaunchTime: now.Add(time.Duration(mid/10) * time.Second), Seq: int64(mid)}
+				for i := 0; i < b.N; i++ {
+					s.Read(ctx, func(tx store.Tx) error {
+						page, err := tx.ListNodes(store.NodeQuery{ClusterID: id, ByName: byName, After: after, Limit: 100})
+						if err != nil || len(page) != 100 {
+							b.Fatalf("%d nodes, %v", len(page), err)
+						}
+						return nil
+					})
+				}
+			})
 		}
 	}
 }
