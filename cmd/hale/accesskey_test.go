@@ -18,7 +18,9 @@ func TestAccessKeys(t *testing.T) {
 	creds := filepath.Join(t.TempDir(), "credentials")
 	out := must(t, "access-key", "create", "--data-dir", dir, "--principal", "auditor",
 		"--actions", "sagemaker:Describe*,sagemaker:List*", "--credentials-file", creds, "--profile", "auditor")
-	var created struct{ AccessKey struct{ AccessKeyId, SecretAccessKey, Principal string } }
+	var created struct {
+		AccessKey struct{ AccessKeyId, SecretAccessKey, Principal string }
+	}
 	if err := json.Unmarshal([]byte(out), &created); err != nil || created.AccessKey.Principal != "auditor" || created.AccessKey.SecretAccessKey == "" {
 		t.Fatalf("access-key create printed %q (%v)", out, err)
 	}
