@@ -37,7 +37,7 @@ func CheckCreateCluster(in *CreateClusterRequest) error {
 	}
 	checkOrchestrator(&v, in.Orchestrator, "orchestrator")
 	checkTags(&v, in.Tags, "tags")
-	ctx := groupContext{orchestrator: in.Orchestrator, vpc: in.VpcConfig, continuous: in.GetNodeProvisioningMode() == ClusterNodeProvisioningModeContinuous}
+	ctx := groupContext{orchestrator: in.Orchestrator, vpc: in.VpcConfig}
 	seen := map[string]bool{}
 	for i := range in.InstanceGroups {
 		g := &in.InstanceGroups[i]
@@ -56,7 +56,6 @@ func CheckCreateCluster(in *CreateClusterRequest) error {
 type groupContext struct {
 	orchestrator *ClusterOrchestrator
 	vpc          *VpcConfig
-	continuous   bool
 }
 
 func isEks(o *ClusterOrchestrator) bool { return o != nil && o.Eks != nil }
@@ -308,7 +307,7 @@ func MergeUpdate(cur *CreateClusterRequest, in *UpdateClusterRequest) (*CreateCl
 		deleting[name] = true
 	}
 
-	ctx := groupContext{orchestrator: next.Orchestrator, vpc: next.VpcConfig, continuous: next.GetNodeProvisioningMode() == ClusterNodeProvisioningModeContinuous}
+	ctx := groupContext{orchestrator: next.Orchestrator, vpc: next.VpcConfig}
 	named := map[string]bool{}
 	for i := range in.InstanceGroups {
 		g := in.InstanceGroups[i]

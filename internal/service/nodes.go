@@ -165,13 +165,9 @@ func (s *Service) batch(ctx context.Context, ref string, ids, logical []string, 
 		for _, g := range groups {
 			byName[g.Name] = g
 		}
-		open, err := tx.OpenActions(c.ID)
+		busy, err := busyNodes(tx, c.ID)
 		if err != nil {
 			return "", err
-		}
-		busy := map[int64]store.ActionKind{}
-		for _, a := range open {
-			busy[a.NodeSeq] = a.Kind
 		}
 		acted := false
 		// judge returns "" when op may act on n, else the failure.
@@ -263,6 +259,20 @@ func (s *Service) batch(ctx context.Context, ref string, ids, logical []string, 
 		return nil, err
 	}
 	return res, nil
+}
+
+// busyNodes maps each node (by seq) with an open action to that action's kind: a node is
+// "in use" while it has one.
+func busyNodes(tx store.Tx, clusterID string) (map[int64]store.ActionKind, error) {
+	open, err := tx.OpenActions(clusterID)
+	if err != nil {
+		return nil, err
+	}
+	busy := map[int64]store.ActionKind{}
+	for _, a := range open {
+		busy[a.NodeSeq] = a.Kind
+	}
+	return busy, nil
 }
 
 func nodeName(n *store.Node) string {

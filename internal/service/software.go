@@ -107,13 +107,9 @@ func (s *Service) StartClusterHealthCheck(ctx context.Context, in *api.StartClus
 		if err != nil {
 			return "", err
 		}
-		open, err := tx.OpenActions(c.ID)
+		busy, err := busyNodes(tx, c.ID)
 		if err != nil {
 			return "", err
-		}
-		busy := map[int64]store.ActionKind{}
-		for _, a := range open {
-			busy[a.NodeSeq] = a.Kind
 		}
 		type pick struct {
 			node   *store.Node
