@@ -18,13 +18,13 @@ func (ActiveClusterOperationName) Values() []ActiveClusterOperationName {
 // AddClusterNodeSpecification is the SageMaker structure AddClusterNodeSpecification.
 type AddClusterNodeSpecification struct {
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// IncrementTargetCountBy: Required. Shape AddClusterNodeSpecificationIncrementTargetCountByInteger. Constraints: range 1-50.
-	IncrementTargetCountBy *int32 `json:"IncrementTargetCountBy,omitempty"`
+	IncrementTargetCountBy *int32 `json:"IncrementTargetCountBy,omitzero"`
 	// AvailabilityZones: Shape ClusterAvailabilityZones. Constraints: items 1-10.
-	AvailabilityZones []string `json:"AvailabilityZones,omitempty"`
+	AvailabilityZones []string `json:"AvailabilityZones,omitzero"`
 	// InstanceTypes: Shape ClusterInstanceTypes. Constraints: items 1-20.
-	InstanceTypes []ClusterInstanceType `json:"InstanceTypes,omitempty"`
+	InstanceTypes []ClusterInstanceType `json:"InstanceTypes,omitzero"`
 }
 
 // GetInstanceGroupName returns InstanceGroupName, or the zero value when it is absent.
@@ -48,7 +48,7 @@ func (s *AddClusterNodeSpecification) GetIncrementTargetCountBy() int32 {
 // AddTagsInput is the SageMaker structure AddTagsInput.
 type AddTagsInput struct {
 	// ResourceArn: Required. Shape ResourceArn. Constraints: length 0-256; pattern `arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:[0-9]{12}:.+`.
-	ResourceArn *string `json:"ResourceArn,omitempty"`
+	ResourceArn *string `json:"ResourceArn,omitzero"`
 	// Tags: Required. Shape TagList. Constraints: items 0-50.
 	Tags []Tag `json:"Tags"`
 }
@@ -65,19 +65,19 @@ func (s *AddTagsInput) GetResourceArn() string {
 // AddTagsOutput is the SageMaker structure AddTagsOutput.
 type AddTagsOutput struct {
 	// Tags: Shape TagList. Constraints: items 0-50.
-	Tags []Tag `json:"Tags,omitempty"`
+	Tags []Tag `json:"Tags,omitzero"`
 }
 
 // AdditionalEnis is the SageMaker structure AdditionalEnis.
 type AdditionalEnis struct {
 	// EfaEnis: Shape EfaEnis.
-	EfaEnis []string `json:"EfaEnis,omitempty"`
+	EfaEnis []string `json:"EfaEnis,omitzero"`
 }
 
 // AlarmDetails is the SageMaker structure AlarmDetails.
 type AlarmDetails struct {
 	// AlarmName: Required. Shape AlarmName. Constraints: length 1-255; pattern `(?!\s*$).+`.
-	AlarmName *string `json:"AlarmName,omitempty"`
+	AlarmName *string `json:"AlarmName,omitzero"`
 }
 
 // GetAlarmName returns AlarmName, or the zero value when it is absent.
@@ -92,11 +92,11 @@ func (s *AlarmDetails) GetAlarmName() string {
 // AttachClusterNodeVolumeRequest is the SageMaker structure AttachClusterNodeVolumeRequest.
 type AttachClusterNodeVolumeRequest struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// VolumeId: Required. Shape VolumeId. Constraints: length 1-256; pattern `vol-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	VolumeId *string `json:"VolumeId,omitempty"`
+	VolumeId *string `json:"VolumeId,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -129,17 +129,17 @@ func (s *AttachClusterNodeVolumeRequest) GetVolumeId() string {
 // AttachClusterNodeVolumeResponse is the SageMaker structure AttachClusterNodeVolumeResponse.
 type AttachClusterNodeVolumeResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// VolumeId: Required. Shape VolumeId. Constraints: length 1-256; pattern `vol-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	VolumeId *string `json:"VolumeId,omitempty"`
+	VolumeId *string `json:"VolumeId,omitzero"`
 	// AttachTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	AttachTime *Time `json:"AttachTime,omitempty"`
+	AttachTime *Time `json:"AttachTime,omitzero"`
 	// Status: Required. Shape VolumeAttachmentStatus. Constraints: one of attaching, attached, detaching, detached, busy.
-	Status *VolumeAttachmentStatus `json:"Status,omitempty"`
+	Status *VolumeAttachmentStatus `json:"Status,omitzero"`
 	// DeviceName: Required. Shape VolumeDeviceName. Constraints: length 1-32; pattern `/dev/(xvd[a-z]|sd[b-z]|sd[f-p][1-6])`.
-	DeviceName *string `json:"DeviceName,omitempty"`
+	DeviceName *string `json:"DeviceName,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -199,17 +199,17 @@ func (s *AttachClusterNodeVolumeResponse) GetDeviceName() string {
 // BatchAddClusterNodesError is the SageMaker structure BatchAddClusterNodesError.
 type BatchAddClusterNodesError struct {
 	// InstanceGroupName: Required. Shape InstanceGroupName. Constraints: length 1-64; pattern `.+`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// ErrorCode: Required. Shape BatchAddClusterNodesErrorCode. Constraints: one of InstanceGroupNotFound, InvalidInstanceGroupStatus, IncompatibleAvailabilityZones, IncompatibleInstanceTypes.
-	ErrorCode *BatchAddClusterNodesErrorCode `json:"ErrorCode,omitempty"`
+	ErrorCode *BatchAddClusterNodesErrorCode `json:"ErrorCode,omitzero"`
 	// FailedCount: Required. Shape BatchAddFailureCount. Constraints: minimum 1.
-	FailedCount *int32 `json:"FailedCount,omitempty"`
+	FailedCount *int32 `json:"FailedCount,omitzero"`
 	// AvailabilityZones: Shape ClusterAvailabilityZones. Constraints: items 1-10.
-	AvailabilityZones []string `json:"AvailabilityZones,omitempty"`
+	AvailabilityZones []string `json:"AvailabilityZones,omitzero"`
 	// InstanceTypes: Shape ClusterInstanceTypes. Constraints: items 1-20.
-	InstanceTypes []ClusterInstanceType `json:"InstanceTypes,omitempty"`
+	InstanceTypes []ClusterInstanceType `json:"InstanceTypes,omitzero"`
 	// Message: Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetInstanceGroupName returns InstanceGroupName, or the zero value when it is absent.
@@ -267,9 +267,9 @@ func (BatchAddClusterNodesErrorCode) Values() []BatchAddClusterNodesErrorCode {
 // BatchAddClusterNodesRequest is the SageMaker structure BatchAddClusterNodesRequest.
 type BatchAddClusterNodesRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// ClientToken: Shape BatchAddClusterNodesRequestClientTokenString. Constraints: length 0-64; pattern `[\x21-\x7E]+`.
-	ClientToken *string `json:"ClientToken,omitempty"`
+	ClientToken *string `json:"ClientToken,omitzero"`
 	// NodesToAdd: Required. Shape AddClusterNodeSpecificationList. Constraints: items 1-5.
 	NodesToAdd []AddClusterNodeSpecification `json:"NodesToAdd"`
 }
@@ -303,11 +303,11 @@ type BatchAddClusterNodesResponse struct {
 // BatchDeleteClusterNodeLogicalIdsError is the SageMaker structure BatchDeleteClusterNodeLogicalIdsError.
 type BatchDeleteClusterNodeLogicalIdsError struct {
 	// Code: Required. Shape BatchDeleteClusterNodesErrorCode. Constraints: one of NodeIdNotFound, InvalidNodeStatus, NodeIdInUse.
-	Code *BatchDeleteClusterNodesErrorCode `json:"Code,omitempty"`
+	Code *BatchDeleteClusterNodesErrorCode `json:"Code,omitzero"`
 	// Message: Required. Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 	// NodeLogicalId: Required. Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 }
 
 // GetCode returns Code, or the zero value when it is absent.
@@ -340,11 +340,11 @@ func (s *BatchDeleteClusterNodeLogicalIdsError) GetNodeLogicalId() string {
 // BatchDeleteClusterNodesError is the SageMaker structure BatchDeleteClusterNodesError.
 type BatchDeleteClusterNodesError struct {
 	// Code: Required. Shape BatchDeleteClusterNodesErrorCode. Constraints: one of NodeIdNotFound, InvalidNodeStatus, NodeIdInUse.
-	Code *BatchDeleteClusterNodesErrorCode `json:"Code,omitempty"`
+	Code *BatchDeleteClusterNodesErrorCode `json:"Code,omitzero"`
 	// Message: Required. Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 }
 
 // GetCode returns Code, or the zero value when it is absent.
@@ -392,11 +392,11 @@ func (BatchDeleteClusterNodesErrorCode) Values() []BatchDeleteClusterNodesErrorC
 // BatchDeleteClusterNodesRequest is the SageMaker structure BatchDeleteClusterNodesRequest.
 type BatchDeleteClusterNodesRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// NodeIds: Shape ClusterNodeIds. Constraints: items 1-3000.
-	NodeIds []string `json:"NodeIds,omitempty"`
+	NodeIds []string `json:"NodeIds,omitzero"`
 	// NodeLogicalIds: Shape ClusterNodeLogicalIdList. Constraints: items 1-99.
-	NodeLogicalIds []string `json:"NodeLogicalIds,omitempty"`
+	NodeLogicalIds []string `json:"NodeLogicalIds,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -411,23 +411,23 @@ func (s *BatchDeleteClusterNodesRequest) GetClusterName() string {
 // BatchDeleteClusterNodesResponse is the SageMaker structure BatchDeleteClusterNodesResponse.
 type BatchDeleteClusterNodesResponse struct {
 	// Failed: Shape BatchDeleteClusterNodesErrorList. Constraints: items 1-3000.
-	Failed []BatchDeleteClusterNodesError `json:"Failed,omitempty"`
+	Failed []BatchDeleteClusterNodesError `json:"Failed,omitzero"`
 	// Successful: Shape ClusterNodeIds. Constraints: items 1-3000.
-	Successful []string `json:"Successful,omitempty"`
+	Successful []string `json:"Successful,omitzero"`
 	// FailedNodeLogicalIds: Shape BatchDeleteClusterNodeLogicalIdsErrorList. Constraints: items 1-99.
-	FailedNodeLogicalIds []BatchDeleteClusterNodeLogicalIdsError `json:"FailedNodeLogicalIds,omitempty"`
+	FailedNodeLogicalIds []BatchDeleteClusterNodeLogicalIdsError `json:"FailedNodeLogicalIds,omitzero"`
 	// SuccessfulNodeLogicalIds: Shape ClusterNodeLogicalIdList. Constraints: items 1-99.
-	SuccessfulNodeLogicalIds []string `json:"SuccessfulNodeLogicalIds,omitempty"`
+	SuccessfulNodeLogicalIds []string `json:"SuccessfulNodeLogicalIds,omitzero"`
 }
 
 // BatchRebootClusterNodeLogicalIdsError is the SageMaker structure BatchRebootClusterNodeLogicalIdsError.
 type BatchRebootClusterNodeLogicalIdsError struct {
 	// NodeLogicalId: Required. Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 	// ErrorCode: Required. Shape BatchRebootClusterNodesErrorCode. Constraints: one of InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError.
-	ErrorCode *BatchRebootClusterNodesErrorCode `json:"ErrorCode,omitempty"`
+	ErrorCode *BatchRebootClusterNodesErrorCode `json:"ErrorCode,omitzero"`
 	// Message: Required. Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetNodeLogicalId returns NodeLogicalId, or the zero value when it is absent.
@@ -460,11 +460,11 @@ func (s *BatchRebootClusterNodeLogicalIdsError) GetMessage() string {
 // BatchRebootClusterNodesError is the SageMaker structure BatchRebootClusterNodesError.
 type BatchRebootClusterNodesError struct {
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// ErrorCode: Required. Shape BatchRebootClusterNodesErrorCode. Constraints: one of InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError.
-	ErrorCode *BatchRebootClusterNodesErrorCode `json:"ErrorCode,omitempty"`
+	ErrorCode *BatchRebootClusterNodesErrorCode `json:"ErrorCode,omitzero"`
 	// Message: Required. Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetNodeId returns NodeId, or the zero value when it is absent.
@@ -513,11 +513,11 @@ func (BatchRebootClusterNodesErrorCode) Values() []BatchRebootClusterNodesErrorC
 // BatchRebootClusterNodesRequest is the SageMaker structure BatchRebootClusterNodesRequest.
 type BatchRebootClusterNodesRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// NodeIds: Shape BatchRebootClusterNodesRequestNodeIdsList. Constraints: items 1-25.
-	NodeIds []string `json:"NodeIds,omitempty"`
+	NodeIds []string `json:"NodeIds,omitzero"`
 	// NodeLogicalIds: Shape BatchRebootClusterNodesRequestNodeLogicalIdsList. Constraints: items 1-25.
-	NodeLogicalIds []string `json:"NodeLogicalIds,omitempty"`
+	NodeLogicalIds []string `json:"NodeLogicalIds,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -532,23 +532,23 @@ func (s *BatchRebootClusterNodesRequest) GetClusterName() string {
 // BatchRebootClusterNodesResponse is the SageMaker structure BatchRebootClusterNodesResponse.
 type BatchRebootClusterNodesResponse struct {
 	// Successful: Shape ClusterNodeIds. Constraints: items 1-3000.
-	Successful []string `json:"Successful,omitempty"`
+	Successful []string `json:"Successful,omitzero"`
 	// Failed: Shape BatchRebootClusterNodesErrors. Constraints: items 0-25.
-	Failed []BatchRebootClusterNodesError `json:"Failed,omitempty"`
+	Failed []BatchRebootClusterNodesError `json:"Failed,omitzero"`
 	// FailedNodeLogicalIds: Shape BatchRebootClusterNodeLogicalIdsErrors. Constraints: items 0-25.
-	FailedNodeLogicalIds []BatchRebootClusterNodeLogicalIdsError `json:"FailedNodeLogicalIds,omitempty"`
+	FailedNodeLogicalIds []BatchRebootClusterNodeLogicalIdsError `json:"FailedNodeLogicalIds,omitzero"`
 	// SuccessfulNodeLogicalIds: Shape ClusterNodeLogicalIdList. Constraints: items 1-99.
-	SuccessfulNodeLogicalIds []string `json:"SuccessfulNodeLogicalIds,omitempty"`
+	SuccessfulNodeLogicalIds []string `json:"SuccessfulNodeLogicalIds,omitzero"`
 }
 
 // BatchReplaceClusterNodeLogicalIdsError is the SageMaker structure BatchReplaceClusterNodeLogicalIdsError.
 type BatchReplaceClusterNodeLogicalIdsError struct {
 	// NodeLogicalId: Required. Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 	// ErrorCode: Required. Shape BatchReplaceClusterNodesErrorCode. Constraints: one of InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError.
-	ErrorCode *BatchReplaceClusterNodesErrorCode `json:"ErrorCode,omitempty"`
+	ErrorCode *BatchReplaceClusterNodesErrorCode `json:"ErrorCode,omitzero"`
 	// Message: Required. Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetNodeLogicalId returns NodeLogicalId, or the zero value when it is absent.
@@ -581,11 +581,11 @@ func (s *BatchReplaceClusterNodeLogicalIdsError) GetMessage() string {
 // BatchReplaceClusterNodesError is the SageMaker structure BatchReplaceClusterNodesError.
 type BatchReplaceClusterNodesError struct {
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// ErrorCode: Required. Shape BatchReplaceClusterNodesErrorCode. Constraints: one of InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError.
-	ErrorCode *BatchReplaceClusterNodesErrorCode `json:"ErrorCode,omitempty"`
+	ErrorCode *BatchReplaceClusterNodesErrorCode `json:"ErrorCode,omitzero"`
 	// Message: Required. Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetNodeId returns NodeId, or the zero value when it is absent.
@@ -634,11 +634,11 @@ func (BatchReplaceClusterNodesErrorCode) Values() []BatchReplaceClusterNodesErro
 // BatchReplaceClusterNodesRequest is the SageMaker structure BatchReplaceClusterNodesRequest.
 type BatchReplaceClusterNodesRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// NodeIds: Shape BatchReplaceClusterNodesRequestNodeIdsList. Constraints: items 1-25.
-	NodeIds []string `json:"NodeIds,omitempty"`
+	NodeIds []string `json:"NodeIds,omitzero"`
 	// NodeLogicalIds: Shape BatchReplaceClusterNodesRequestNodeLogicalIdsList. Constraints: items 1-25.
-	NodeLogicalIds []string `json:"NodeLogicalIds,omitempty"`
+	NodeLogicalIds []string `json:"NodeLogicalIds,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -653,21 +653,21 @@ func (s *BatchReplaceClusterNodesRequest) GetClusterName() string {
 // BatchReplaceClusterNodesResponse is the SageMaker structure BatchReplaceClusterNodesResponse.
 type BatchReplaceClusterNodesResponse struct {
 	// Successful: Shape ClusterNodeIds. Constraints: items 1-3000.
-	Successful []string `json:"Successful,omitempty"`
+	Successful []string `json:"Successful,omitzero"`
 	// Failed: Shape BatchReplaceClusterNodesErrors. Constraints: items 0-25.
-	Failed []BatchReplaceClusterNodesError `json:"Failed,omitempty"`
+	Failed []BatchReplaceClusterNodesError `json:"Failed,omitzero"`
 	// FailedNodeLogicalIds: Shape BatchReplaceClusterNodeLogicalIdsErrors. Constraints: items 0-25.
-	FailedNodeLogicalIds []BatchReplaceClusterNodeLogicalIdsError `json:"FailedNodeLogicalIds,omitempty"`
+	FailedNodeLogicalIds []BatchReplaceClusterNodeLogicalIdsError `json:"FailedNodeLogicalIds,omitzero"`
 	// SuccessfulNodeLogicalIds: Shape ClusterNodeLogicalIdList. Constraints: items 1-99.
-	SuccessfulNodeLogicalIds []string `json:"SuccessfulNodeLogicalIds,omitempty"`
+	SuccessfulNodeLogicalIds []string `json:"SuccessfulNodeLogicalIds,omitzero"`
 }
 
 // CapacityReservation is the SageMaker structure CapacityReservation.
 type CapacityReservation struct {
 	// Arn: Shape String.
-	Arn *string `json:"Arn,omitempty"`
+	Arn *string `json:"Arn,omitzero"`
 	// Type: Shape CapacityReservationType. Constraints: one of ODCR, CRG.
-	Type *CapacityReservationType `json:"Type,omitempty"`
+	Type *CapacityReservationType `json:"Type,omitzero"`
 }
 
 // GetArn returns Arn, or the zero value when it is absent.
@@ -705,9 +705,9 @@ func (CapacityReservationType) Values() []CapacityReservationType {
 // CapacitySizeConfig is the SageMaker structure CapacitySizeConfig.
 type CapacitySizeConfig struct {
 	// Type: Required. Shape NodeUnavailabilityType. Constraints: one of INSTANCE_COUNT, CAPACITY_PERCENTAGE.
-	Type *NodeUnavailabilityType `json:"Type,omitempty"`
+	Type *NodeUnavailabilityType `json:"Type,omitzero"`
 	// Value: Required. Shape NodeUnavailabilityValue. Constraints: minimum 1.
-	Value *int32 `json:"Value,omitempty"`
+	Value *int32 `json:"Value,omitzero"`
 }
 
 // GetType returns Type, or the zero value when it is absent.
@@ -731,11 +731,11 @@ func (s *CapacitySizeConfig) GetValue() int32 {
 // ClusterAutoPatchConfig is the SageMaker structure ClusterAutoPatchConfig.
 type ClusterAutoPatchConfig struct {
 	// PatchingStrategy: Required. Shape ClusterPatchingStrategy. Constraints: one of WhenIdle, WhenAllIdle.
-	PatchingStrategy *ClusterPatchingStrategy `json:"PatchingStrategy,omitempty"`
+	PatchingStrategy *ClusterPatchingStrategy `json:"PatchingStrategy,omitzero"`
 	// PatchSchedule: Shape ClusterPatchSchedule.
-	PatchSchedule *ClusterPatchSchedule `json:"PatchSchedule,omitempty"`
+	PatchSchedule *ClusterPatchSchedule `json:"PatchSchedule,omitzero"`
 	// DeploymentConfig: Shape DeploymentConfiguration.
-	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitempty"`
+	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitzero"`
 }
 
 // GetPatchingStrategy returns PatchingStrategy, or the zero value when it is absent.
@@ -750,13 +750,13 @@ func (s *ClusterAutoPatchConfig) GetPatchingStrategy() ClusterPatchingStrategy {
 // ClusterAutoPatchConfigDetails is the SageMaker structure ClusterAutoPatchConfigDetails.
 type ClusterAutoPatchConfigDetails struct {
 	// PatchingStrategy: Shape ClusterPatchingStrategy. Constraints: one of WhenIdle, WhenAllIdle.
-	PatchingStrategy *ClusterPatchingStrategy `json:"PatchingStrategy,omitempty"`
+	PatchingStrategy *ClusterPatchingStrategy `json:"PatchingStrategy,omitzero"`
 	// CurrentPatchSchedule: Shape ClusterPatchScheduleDetails.
-	CurrentPatchSchedule *ClusterPatchScheduleDetails `json:"CurrentPatchSchedule,omitempty"`
+	CurrentPatchSchedule *ClusterPatchScheduleDetails `json:"CurrentPatchSchedule,omitzero"`
 	// DesiredPatchSchedule: Shape ClusterPatchScheduleDetails.
-	DesiredPatchSchedule *ClusterPatchScheduleDetails `json:"DesiredPatchSchedule,omitempty"`
+	DesiredPatchSchedule *ClusterPatchScheduleDetails `json:"DesiredPatchSchedule,omitzero"`
 	// DeploymentConfig: Shape DeploymentConfiguration.
-	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitempty"`
+	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitzero"`
 }
 
 // GetPatchingStrategy returns PatchingStrategy, or the zero value when it is absent.
@@ -784,9 +784,9 @@ func (ClusterAutoScalerType) Values() []ClusterAutoScalerType {
 // ClusterAutoScalingConfig is the SageMaker structure ClusterAutoScalingConfig.
 type ClusterAutoScalingConfig struct {
 	// Mode: Required. Shape ClusterAutoScalingMode. Constraints: one of Enable, Disable.
-	Mode *ClusterAutoScalingMode `json:"Mode,omitempty"`
+	Mode *ClusterAutoScalingMode `json:"Mode,omitzero"`
 	// AutoScalerType: Shape ClusterAutoScalerType. Constraints: one of Karpenter.
-	AutoScalerType *ClusterAutoScalerType `json:"AutoScalerType,omitempty"`
+	AutoScalerType *ClusterAutoScalerType `json:"AutoScalerType,omitzero"`
 }
 
 // GetMode returns Mode, or the zero value when it is absent.
@@ -810,13 +810,13 @@ func (s *ClusterAutoScalingConfig) GetAutoScalerType() ClusterAutoScalerType {
 // ClusterAutoScalingConfigOutput is the SageMaker structure ClusterAutoScalingConfigOutput.
 type ClusterAutoScalingConfigOutput struct {
 	// Mode: Required. Shape ClusterAutoScalingMode. Constraints: one of Enable, Disable.
-	Mode *ClusterAutoScalingMode `json:"Mode,omitempty"`
+	Mode *ClusterAutoScalingMode `json:"Mode,omitzero"`
 	// AutoScalerType: Shape ClusterAutoScalerType. Constraints: one of Karpenter.
-	AutoScalerType *ClusterAutoScalerType `json:"AutoScalerType,omitempty"`
+	AutoScalerType *ClusterAutoScalerType `json:"AutoScalerType,omitzero"`
 	// Status: Required. Shape ClusterAutoScalingStatus. Constraints: one of InService, Failed, Creating, Deleting.
-	Status *ClusterAutoScalingStatus `json:"Status,omitempty"`
+	Status *ClusterAutoScalingStatus `json:"Status,omitzero"`
 	// FailureMessage: Shape String.
-	FailureMessage *string `json:"FailureMessage,omitempty"`
+	FailureMessage *string `json:"FailureMessage,omitzero"`
 }
 
 // GetMode returns Mode, or the zero value when it is absent.
@@ -888,9 +888,9 @@ func (ClusterAutoScalingStatus) Values() []ClusterAutoScalingStatus {
 // ClusterCapacityRequirements is the SageMaker structure ClusterCapacityRequirements.
 type ClusterCapacityRequirements struct {
 	// Spot: Shape ClusterSpotOptions.
-	Spot *ClusterSpotOptions `json:"Spot,omitempty"`
+	Spot *ClusterSpotOptions `json:"Spot,omitzero"`
 	// OnDemand: Shape ClusterOnDemandOptions.
-	OnDemand *ClusterOnDemandOptions `json:"OnDemand,omitempty"`
+	OnDemand *ClusterOnDemandOptions `json:"OnDemand,omitzero"`
 }
 
 // ClusterCapacityType is the SageMaker enum shape ClusterCapacityType.
@@ -924,11 +924,11 @@ func (ClusterConfigMode) Values() []ClusterConfigMode {
 // ClusterEbsVolumeConfig is the SageMaker structure ClusterEbsVolumeConfig.
 type ClusterEbsVolumeConfig struct {
 	// VolumeSizeInGB: Shape ClusterEbsVolumeSizeInGB. Constraints: range 1-16384.
-	VolumeSizeInGB *int32 `json:"VolumeSizeInGB,omitempty"`
+	VolumeSizeInGB *int32 `json:"VolumeSizeInGB,omitzero"`
 	// VolumeKmsKeyId: Shape KmsKeyId. Constraints: length 0-2048; pattern `[a-zA-Z0-9:/_-]*`.
-	VolumeKmsKeyId *string `json:"VolumeKmsKeyId,omitempty"`
+	VolumeKmsKeyId *string `json:"VolumeKmsKeyId,omitzero"`
 	// RootVolume: Shape Boolean.
-	RootVolume *bool `json:"RootVolume,omitempty"`
+	RootVolume *bool `json:"RootVolume,omitzero"`
 }
 
 // GetVolumeSizeInGB returns VolumeSizeInGB, or the zero value when it is absent.
@@ -961,25 +961,25 @@ func (s *ClusterEbsVolumeConfig) GetRootVolume() bool {
 // ClusterEventDetail is the SageMaker structure ClusterEventDetail.
 type ClusterEventDetail struct {
 	// EventId: Required. Shape EventId. Constraints: pattern `[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}`.
-	EventId *string `json:"EventId,omitempty"`
+	EventId *string `json:"EventId,omitzero"`
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// ClusterName: Required. Shape ClusterName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// InstanceGroupName: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceId: Shape String.
-	InstanceId *string `json:"InstanceId,omitempty"`
+	InstanceId *string `json:"InstanceId,omitzero"`
 	// ResourceType: Required. Shape ClusterEventResourceType. Constraints: one of Cluster, InstanceGroup, Instance.
-	ResourceType *ClusterEventResourceType `json:"ResourceType,omitempty"`
+	ResourceType *ClusterEventResourceType `json:"ResourceType,omitzero"`
 	// EventTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	EventTime *Time `json:"EventTime,omitempty"`
+	EventTime *Time `json:"EventTime,omitzero"`
 	// EventDetails: Shape EventDetails.
-	EventDetails *EventDetails `json:"EventDetails,omitempty"`
+	EventDetails *EventDetails `json:"EventDetails,omitzero"`
 	// Description: Shape String.
-	Description *string `json:"Description,omitempty"`
+	Description *string `json:"Description,omitzero"`
 	// EventLevel: Shape ClusterEventLevel. Constraints: one of Info, Warn, Error.
-	EventLevel *ClusterEventLevel `json:"EventLevel,omitempty"`
+	EventLevel *ClusterEventLevel `json:"EventLevel,omitzero"`
 }
 
 // GetEventId returns EventId, or the zero value when it is absent.
@@ -1096,23 +1096,23 @@ func (ClusterEventResourceType) Values() []ClusterEventResourceType {
 // ClusterEventSummary is the SageMaker structure ClusterEventSummary.
 type ClusterEventSummary struct {
 	// EventId: Required. Shape EventId. Constraints: pattern `[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}`.
-	EventId *string `json:"EventId,omitempty"`
+	EventId *string `json:"EventId,omitzero"`
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// ClusterName: Required. Shape ClusterName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// InstanceGroupName: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceId: Shape String.
-	InstanceId *string `json:"InstanceId,omitempty"`
+	InstanceId *string `json:"InstanceId,omitzero"`
 	// ResourceType: Required. Shape ClusterEventResourceType. Constraints: one of Cluster, InstanceGroup, Instance.
-	ResourceType *ClusterEventResourceType `json:"ResourceType,omitempty"`
+	ResourceType *ClusterEventResourceType `json:"ResourceType,omitzero"`
 	// EventTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	EventTime *Time `json:"EventTime,omitempty"`
+	EventTime *Time `json:"EventTime,omitzero"`
 	// Description: Shape String.
-	Description *string `json:"Description,omitempty"`
+	Description *string `json:"Description,omitzero"`
 	// EventLevel: Shape ClusterEventLevel. Constraints: one of Info, Warn, Error.
-	EventLevel *ClusterEventLevel `json:"EventLevel,omitempty"`
+	EventLevel *ClusterEventLevel `json:"EventLevel,omitzero"`
 }
 
 // GetEventId returns EventId, or the zero value when it is absent.
@@ -1213,11 +1213,11 @@ func (ClusterFSxLustreDeletionPolicy) Values() []ClusterFSxLustreDeletionPolicy 
 // ClusterFsxLustreConfig is the SageMaker structure ClusterFsxLustreConfig.
 type ClusterFsxLustreConfig struct {
 	// DnsName: Required. Shape ClusterDnsName. Constraints: length 16-275; pattern `((fs|fc)i?-[0-9a-f]{8,}\..{4,253})`.
-	DnsName *string `json:"DnsName,omitempty"`
+	DnsName *string `json:"DnsName,omitzero"`
 	// MountName: Required. Shape ClusterMountName. Constraints: length 1-8; pattern `([A-Za-z0-9_-]{1,8})`.
-	MountName *string `json:"MountName,omitempty"`
+	MountName *string `json:"MountName,omitzero"`
 	// MountPath: Shape ClusterFsxMountPath. Constraints: length 1-1024; pattern `/[a-zA-Z0-9._/-]+`.
-	MountPath *string `json:"MountPath,omitempty"`
+	MountPath *string `json:"MountPath,omitzero"`
 }
 
 // GetDnsName returns DnsName, or the zero value when it is absent.
@@ -1250,9 +1250,9 @@ func (s *ClusterFsxLustreConfig) GetMountPath() string {
 // ClusterFsxOpenZfsConfig is the SageMaker structure ClusterFsxOpenZfsConfig.
 type ClusterFsxOpenZfsConfig struct {
 	// DnsName: Required. Shape ClusterDnsName. Constraints: length 16-275; pattern `((fs|fc)i?-[0-9a-f]{8,}\..{4,253})`.
-	DnsName *string `json:"DnsName,omitempty"`
+	DnsName *string `json:"DnsName,omitzero"`
 	// MountPath: Shape ClusterFsxMountPath. Constraints: length 1-1024; pattern `/[a-zA-Z0-9._/-]+`.
-	MountPath *string `json:"MountPath,omitempty"`
+	MountPath *string `json:"MountPath,omitzero"`
 }
 
 // GetDnsName returns DnsName, or the zero value when it is absent.
@@ -1292,67 +1292,67 @@ func (ClusterImageVersionStatus) Values() []ClusterImageVersionStatus {
 // ClusterInstanceGroupDetails is the SageMaker structure ClusterInstanceGroupDetails.
 type ClusterInstanceGroupDetails struct {
 	// CurrentCount: Shape ClusterNonNegativeInstanceCount. Constraints: minimum 0.
-	CurrentCount *int32 `json:"CurrentCount,omitempty"`
+	CurrentCount *int32 `json:"CurrentCount,omitzero"`
 	// TargetCount: Shape ClusterInstanceCount. Constraints: range 0-6758.
-	TargetCount *int32 `json:"TargetCount,omitempty"`
+	TargetCount *int32 `json:"TargetCount,omitzero"`
 	// MinCount: Shape ClusterInstanceCount. Constraints: range 0-6758.
-	MinCount *int32 `json:"MinCount,omitempty"`
+	MinCount *int32 `json:"MinCount,omitzero"`
 	// InstanceGroupName: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceType: Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// InstanceRequirements: Shape ClusterInstanceRequirementDetails.
-	InstanceRequirements *ClusterInstanceRequirementDetails `json:"InstanceRequirements,omitempty"`
+	InstanceRequirements *ClusterInstanceRequirementDetails `json:"InstanceRequirements,omitzero"`
 	// InstanceTypeDetails: Shape ClusterInstanceTypeDetails. Constraints: items 0-20.
-	InstanceTypeDetails []ClusterInstanceTypeDetail `json:"InstanceTypeDetails,omitempty"`
+	InstanceTypeDetails []ClusterInstanceTypeDetail `json:"InstanceTypeDetails,omitzero"`
 	// LifeCycleConfig: Shape ClusterLifeCycleConfig.
-	LifeCycleConfig *ClusterLifeCycleConfig `json:"LifeCycleConfig,omitempty"`
+	LifeCycleConfig *ClusterLifeCycleConfig `json:"LifeCycleConfig,omitzero"`
 	// ExecutionRole: Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ExecutionRole *string `json:"ExecutionRole,omitempty"`
+	ExecutionRole *string `json:"ExecutionRole,omitzero"`
 	// ThreadsPerCore: Shape ClusterThreadsPerCore. Constraints: range 1-2.
-	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitempty"`
+	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitzero"`
 	// InstanceStorageConfigs: Shape ClusterInstanceStorageConfigs. Constraints: items 0-4.
-	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitempty"`
+	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitzero"`
 	// OnStartDeepHealthChecks: Shape OnStartDeepHealthChecks. Constraints: items 1-2.
-	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitempty"`
+	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitzero"`
 	// Status: Shape InstanceGroupStatus. Constraints: one of InService, Creating, Updating, Failed, Degraded, SystemUpdating, Deleting.
-	Status *InstanceGroupStatus `json:"Status,omitempty"`
+	Status *InstanceGroupStatus `json:"Status,omitzero"`
 	// TrainingPlanArn: Shape TrainingPlanArn. Constraints: length 50-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*`.
-	TrainingPlanArn *string `json:"TrainingPlanArn,omitempty"`
+	TrainingPlanArn *string `json:"TrainingPlanArn,omitzero"`
 	// TrainingPlanStatus: Shape InstanceGroupTrainingPlanStatus. Constraints: length 1-63.
-	TrainingPlanStatus *string `json:"TrainingPlanStatus,omitempty"`
+	TrainingPlanStatus *string `json:"TrainingPlanStatus,omitzero"`
 	// OverrideVpcConfig: Shape VpcConfig.
-	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitempty"`
+	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitzero"`
 	// ScheduledUpdateConfig: Shape ScheduledUpdateConfig.
-	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitempty"`
+	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitzero"`
 	// AutoPatchConfig: Shape ClusterAutoPatchConfigDetails.
-	AutoPatchConfig *ClusterAutoPatchConfigDetails `json:"AutoPatchConfig,omitempty"`
+	AutoPatchConfig *ClusterAutoPatchConfigDetails `json:"AutoPatchConfig,omitzero"`
 	// CurrentImageId: Shape ImageId. Constraints: length 7-21; pattern `ami-[0-9a-fA-F]{8,17}|default`.
-	CurrentImageId *string `json:"CurrentImageId,omitempty"`
+	CurrentImageId *string `json:"CurrentImageId,omitzero"`
 	// DesiredImageId: Shape ImageId. Constraints: length 7-21; pattern `ami-[0-9a-fA-F]{8,17}|default`.
-	DesiredImageId *string `json:"DesiredImageId,omitempty"`
+	DesiredImageId *string `json:"DesiredImageId,omitzero"`
 	// CurrentImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	CurrentImageReleaseVersion *string `json:"CurrentImageReleaseVersion,omitempty"`
+	CurrentImageReleaseVersion *string `json:"CurrentImageReleaseVersion,omitzero"`
 	// DesiredImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	DesiredImageReleaseVersion *string `json:"DesiredImageReleaseVersion,omitempty"`
+	DesiredImageReleaseVersion *string `json:"DesiredImageReleaseVersion,omitzero"`
 	// ImageVersionStatus: Shape ClusterImageVersionStatus. Constraints: one of UpToDate, UpdateAvailable, SecurityUpdateRequired, EndOfLife.
-	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitempty"`
+	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitzero"`
 	// ActiveOperations: Shape ActiveOperations.
-	ActiveOperations map[ActiveClusterOperationName]int32 `json:"ActiveOperations,omitempty"`
+	ActiveOperations map[ActiveClusterOperationName]int32 `json:"ActiveOperations,omitzero"`
 	// KubernetesConfig: Shape ClusterKubernetesConfigDetails.
-	KubernetesConfig *ClusterKubernetesConfigDetails `json:"KubernetesConfig,omitempty"`
+	KubernetesConfig *ClusterKubernetesConfigDetails `json:"KubernetesConfig,omitzero"`
 	// CapacityRequirements: Shape ClusterCapacityRequirements.
-	CapacityRequirements *ClusterCapacityRequirements `json:"CapacityRequirements,omitempty"`
+	CapacityRequirements *ClusterCapacityRequirements `json:"CapacityRequirements,omitzero"`
 	// TargetStateCount: Shape ClusterInstanceCount. Constraints: range 0-6758.
-	TargetStateCount *int32 `json:"TargetStateCount,omitempty"`
+	TargetStateCount *int32 `json:"TargetStateCount,omitzero"`
 	// SoftwareUpdateStatus: Shape SoftwareUpdateStatus. Constraints: one of Pending, InProgress, Succeeded, Failed, RollbackInProgress, RollbackComplete.
-	SoftwareUpdateStatus *SoftwareUpdateStatus `json:"SoftwareUpdateStatus,omitempty"`
+	SoftwareUpdateStatus *SoftwareUpdateStatus `json:"SoftwareUpdateStatus,omitzero"`
 	// ActiveSoftwareUpdateConfig: Shape DeploymentConfiguration.
-	ActiveSoftwareUpdateConfig *DeploymentConfiguration `json:"ActiveSoftwareUpdateConfig,omitempty"`
+	ActiveSoftwareUpdateConfig *DeploymentConfiguration `json:"ActiveSoftwareUpdateConfig,omitzero"`
 	// SlurmConfig: Shape ClusterSlurmConfigDetails.
-	SlurmConfig *ClusterSlurmConfigDetails `json:"SlurmConfig,omitempty"`
+	SlurmConfig *ClusterSlurmConfigDetails `json:"SlurmConfig,omitzero"`
 	// NetworkInterface: Shape ClusterNetworkInterfaceDetails.
-	NetworkInterface *ClusterNetworkInterfaceDetails `json:"NetworkInterface,omitempty"`
+	NetworkInterface *ClusterNetworkInterfaceDetails `json:"NetworkInterface,omitzero"`
 }
 
 // GetCurrentCount returns CurrentCount, or the zero value when it is absent.
@@ -1511,45 +1511,45 @@ func (s *ClusterInstanceGroupDetails) GetSoftwareUpdateStatus() SoftwareUpdateSt
 // ClusterInstanceGroupSpecification is the SageMaker structure ClusterInstanceGroupSpecification.
 type ClusterInstanceGroupSpecification struct {
 	// InstanceCount: Required. Shape ClusterInstanceCount. Constraints: range 0-6758.
-	InstanceCount *int32 `json:"InstanceCount,omitempty"`
+	InstanceCount *int32 `json:"InstanceCount,omitzero"`
 	// MinInstanceCount: Shape ClusterInstanceCount. Constraints: range 0-6758.
-	MinInstanceCount *int32 `json:"MinInstanceCount,omitempty"`
+	MinInstanceCount *int32 `json:"MinInstanceCount,omitzero"`
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceType: Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// InstanceRequirements: Shape ClusterInstanceRequirements.
-	InstanceRequirements *ClusterInstanceRequirements `json:"InstanceRequirements,omitempty"`
+	InstanceRequirements *ClusterInstanceRequirements `json:"InstanceRequirements,omitzero"`
 	// LifeCycleConfig: Shape ClusterLifeCycleConfig.
-	LifeCycleConfig *ClusterLifeCycleConfig `json:"LifeCycleConfig,omitempty"`
+	LifeCycleConfig *ClusterLifeCycleConfig `json:"LifeCycleConfig,omitzero"`
 	// ExecutionRole: Required. Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ExecutionRole *string `json:"ExecutionRole,omitempty"`
+	ExecutionRole *string `json:"ExecutionRole,omitzero"`
 	// ThreadsPerCore: Shape ClusterThreadsPerCore. Constraints: range 1-2.
-	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitempty"`
+	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitzero"`
 	// InstanceStorageConfigs: Shape ClusterInstanceStorageConfigs. Constraints: items 0-4.
-	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitempty"`
+	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitzero"`
 	// OnStartDeepHealthChecks: Shape OnStartDeepHealthChecks. Constraints: items 1-2.
-	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitempty"`
+	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitzero"`
 	// TrainingPlanArn: Shape TrainingPlanArn. Constraints: length 50-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*`.
-	TrainingPlanArn *string `json:"TrainingPlanArn,omitempty"`
+	TrainingPlanArn *string `json:"TrainingPlanArn,omitzero"`
 	// OverrideVpcConfig: Shape VpcConfig.
-	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitempty"`
+	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitzero"`
 	// ScheduledUpdateConfig: Shape ScheduledUpdateConfig.
-	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitempty"`
+	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitzero"`
 	// ImageId: Shape ImageId. Constraints: length 7-21; pattern `ami-[0-9a-fA-F]{8,17}|default`.
-	ImageId *string `json:"ImageId,omitempty"`
+	ImageId *string `json:"ImageId,omitzero"`
 	// AutoPatchConfig: Shape ClusterAutoPatchConfig.
-	AutoPatchConfig *ClusterAutoPatchConfig `json:"AutoPatchConfig,omitempty"`
+	AutoPatchConfig *ClusterAutoPatchConfig `json:"AutoPatchConfig,omitzero"`
 	// ImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	ImageReleaseVersion *string `json:"ImageReleaseVersion,omitempty"`
+	ImageReleaseVersion *string `json:"ImageReleaseVersion,omitzero"`
 	// KubernetesConfig: Shape ClusterKubernetesConfig.
-	KubernetesConfig *ClusterKubernetesConfig `json:"KubernetesConfig,omitempty"`
+	KubernetesConfig *ClusterKubernetesConfig `json:"KubernetesConfig,omitzero"`
 	// SlurmConfig: Shape ClusterSlurmConfig.
-	SlurmConfig *ClusterSlurmConfig `json:"SlurmConfig,omitempty"`
+	SlurmConfig *ClusterSlurmConfig `json:"SlurmConfig,omitzero"`
 	// CapacityRequirements: Shape ClusterCapacityRequirements.
-	CapacityRequirements *ClusterCapacityRequirements `json:"CapacityRequirements,omitempty"`
+	CapacityRequirements *ClusterCapacityRequirements `json:"CapacityRequirements,omitzero"`
 	// NetworkInterface: Shape ClusterNetworkInterface.
-	NetworkInterface *ClusterNetworkInterface `json:"NetworkInterface,omitempty"`
+	NetworkInterface *ClusterNetworkInterface `json:"NetworkInterface,omitzero"`
 }
 
 // GetInstanceCount returns InstanceCount, or the zero value when it is absent.
@@ -1636,9 +1636,9 @@ func (s *ClusterInstanceGroupSpecification) GetImageReleaseVersion() string {
 // ClusterInstancePlacement is the SageMaker structure ClusterInstancePlacement.
 type ClusterInstancePlacement struct {
 	// AvailabilityZone: Shape ClusterAvailabilityZone. Constraints: pattern `[a-z]{2}-[a-z]+-\d[a-z]`.
-	AvailabilityZone *string `json:"AvailabilityZone,omitempty"`
+	AvailabilityZone *string `json:"AvailabilityZone,omitzero"`
 	// AvailabilityZoneId: Shape ClusterAvailabilityZoneId. Constraints: pattern `[a-z]{3}\d-az\d`.
-	AvailabilityZoneId *string `json:"AvailabilityZoneId,omitempty"`
+	AvailabilityZoneId *string `json:"AvailabilityZoneId,omitzero"`
 }
 
 // GetAvailabilityZone returns AvailabilityZone, or the zero value when it is absent.
@@ -1662,9 +1662,9 @@ func (s *ClusterInstancePlacement) GetAvailabilityZoneId() string {
 // ClusterInstanceRequirementDetails is the SageMaker structure ClusterInstanceRequirementDetails.
 type ClusterInstanceRequirementDetails struct {
 	// CurrentInstanceTypes: Shape ClusterInstanceTypes. Constraints: items 1-20.
-	CurrentInstanceTypes []ClusterInstanceType `json:"CurrentInstanceTypes,omitempty"`
+	CurrentInstanceTypes []ClusterInstanceType `json:"CurrentInstanceTypes,omitzero"`
 	// DesiredInstanceTypes: Shape ClusterInstanceTypes. Constraints: items 1-20.
-	DesiredInstanceTypes []ClusterInstanceType `json:"DesiredInstanceTypes,omitempty"`
+	DesiredInstanceTypes []ClusterInstanceType `json:"DesiredInstanceTypes,omitzero"`
 }
 
 // ClusterInstanceRequirements is the SageMaker structure ClusterInstanceRequirements.
@@ -1695,9 +1695,9 @@ func (ClusterInstanceStatus) Values() []ClusterInstanceStatus {
 // ClusterInstanceStatusDetails is the SageMaker structure ClusterInstanceStatusDetails.
 type ClusterInstanceStatusDetails struct {
 	// Status: Required. Shape ClusterInstanceStatus. Constraints: one of Running, Failure, Pending, ShuttingDown, SystemUpdating, DeepHealthCheckInProgress, NotFound.
-	Status *ClusterInstanceStatus `json:"Status,omitempty"`
+	Status *ClusterInstanceStatus `json:"Status,omitzero"`
 	// Message: Shape String.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetStatus returns Status, or the zero value when it is absent.
@@ -1721,11 +1721,11 @@ func (s *ClusterInstanceStatusDetails) GetMessage() string {
 // ClusterInstanceStorageConfig is the SageMaker structure ClusterInstanceStorageConfig. It is a union: exactly one member is set.
 type ClusterInstanceStorageConfig struct {
 	// EbsVolumeConfig: Shape ClusterEbsVolumeConfig.
-	EbsVolumeConfig *ClusterEbsVolumeConfig `json:"EbsVolumeConfig,omitempty"`
+	EbsVolumeConfig *ClusterEbsVolumeConfig `json:"EbsVolumeConfig,omitzero"`
 	// FsxLustreConfig: Shape ClusterFsxLustreConfig.
-	FsxLustreConfig *ClusterFsxLustreConfig `json:"FsxLustreConfig,omitempty"`
+	FsxLustreConfig *ClusterFsxLustreConfig `json:"FsxLustreConfig,omitzero"`
 	// FsxOpenZfsConfig: Shape ClusterFsxOpenZfsConfig.
-	FsxOpenZfsConfig *ClusterFsxOpenZfsConfig `json:"FsxOpenZfsConfig,omitempty"`
+	FsxOpenZfsConfig *ClusterFsxOpenZfsConfig `json:"FsxOpenZfsConfig,omitzero"`
 }
 
 // ClusterInstanceType is the SageMaker enum shape ClusterInstanceType.
@@ -1944,11 +1944,11 @@ func (ClusterInstanceType) Values() []ClusterInstanceType {
 // ClusterInstanceTypeDetail is the SageMaker structure ClusterInstanceTypeDetail.
 type ClusterInstanceTypeDetail struct {
 	// InstanceType: Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// CurrentCount: Shape ClusterNonNegativeInstanceCount. Constraints: minimum 0.
-	CurrentCount *int32 `json:"CurrentCount,omitempty"`
+	CurrentCount *int32 `json:"CurrentCount,omitzero"`
 	// ThreadsPerCore: Shape ClusterThreadsPerCore. Constraints: range 1-2.
-	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitempty"`
+	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitzero"`
 }
 
 // GetInstanceType returns InstanceType, or the zero value when it is absent.
@@ -1995,43 +1995,43 @@ func (ClusterInterfaceType) Values() []ClusterInterfaceType {
 // ClusterKubernetesConfig is the SageMaker structure ClusterKubernetesConfig.
 type ClusterKubernetesConfig struct {
 	// Labels: Shape ClusterKubernetesLabels. Constraints: items 0-50.
-	Labels map[string]string `json:"Labels,omitempty"`
+	Labels map[string]string `json:"Labels,omitzero"`
 	// Taints: Shape ClusterKubernetesTaints. Constraints: items 0-50.
-	Taints []ClusterKubernetesTaint `json:"Taints,omitempty"`
+	Taints []ClusterKubernetesTaint `json:"Taints,omitzero"`
 }
 
 // ClusterKubernetesConfigDetails is the SageMaker structure ClusterKubernetesConfigDetails.
 type ClusterKubernetesConfigDetails struct {
 	// CurrentLabels: Shape ClusterKubernetesLabels. Constraints: items 0-50.
-	CurrentLabels map[string]string `json:"CurrentLabels,omitempty"`
+	CurrentLabels map[string]string `json:"CurrentLabels,omitzero"`
 	// DesiredLabels: Shape ClusterKubernetesLabels. Constraints: items 0-50.
-	DesiredLabels map[string]string `json:"DesiredLabels,omitempty"`
+	DesiredLabels map[string]string `json:"DesiredLabels,omitzero"`
 	// CurrentTaints: Shape ClusterKubernetesTaints. Constraints: items 0-50.
-	CurrentTaints []ClusterKubernetesTaint `json:"CurrentTaints,omitempty"`
+	CurrentTaints []ClusterKubernetesTaint `json:"CurrentTaints,omitzero"`
 	// DesiredTaints: Shape ClusterKubernetesTaints. Constraints: items 0-50.
-	DesiredTaints []ClusterKubernetesTaint `json:"DesiredTaints,omitempty"`
+	DesiredTaints []ClusterKubernetesTaint `json:"DesiredTaints,omitzero"`
 }
 
 // ClusterKubernetesConfigNodeDetails is the SageMaker structure ClusterKubernetesConfigNodeDetails.
 type ClusterKubernetesConfigNodeDetails struct {
 	// CurrentLabels: Shape ClusterKubernetesLabels. Constraints: items 0-50.
-	CurrentLabels map[string]string `json:"CurrentLabels,omitempty"`
+	CurrentLabels map[string]string `json:"CurrentLabels,omitzero"`
 	// DesiredLabels: Shape ClusterKubernetesLabels. Constraints: items 0-50.
-	DesiredLabels map[string]string `json:"DesiredLabels,omitempty"`
+	DesiredLabels map[string]string `json:"DesiredLabels,omitzero"`
 	// CurrentTaints: Shape ClusterKubernetesTaints. Constraints: items 0-50.
-	CurrentTaints []ClusterKubernetesTaint `json:"CurrentTaints,omitempty"`
+	CurrentTaints []ClusterKubernetesTaint `json:"CurrentTaints,omitzero"`
 	// DesiredTaints: Shape ClusterKubernetesTaints. Constraints: items 0-50.
-	DesiredTaints []ClusterKubernetesTaint `json:"DesiredTaints,omitempty"`
+	DesiredTaints []ClusterKubernetesTaint `json:"DesiredTaints,omitzero"`
 }
 
 // ClusterKubernetesTaint is the SageMaker structure ClusterKubernetesTaint.
 type ClusterKubernetesTaint struct {
 	// Key: Required. Shape ClusterKubernetesTaintKey. Constraints: length 1-317; pattern `([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`.
-	Key *string `json:"Key,omitempty"`
+	Key *string `json:"Key,omitzero"`
 	// Value: Shape ClusterKubernetesTaintValue. Constraints: length 1-63; pattern `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?`.
-	Value *string `json:"Value,omitempty"`
+	Value *string `json:"Value,omitzero"`
 	// Effect: Required. Shape ClusterKubernetesTaintEffect. Constraints: one of NoSchedule, PreferNoSchedule, NoExecute.
-	Effect *ClusterKubernetesTaintEffect `json:"Effect,omitempty"`
+	Effect *ClusterKubernetesTaintEffect `json:"Effect,omitzero"`
 }
 
 // GetKey returns Key, or the zero value when it is absent.
@@ -2079,11 +2079,11 @@ func (ClusterKubernetesTaintEffect) Values() []ClusterKubernetesTaintEffect {
 // ClusterLifeCycleConfig is the SageMaker structure ClusterLifeCycleConfig.
 type ClusterLifeCycleConfig struct {
 	// SourceS3Uri: Shape S3Uri. Constraints: length 0-1024; pattern `(https|s3)://([^/]+)/?(.*)`.
-	SourceS3Uri *string `json:"SourceS3Uri,omitempty"`
+	SourceS3Uri *string `json:"SourceS3Uri,omitzero"`
 	// OnCreate: Shape ClusterLifeCycleConfigFileName. Constraints: length 1-128; pattern `[\S\s]+`.
-	OnCreate *string `json:"OnCreate,omitempty"`
+	OnCreate *string `json:"OnCreate,omitzero"`
 	// OnInitComplete: Shape ClusterLifeCycleConfigFileName. Constraints: length 1-128; pattern `[\S\s]+`.
-	OnInitComplete *string `json:"OnInitComplete,omitempty"`
+	OnInitComplete *string `json:"OnInitComplete,omitzero"`
 }
 
 // GetSourceS3Uri returns SourceS3Uri, or the zero value when it is absent.
@@ -2116,11 +2116,11 @@ func (s *ClusterLifeCycleConfig) GetOnInitComplete() string {
 // ClusterMetadata is the SageMaker structure ClusterMetadata.
 type ClusterMetadata struct {
 	// FailureMessage: Shape String.
-	FailureMessage *string `json:"FailureMessage,omitempty"`
+	FailureMessage *string `json:"FailureMessage,omitzero"`
 	// EksRoleAccessEntries: Shape EksRoleAccessEntries.
-	EksRoleAccessEntries []string `json:"EksRoleAccessEntries,omitempty"`
+	EksRoleAccessEntries []string `json:"EksRoleAccessEntries,omitzero"`
 	// SlrAccessEntry: Shape String.
-	SlrAccessEntry *string `json:"SlrAccessEntry,omitempty"`
+	SlrAccessEntry *string `json:"SlrAccessEntry,omitzero"`
 }
 
 // GetFailureMessage returns FailureMessage, or the zero value when it is absent.
@@ -2144,7 +2144,7 @@ func (s *ClusterMetadata) GetSlrAccessEntry() string {
 // ClusterNetworkInterface is the SageMaker structure ClusterNetworkInterface.
 type ClusterNetworkInterface struct {
 	// InterfaceType: Shape ClusterInterfaceType. Constraints: one of efa, efa-only.
-	InterfaceType *ClusterInterfaceType `json:"InterfaceType,omitempty"`
+	InterfaceType *ClusterInterfaceType `json:"InterfaceType,omitzero"`
 }
 
 // GetInterfaceType returns InterfaceType, or the zero value when it is absent.
@@ -2159,7 +2159,7 @@ func (s *ClusterNetworkInterface) GetInterfaceType() ClusterInterfaceType {
 // ClusterNetworkInterfaceDetails is the SageMaker structure ClusterNetworkInterfaceDetails.
 type ClusterNetworkInterfaceDetails struct {
 	// InterfaceType: Shape ClusterInterfaceType. Constraints: one of efa, efa-only.
-	InterfaceType *ClusterInterfaceType `json:"InterfaceType,omitempty"`
+	InterfaceType *ClusterInterfaceType `json:"InterfaceType,omitzero"`
 }
 
 // GetInterfaceType returns InterfaceType, or the zero value when it is absent.
@@ -2174,53 +2174,53 @@ func (s *ClusterNetworkInterfaceDetails) GetInterfaceType() ClusterInterfaceType
 // ClusterNodeDetails is the SageMaker structure ClusterNodeDetails.
 type ClusterNodeDetails struct {
 	// InstanceGroupName: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceId: Shape String.
-	InstanceId *string `json:"InstanceId,omitempty"`
+	InstanceId *string `json:"InstanceId,omitzero"`
 	// NodeLogicalId: Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 	// InstanceStatus: Shape ClusterInstanceStatusDetails.
-	InstanceStatus *ClusterInstanceStatusDetails `json:"InstanceStatus,omitempty"`
+	InstanceStatus *ClusterInstanceStatusDetails `json:"InstanceStatus,omitzero"`
 	// InstanceType: Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// LaunchTime: Shape Timestamp. Epoch seconds on the wire.
-	LaunchTime *Time `json:"LaunchTime,omitempty"`
+	LaunchTime *Time `json:"LaunchTime,omitzero"`
 	// LastSoftwareUpdateTime: Shape Timestamp. Epoch seconds on the wire.
-	LastSoftwareUpdateTime *Time `json:"LastSoftwareUpdateTime,omitempty"`
+	LastSoftwareUpdateTime *Time `json:"LastSoftwareUpdateTime,omitzero"`
 	// LifeCycleConfig: Shape ClusterLifeCycleConfig.
-	LifeCycleConfig *ClusterLifeCycleConfig `json:"LifeCycleConfig,omitempty"`
+	LifeCycleConfig *ClusterLifeCycleConfig `json:"LifeCycleConfig,omitzero"`
 	// OverrideVpcConfig: Shape VpcConfig.
-	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitempty"`
+	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitzero"`
 	// ThreadsPerCore: Shape ClusterThreadsPerCore. Constraints: range 1-2.
-	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitempty"`
+	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitzero"`
 	// InstanceStorageConfigs: Shape ClusterInstanceStorageConfigs. Constraints: items 0-4.
-	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitempty"`
+	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitzero"`
 	// PrivatePrimaryIp: Shape ClusterPrivatePrimaryIp. Constraints: pattern `((25[0-5]|(2[0-4]|1\d|[1-9]|)\d)\.?\b){4}`.
-	PrivatePrimaryIp *string `json:"PrivatePrimaryIp,omitempty"`
+	PrivatePrimaryIp *string `json:"PrivatePrimaryIp,omitzero"`
 	// PrivatePrimaryIpv6: Shape ClusterPrivatePrimaryIpv6.
-	PrivatePrimaryIpv6 *string `json:"PrivatePrimaryIpv6,omitempty"`
+	PrivatePrimaryIpv6 *string `json:"PrivatePrimaryIpv6,omitzero"`
 	// PrivateDnsHostname: Shape ClusterPrivateDnsHostname. Constraints: pattern `ip-((25[0-5]|(2[0-4]|1\d|[1-9]|)\d)-?\b){4}\..*`.
-	PrivateDnsHostname *string `json:"PrivateDnsHostname,omitempty"`
+	PrivateDnsHostname *string `json:"PrivateDnsHostname,omitzero"`
 	// Placement: Shape ClusterInstancePlacement.
-	Placement *ClusterInstancePlacement `json:"Placement,omitempty"`
+	Placement *ClusterInstancePlacement `json:"Placement,omitzero"`
 	// CurrentImageId: Shape ImageId. Constraints: length 7-21; pattern `ami-[0-9a-fA-F]{8,17}|default`.
-	CurrentImageId *string `json:"CurrentImageId,omitempty"`
+	CurrentImageId *string `json:"CurrentImageId,omitzero"`
 	// DesiredImageId: Shape ImageId. Constraints: length 7-21; pattern `ami-[0-9a-fA-F]{8,17}|default`.
-	DesiredImageId *string `json:"DesiredImageId,omitempty"`
+	DesiredImageId *string `json:"DesiredImageId,omitzero"`
 	// CurrentImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	CurrentImageReleaseVersion *string `json:"CurrentImageReleaseVersion,omitempty"`
+	CurrentImageReleaseVersion *string `json:"CurrentImageReleaseVersion,omitzero"`
 	// DesiredImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	DesiredImageReleaseVersion *string `json:"DesiredImageReleaseVersion,omitempty"`
+	DesiredImageReleaseVersion *string `json:"DesiredImageReleaseVersion,omitzero"`
 	// ImageVersionStatus: Shape ClusterImageVersionStatus. Constraints: one of UpToDate, UpdateAvailable, SecurityUpdateRequired, EndOfLife.
-	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitempty"`
+	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitzero"`
 	// UltraServerInfo: Shape UltraServerInfo.
-	UltraServerInfo *UltraServerInfo `json:"UltraServerInfo,omitempty"`
+	UltraServerInfo *UltraServerInfo `json:"UltraServerInfo,omitzero"`
 	// KubernetesConfig: Shape ClusterKubernetesConfigNodeDetails.
-	KubernetesConfig *ClusterKubernetesConfigNodeDetails `json:"KubernetesConfig,omitempty"`
+	KubernetesConfig *ClusterKubernetesConfigNodeDetails `json:"KubernetesConfig,omitzero"`
 	// CapacityType: Shape ClusterCapacityType. Constraints: one of Spot, OnDemand.
-	CapacityType *ClusterCapacityType `json:"CapacityType,omitempty"`
+	CapacityType *ClusterCapacityType `json:"CapacityType,omitzero"`
 	// NetworkInterface: Shape ClusterNetworkInterfaceDetails.
-	NetworkInterface *ClusterNetworkInterfaceDetails `json:"NetworkInterface,omitempty"`
+	NetworkInterface *ClusterNetworkInterfaceDetails `json:"NetworkInterface,omitzero"`
 }
 
 // GetInstanceGroupName returns InstanceGroupName, or the zero value when it is absent.
@@ -2397,27 +2397,27 @@ func (ClusterNodeRecovery) Values() []ClusterNodeRecovery {
 // ClusterNodeSummary is the SageMaker structure ClusterNodeSummary.
 type ClusterNodeSummary struct {
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceId: Required. Shape String.
-	InstanceId *string `json:"InstanceId,omitempty"`
+	InstanceId *string `json:"InstanceId,omitzero"`
 	// NodeLogicalId: Shape String.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 	// InstanceType: Required. Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// LaunchTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	LaunchTime *Time `json:"LaunchTime,omitempty"`
+	LaunchTime *Time `json:"LaunchTime,omitzero"`
 	// LastSoftwareUpdateTime: Shape Timestamp. Epoch seconds on the wire.
-	LastSoftwareUpdateTime *Time `json:"LastSoftwareUpdateTime,omitempty"`
+	LastSoftwareUpdateTime *Time `json:"LastSoftwareUpdateTime,omitzero"`
 	// InstanceStatus: Required. Shape ClusterInstanceStatusDetails.
-	InstanceStatus *ClusterInstanceStatusDetails `json:"InstanceStatus,omitempty"`
+	InstanceStatus *ClusterInstanceStatusDetails `json:"InstanceStatus,omitzero"`
 	// UltraServerInfo: Shape UltraServerInfo.
-	UltraServerInfo *UltraServerInfo `json:"UltraServerInfo,omitempty"`
+	UltraServerInfo *UltraServerInfo `json:"UltraServerInfo,omitzero"`
 	// PrivateDnsHostname: Shape ClusterPrivateDnsHostname. Constraints: pattern `ip-((25[0-5]|(2[0-4]|1\d|[1-9]|)\d)-?\b){4}\..*`.
-	PrivateDnsHostname *string `json:"PrivateDnsHostname,omitempty"`
+	PrivateDnsHostname *string `json:"PrivateDnsHostname,omitzero"`
 	// CurrentImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	CurrentImageReleaseVersion *string `json:"CurrentImageReleaseVersion,omitempty"`
+	CurrentImageReleaseVersion *string `json:"CurrentImageReleaseVersion,omitzero"`
 	// ImageVersionStatus: Shape ClusterImageVersionStatus. Constraints: one of UpToDate, UpdateAvailable, SecurityUpdateRequired, EndOfLife.
-	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitempty"`
+	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitzero"`
 }
 
 // GetInstanceGroupName returns InstanceGroupName, or the zero value when it is absent.
@@ -2508,15 +2508,15 @@ type ClusterOnDemandOptions struct {
 // ClusterOrchestrator is the SageMaker structure ClusterOrchestrator.
 type ClusterOrchestrator struct {
 	// Eks: Shape ClusterOrchestratorEksConfig.
-	Eks *ClusterOrchestratorEksConfig `json:"Eks,omitempty"`
+	Eks *ClusterOrchestratorEksConfig `json:"Eks,omitzero"`
 	// Slurm: Shape ClusterOrchestratorSlurmConfig.
-	Slurm *ClusterOrchestratorSlurmConfig `json:"Slurm,omitempty"`
+	Slurm *ClusterOrchestratorSlurmConfig `json:"Slurm,omitzero"`
 }
 
 // ClusterOrchestratorEksConfig is the SageMaker structure ClusterOrchestratorEksConfig.
 type ClusterOrchestratorEksConfig struct {
 	// ClusterArn: Required. Shape EksClusterArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:eks:[a-z0-9\-]*:[0-9]{12}:cluster\/[0-9A-Za-z][A-Za-z0-9\-_]{0,99}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -2531,7 +2531,7 @@ func (s *ClusterOrchestratorEksConfig) GetClusterArn() string {
 // ClusterOrchestratorSlurmConfig is the SageMaker structure ClusterOrchestratorSlurmConfig.
 type ClusterOrchestratorSlurmConfig struct {
 	// SlurmConfigStrategy: Shape ClusterSlurmConfigStrategy. Constraints: one of Overwrite, Managed, Merge.
-	SlurmConfigStrategy *ClusterSlurmConfigStrategy `json:"SlurmConfigStrategy,omitempty"`
+	SlurmConfigStrategy *ClusterSlurmConfigStrategy `json:"SlurmConfigStrategy,omitzero"`
 }
 
 // GetSlurmConfigStrategy returns SlurmConfigStrategy, or the zero value when it is absent.
@@ -2546,7 +2546,7 @@ func (s *ClusterOrchestratorSlurmConfig) GetSlurmConfigStrategy() ClusterSlurmCo
 // ClusterPatchSchedule is the SageMaker structure ClusterPatchSchedule.
 type ClusterPatchSchedule struct {
 	// NextPatchDate: Shape Timestamp. Epoch seconds on the wire.
-	NextPatchDate *Time `json:"NextPatchDate,omitempty"`
+	NextPatchDate *Time `json:"NextPatchDate,omitzero"`
 }
 
 // GetNextPatchDate returns NextPatchDate, or the zero value when it is absent.
@@ -2561,7 +2561,7 @@ func (s *ClusterPatchSchedule) GetNextPatchDate() Time {
 // ClusterPatchScheduleDetails is the SageMaker structure ClusterPatchScheduleDetails.
 type ClusterPatchScheduleDetails struct {
 	// NextPatchDate: Shape Timestamp. Epoch seconds on the wire.
-	NextPatchDate *Time `json:"NextPatchDate,omitempty"`
+	NextPatchDate *Time `json:"NextPatchDate,omitzero"`
 }
 
 // GetNextPatchDate returns NextPatchDate, or the zero value when it is absent.
@@ -2590,33 +2590,33 @@ func (ClusterPatchingStrategy) Values() []ClusterPatchingStrategy {
 // ClusterRestrictedInstanceGroupDetails is the SageMaker structure ClusterRestrictedInstanceGroupDetails.
 type ClusterRestrictedInstanceGroupDetails struct {
 	// CurrentCount: Shape ClusterNonNegativeInstanceCount. Constraints: minimum 0.
-	CurrentCount *int32 `json:"CurrentCount,omitempty"`
+	CurrentCount *int32 `json:"CurrentCount,omitzero"`
 	// TargetCount: Shape ClusterInstanceCount. Constraints: range 0-6758.
-	TargetCount *int32 `json:"TargetCount,omitempty"`
+	TargetCount *int32 `json:"TargetCount,omitzero"`
 	// InstanceGroupName: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceType: Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// ExecutionRole: Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ExecutionRole *string `json:"ExecutionRole,omitempty"`
+	ExecutionRole *string `json:"ExecutionRole,omitzero"`
 	// ThreadsPerCore: Shape ClusterThreadsPerCore. Constraints: range 1-2.
-	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitempty"`
+	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitzero"`
 	// InstanceStorageConfigs: Shape ClusterInstanceStorageConfigs. Constraints: items 0-4.
-	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitempty"`
+	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitzero"`
 	// OnStartDeepHealthChecks: Shape OnStartDeepHealthChecks. Constraints: items 1-2.
-	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitempty"`
+	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitzero"`
 	// Status: Shape InstanceGroupStatus. Constraints: one of InService, Creating, Updating, Failed, Degraded, SystemUpdating, Deleting.
-	Status *InstanceGroupStatus `json:"Status,omitempty"`
+	Status *InstanceGroupStatus `json:"Status,omitzero"`
 	// TrainingPlanArn: Shape TrainingPlanArn. Constraints: length 50-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*`.
-	TrainingPlanArn *string `json:"TrainingPlanArn,omitempty"`
+	TrainingPlanArn *string `json:"TrainingPlanArn,omitzero"`
 	// TrainingPlanStatus: Shape InstanceGroupTrainingPlanStatus. Constraints: length 1-63.
-	TrainingPlanStatus *string `json:"TrainingPlanStatus,omitempty"`
+	TrainingPlanStatus *string `json:"TrainingPlanStatus,omitzero"`
 	// OverrideVpcConfig: Shape VpcConfig.
-	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitempty"`
+	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitzero"`
 	// ScheduledUpdateConfig: Shape ScheduledUpdateConfig.
-	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitempty"`
+	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitzero"`
 	// EnvironmentConfig: Shape EnvironmentConfigDetails.
-	EnvironmentConfig *EnvironmentConfigDetails `json:"EnvironmentConfig,omitempty"`
+	EnvironmentConfig *EnvironmentConfigDetails `json:"EnvironmentConfig,omitzero"`
 }
 
 // GetCurrentCount returns CurrentCount, or the zero value when it is absent.
@@ -2703,27 +2703,27 @@ func (s *ClusterRestrictedInstanceGroupDetails) GetTrainingPlanStatus() string {
 // ClusterRestrictedInstanceGroupSpecification is the SageMaker structure ClusterRestrictedInstanceGroupSpecification.
 type ClusterRestrictedInstanceGroupSpecification struct {
 	// InstanceCount: Required. Shape ClusterInstanceCount. Constraints: range 0-6758.
-	InstanceCount *int32 `json:"InstanceCount,omitempty"`
+	InstanceCount *int32 `json:"InstanceCount,omitzero"`
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceType: Required. Shape ClusterInstanceType. Constraints: one of 201 values.
-	InstanceType *ClusterInstanceType `json:"InstanceType,omitempty"`
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
 	// ExecutionRole: Required. Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ExecutionRole *string `json:"ExecutionRole,omitempty"`
+	ExecutionRole *string `json:"ExecutionRole,omitzero"`
 	// ThreadsPerCore: Shape ClusterThreadsPerCore. Constraints: range 1-2.
-	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitempty"`
+	ThreadsPerCore *int32 `json:"ThreadsPerCore,omitzero"`
 	// InstanceStorageConfigs: Shape ClusterInstanceStorageConfigs. Constraints: items 0-4.
-	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitempty"`
+	InstanceStorageConfigs []ClusterInstanceStorageConfig `json:"InstanceStorageConfigs,omitzero"`
 	// OnStartDeepHealthChecks: Shape OnStartDeepHealthChecks. Constraints: items 1-2.
-	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitempty"`
+	OnStartDeepHealthChecks []DeepHealthCheckType `json:"OnStartDeepHealthChecks,omitzero"`
 	// TrainingPlanArn: Shape TrainingPlanArn. Constraints: length 50-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*`.
-	TrainingPlanArn *string `json:"TrainingPlanArn,omitempty"`
+	TrainingPlanArn *string `json:"TrainingPlanArn,omitzero"`
 	// OverrideVpcConfig: Shape VpcConfig.
-	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitempty"`
+	OverrideVpcConfig *VpcConfig `json:"OverrideVpcConfig,omitzero"`
 	// ScheduledUpdateConfig: Shape ScheduledUpdateConfig.
-	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitempty"`
+	ScheduledUpdateConfig *ScheduledUpdateConfig `json:"ScheduledUpdateConfig,omitzero"`
 	// EnvironmentConfig: Shape EnvironmentConfig.
-	EnvironmentConfig *EnvironmentConfig `json:"EnvironmentConfig,omitempty"`
+	EnvironmentConfig *EnvironmentConfig `json:"EnvironmentConfig,omitzero"`
 }
 
 // GetInstanceCount returns InstanceCount, or the zero value when it is absent.
@@ -2783,33 +2783,33 @@ func (s *ClusterRestrictedInstanceGroupSpecification) GetTrainingPlanArn() strin
 // ClusterRestrictedInstanceGroupsConfig is the SageMaker structure ClusterRestrictedInstanceGroupsConfig.
 type ClusterRestrictedInstanceGroupsConfig struct {
 	// SharedEnvironmentConfig: Required. Shape ClusterSharedEnvironmentConfig.
-	SharedEnvironmentConfig *ClusterSharedEnvironmentConfig `json:"SharedEnvironmentConfig,omitempty"`
+	SharedEnvironmentConfig *ClusterSharedEnvironmentConfig `json:"SharedEnvironmentConfig,omitzero"`
 }
 
 // ClusterRestrictedInstanceGroupsConfigOutput is the SageMaker structure ClusterRestrictedInstanceGroupsConfigOutput.
 type ClusterRestrictedInstanceGroupsConfigOutput struct {
 	// SharedEnvironmentConfig: Required. Shape ClusterSharedEnvironmentConfigDetails.
-	SharedEnvironmentConfig *ClusterSharedEnvironmentConfigDetails `json:"SharedEnvironmentConfig,omitempty"`
+	SharedEnvironmentConfig *ClusterSharedEnvironmentConfigDetails `json:"SharedEnvironmentConfig,omitzero"`
 }
 
 // ClusterSchedulerConfigSummary is the SageMaker structure ClusterSchedulerConfigSummary.
 type ClusterSchedulerConfigSummary struct {
 	// ClusterSchedulerConfigArn: Required. Shape ClusterSchedulerConfigArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]{9,16}:[0-9]{12}:cluster-scheduler-config/[a-z0-9]{12}`.
-	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitempty"`
+	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitzero"`
 	// ClusterSchedulerConfigId: Required. Shape ClusterSchedulerConfigId. Constraints: length 0-12; pattern `[a-z0-9]{12}`.
-	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitempty"`
+	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitzero"`
 	// ClusterSchedulerConfigVersion: Shape Integer.
-	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitempty"`
+	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitzero"`
 	// Name: Required. Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
-	Name *string `json:"Name,omitempty"`
+	Name *string `json:"Name,omitzero"`
 	// CreationTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	CreationTime *Time `json:"CreationTime,omitempty"`
+	CreationTime *Time `json:"CreationTime,omitzero"`
 	// LastModifiedTime: Shape Timestamp. Epoch seconds on the wire.
-	LastModifiedTime *Time `json:"LastModifiedTime,omitempty"`
+	LastModifiedTime *Time `json:"LastModifiedTime,omitzero"`
 	// Status: Required. Shape SchedulerResourceStatus. Constraints: one of Creating, CreateFailed, CreateRollbackFailed, Created, Updating, UpdateFailed, UpdateRollbackFailed, Updated, Deleting, DeleteFailed, DeleteRollbackFailed, Deleted.
-	Status *SchedulerResourceStatus `json:"Status,omitempty"`
+	Status *SchedulerResourceStatus `json:"Status,omitzero"`
 	// ClusterArn: Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterSchedulerConfigArn returns ClusterSchedulerConfigArn, or the zero value when it is absent.
@@ -2887,9 +2887,9 @@ func (s *ClusterSchedulerConfigSummary) GetClusterArn() string {
 // ClusterSharedEnvironmentConfig is the SageMaker structure ClusterSharedEnvironmentConfig.
 type ClusterSharedEnvironmentConfig struct {
 	// FSxLustreDeletionPolicy: Required. Shape ClusterFSxLustreDeletionPolicy. Constraints: one of DeleteIfNotUsed, Keep.
-	FSxLustreDeletionPolicy *ClusterFSxLustreDeletionPolicy `json:"FSxLustreDeletionPolicy,omitempty"`
+	FSxLustreDeletionPolicy *ClusterFSxLustreDeletionPolicy `json:"FSxLustreDeletionPolicy,omitzero"`
 	// FSxLustreConfig: Required. Shape FSxLustreConfig.
-	FSxLustreConfig *FSxLustreConfig `json:"FSxLustreConfig,omitempty"`
+	FSxLustreConfig *FSxLustreConfig `json:"FSxLustreConfig,omitzero"`
 }
 
 // GetFSxLustreDeletionPolicy returns FSxLustreDeletionPolicy, or the zero value when it is absent.
@@ -2904,13 +2904,13 @@ func (s *ClusterSharedEnvironmentConfig) GetFSxLustreDeletionPolicy() ClusterFSx
 // ClusterSharedEnvironmentConfigDetails is the SageMaker structure ClusterSharedEnvironmentConfigDetails.
 type ClusterSharedEnvironmentConfigDetails struct {
 	// CurrentFSxLustreConfig: Shape FSxLustreConfig.
-	CurrentFSxLustreConfig *FSxLustreConfig `json:"CurrentFSxLustreConfig,omitempty"`
+	CurrentFSxLustreConfig *FSxLustreConfig `json:"CurrentFSxLustreConfig,omitzero"`
 	// DesiredFSxLustreConfig: Shape FSxLustreConfig.
-	DesiredFSxLustreConfig *FSxLustreConfig `json:"DesiredFSxLustreConfig,omitempty"`
+	DesiredFSxLustreConfig *FSxLustreConfig `json:"DesiredFSxLustreConfig,omitzero"`
 	// CurrentFSxLustreDeletionPolicy: Shape ClusterFSxLustreDeletionPolicy. Constraints: one of DeleteIfNotUsed, Keep.
-	CurrentFSxLustreDeletionPolicy *ClusterFSxLustreDeletionPolicy `json:"CurrentFSxLustreDeletionPolicy,omitempty"`
+	CurrentFSxLustreDeletionPolicy *ClusterFSxLustreDeletionPolicy `json:"CurrentFSxLustreDeletionPolicy,omitzero"`
 	// DesiredFSxLustreDeletionPolicy: Shape ClusterFSxLustreDeletionPolicy. Constraints: one of DeleteIfNotUsed, Keep.
-	DesiredFSxLustreDeletionPolicy *ClusterFSxLustreDeletionPolicy `json:"DesiredFSxLustreDeletionPolicy,omitempty"`
+	DesiredFSxLustreDeletionPolicy *ClusterFSxLustreDeletionPolicy `json:"DesiredFSxLustreDeletionPolicy,omitzero"`
 }
 
 // GetCurrentFSxLustreDeletionPolicy returns CurrentFSxLustreDeletionPolicy, or the zero value when it is absent.
@@ -2934,9 +2934,9 @@ func (s *ClusterSharedEnvironmentConfigDetails) GetDesiredFSxLustreDeletionPolic
 // ClusterSlurmConfig is the SageMaker structure ClusterSlurmConfig.
 type ClusterSlurmConfig struct {
 	// NodeType: Required. Shape ClusterSlurmNodeType. Constraints: one of Controller, Login, Compute.
-	NodeType *ClusterSlurmNodeType `json:"NodeType,omitempty"`
+	NodeType *ClusterSlurmNodeType `json:"NodeType,omitzero"`
 	// PartitionNames: Shape ClusterPartitionNames. Constraints: items 0-1.
-	PartitionNames []string `json:"PartitionNames,omitempty"`
+	PartitionNames []string `json:"PartitionNames,omitzero"`
 }
 
 // GetNodeType returns NodeType, or the zero value when it is absent.
@@ -2951,9 +2951,9 @@ func (s *ClusterSlurmConfig) GetNodeType() ClusterSlurmNodeType {
 // ClusterSlurmConfigDetails is the SageMaker structure ClusterSlurmConfigDetails.
 type ClusterSlurmConfigDetails struct {
 	// NodeType: Required. Shape ClusterSlurmNodeType. Constraints: one of Controller, Login, Compute.
-	NodeType *ClusterSlurmNodeType `json:"NodeType,omitempty"`
+	NodeType *ClusterSlurmNodeType `json:"NodeType,omitzero"`
 	// PartitionNames: Shape ClusterPartitionNames. Constraints: items 0-1.
-	PartitionNames []string `json:"PartitionNames,omitempty"`
+	PartitionNames []string `json:"PartitionNames,omitzero"`
 }
 
 // GetNodeType returns NodeType, or the zero value when it is absent.
@@ -3035,17 +3035,17 @@ func (ClusterStatus) Values() []ClusterStatus {
 // ClusterSummary is the SageMaker structure ClusterSummary.
 type ClusterSummary struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// ClusterName: Required. Shape ClusterName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// CreationTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	CreationTime *Time `json:"CreationTime,omitempty"`
+	CreationTime *Time `json:"CreationTime,omitzero"`
 	// ClusterStatus: Required. Shape ClusterStatus. Constraints: one of Creating, Deleting, Failed, InService, RollingBack, SystemUpdating, Updating.
-	ClusterStatus *ClusterStatus `json:"ClusterStatus,omitempty"`
+	ClusterStatus *ClusterStatus `json:"ClusterStatus,omitzero"`
 	// TrainingPlanArns: Shape TrainingPlanArns.
-	TrainingPlanArns []string `json:"TrainingPlanArns,omitempty"`
+	TrainingPlanArns []string `json:"TrainingPlanArns,omitzero"`
 	// ImageVersionStatus: Shape ClusterImageVersionStatus. Constraints: one of UpToDate, UpdateAvailable, SecurityUpdateRequired, EndOfLife.
-	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitempty"`
+	ImageVersionStatus *ClusterImageVersionStatus `json:"ImageVersionStatus,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -3096,9 +3096,9 @@ func (s *ClusterSummary) GetImageVersionStatus() ClusterImageVersionStatus {
 // ClusterTieredStorageConfig is the SageMaker structure ClusterTieredStorageConfig.
 type ClusterTieredStorageConfig struct {
 	// Mode: Required. Shape ClusterConfigMode. Constraints: one of Enable, Disable.
-	Mode *ClusterConfigMode `json:"Mode,omitempty"`
+	Mode *ClusterConfigMode `json:"Mode,omitzero"`
 	// InstanceMemoryAllocationPercentage: Shape ClusterInstanceMemoryAllocationPercentage. Constraints: range 0-100.
-	InstanceMemoryAllocationPercentage *int32 `json:"InstanceMemoryAllocationPercentage,omitempty"`
+	InstanceMemoryAllocationPercentage *int32 `json:"InstanceMemoryAllocationPercentage,omitzero"`
 }
 
 // GetMode returns Mode, or the zero value when it is absent.
@@ -3122,7 +3122,7 @@ func (s *ClusterTieredStorageConfig) GetInstanceMemoryAllocationPercentage() int
 // ConflictException is the SageMaker exception structure ConflictException.
 type ConflictException struct {
 	// Message: Shape FailureReason. Constraints: length 0-1024.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetMessage returns Message, or the zero value when it is absent.
@@ -3137,29 +3137,29 @@ func (s *ConflictException) GetMessage() string {
 // CreateClusterRequest is the SageMaker structure CreateClusterRequest.
 type CreateClusterRequest struct {
 	// ClusterName: Required. Shape ClusterName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// InstanceGroups: Shape ClusterInstanceGroupSpecifications. Constraints: items 1-100.
-	InstanceGroups []ClusterInstanceGroupSpecification `json:"InstanceGroups,omitempty"`
+	InstanceGroups []ClusterInstanceGroupSpecification `json:"InstanceGroups,omitzero"`
 	// RestrictedInstanceGroups: Shape ClusterRestrictedInstanceGroupSpecifications. Constraints: items 1-100.
-	RestrictedInstanceGroups []ClusterRestrictedInstanceGroupSpecification `json:"RestrictedInstanceGroups,omitempty"`
+	RestrictedInstanceGroups []ClusterRestrictedInstanceGroupSpecification `json:"RestrictedInstanceGroups,omitzero"`
 	// RestrictedInstanceGroupsConfig: Shape ClusterRestrictedInstanceGroupsConfig.
-	RestrictedInstanceGroupsConfig *ClusterRestrictedInstanceGroupsConfig `json:"RestrictedInstanceGroupsConfig,omitempty"`
+	RestrictedInstanceGroupsConfig *ClusterRestrictedInstanceGroupsConfig `json:"RestrictedInstanceGroupsConfig,omitzero"`
 	// VpcConfig: Shape VpcConfig.
-	VpcConfig *VpcConfig `json:"VpcConfig,omitempty"`
+	VpcConfig *VpcConfig `json:"VpcConfig,omitzero"`
 	// Tags: Shape TagList. Constraints: items 0-50.
-	Tags []Tag `json:"Tags,omitempty"`
+	Tags []Tag `json:"Tags,omitzero"`
 	// Orchestrator: Shape ClusterOrchestrator.
-	Orchestrator *ClusterOrchestrator `json:"Orchestrator,omitempty"`
+	Orchestrator *ClusterOrchestrator `json:"Orchestrator,omitzero"`
 	// NodeRecovery: Shape ClusterNodeRecovery. Constraints: one of Automatic, None.
-	NodeRecovery *ClusterNodeRecovery `json:"NodeRecovery,omitempty"`
+	NodeRecovery *ClusterNodeRecovery `json:"NodeRecovery,omitzero"`
 	// TieredStorageConfig: Shape ClusterTieredStorageConfig.
-	TieredStorageConfig *ClusterTieredStorageConfig `json:"TieredStorageConfig,omitempty"`
+	TieredStorageConfig *ClusterTieredStorageConfig `json:"TieredStorageConfig,omitzero"`
 	// NodeProvisioningMode: Shape ClusterNodeProvisioningMode. Constraints: one of Continuous.
-	NodeProvisioningMode *ClusterNodeProvisioningMode `json:"NodeProvisioningMode,omitempty"`
+	NodeProvisioningMode *ClusterNodeProvisioningMode `json:"NodeProvisioningMode,omitzero"`
 	// ClusterRole: Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ClusterRole *string `json:"ClusterRole,omitempty"`
+	ClusterRole *string `json:"ClusterRole,omitzero"`
 	// AutoScaling: Shape ClusterAutoScalingConfig.
-	AutoScaling *ClusterAutoScalingConfig `json:"AutoScaling,omitempty"`
+	AutoScaling *ClusterAutoScalingConfig `json:"AutoScaling,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -3201,7 +3201,7 @@ func (s *CreateClusterRequest) GetClusterRole() string {
 // CreateClusterResponse is the SageMaker structure CreateClusterResponse.
 type CreateClusterResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -3216,15 +3216,15 @@ func (s *CreateClusterResponse) GetClusterArn() string {
 // CreateClusterSchedulerConfigRequest is the SageMaker structure CreateClusterSchedulerConfigRequest.
 type CreateClusterSchedulerConfigRequest struct {
 	// Name: Required. Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
-	Name *string `json:"Name,omitempty"`
+	Name *string `json:"Name,omitzero"`
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// SchedulerConfig: Required. Shape SchedulerConfig.
-	SchedulerConfig *SchedulerConfig `json:"SchedulerConfig,omitempty"`
+	SchedulerConfig *SchedulerConfig `json:"SchedulerConfig,omitzero"`
 	// Description: Shape EntityDescription. Constraints: length 0-1024; pattern `[\p{L}\p{M}\p{Z}\p{S}\p{N}\p{P}]*`.
-	Description *string `json:"Description,omitempty"`
+	Description *string `json:"Description,omitzero"`
 	// Tags: Shape TagList. Constraints: items 0-50.
-	Tags []Tag `json:"Tags,omitempty"`
+	Tags []Tag `json:"Tags,omitzero"`
 }
 
 // GetName returns Name, or the zero value when it is absent.
@@ -3257,9 +3257,9 @@ func (s *CreateClusterSchedulerConfigRequest) GetDescription() string {
 // CreateClusterSchedulerConfigResponse is the SageMaker structure CreateClusterSchedulerConfigResponse.
 type CreateClusterSchedulerConfigResponse struct {
 	// ClusterSchedulerConfigArn: Required. Shape ClusterSchedulerConfigArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]{9,16}:[0-9]{12}:cluster-scheduler-config/[a-z0-9]{12}`.
-	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitempty"`
+	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitzero"`
 	// ClusterSchedulerConfigId: Required. Shape ClusterSchedulerConfigId. Constraints: length 0-12; pattern `[a-z0-9]{12}`.
-	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitempty"`
+	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitzero"`
 }
 
 // GetClusterSchedulerConfigArn returns ClusterSchedulerConfigArn, or the zero value when it is absent.
@@ -3297,7 +3297,7 @@ func (DeepHealthCheckType) Values() []DeepHealthCheckType {
 // DeleteClusterRequest is the SageMaker structure DeleteClusterRequest.
 type DeleteClusterRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -3312,7 +3312,7 @@ func (s *DeleteClusterRequest) GetClusterName() string {
 // DeleteClusterResponse is the SageMaker structure DeleteClusterResponse.
 type DeleteClusterResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -3327,7 +3327,7 @@ func (s *DeleteClusterResponse) GetClusterArn() string {
 // DeleteClusterSchedulerConfigRequest is the SageMaker structure DeleteClusterSchedulerConfigRequest.
 type DeleteClusterSchedulerConfigRequest struct {
 	// ClusterSchedulerConfigId: Required. Shape ClusterSchedulerConfigId. Constraints: length 0-12; pattern `[a-z0-9]{12}`.
-	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitempty"`
+	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitzero"`
 }
 
 // GetClusterSchedulerConfigId returns ClusterSchedulerConfigId, or the zero value when it is absent.
@@ -3342,7 +3342,7 @@ func (s *DeleteClusterSchedulerConfigRequest) GetClusterSchedulerConfigId() stri
 // DeleteTagsInput is the SageMaker structure DeleteTagsInput.
 type DeleteTagsInput struct {
 	// ResourceArn: Required. Shape ResourceArn. Constraints: length 0-256; pattern `arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:[0-9]{12}:.+`.
-	ResourceArn *string `json:"ResourceArn,omitempty"`
+	ResourceArn *string `json:"ResourceArn,omitzero"`
 	// TagKeys: Required. Shape TagKeyList. Constraints: items 1-50.
 	TagKeys []string `json:"TagKeys"`
 }
@@ -3363,11 +3363,11 @@ type DeleteTagsOutput struct {
 // DeploymentConfiguration is the SageMaker structure DeploymentConfiguration.
 type DeploymentConfiguration struct {
 	// RollingUpdatePolicy: Shape RollingDeploymentPolicy.
-	RollingUpdatePolicy *RollingDeploymentPolicy `json:"RollingUpdatePolicy,omitempty"`
+	RollingUpdatePolicy *RollingDeploymentPolicy `json:"RollingUpdatePolicy,omitzero"`
 	// WaitIntervalInSeconds: Shape WaitTimeIntervalInSeconds. Constraints: range 0-3600.
-	WaitIntervalInSeconds *int32 `json:"WaitIntervalInSeconds,omitempty"`
+	WaitIntervalInSeconds *int32 `json:"WaitIntervalInSeconds,omitzero"`
 	// AutoRollbackConfiguration: Shape AutoRollbackAlarms. Constraints: items 1-10.
-	AutoRollbackConfiguration []AlarmDetails `json:"AutoRollbackConfiguration,omitempty"`
+	AutoRollbackConfiguration []AlarmDetails `json:"AutoRollbackConfiguration,omitzero"`
 }
 
 // GetWaitIntervalInSeconds returns WaitIntervalInSeconds, or the zero value when it is absent.
@@ -3382,9 +3382,9 @@ func (s *DeploymentConfiguration) GetWaitIntervalInSeconds() int32 {
 // DescribeClusterEventRequest is the SageMaker structure DescribeClusterEventRequest.
 type DescribeClusterEventRequest struct {
 	// EventId: Required. Shape EventId. Constraints: pattern `[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}`.
-	EventId *string `json:"EventId,omitempty"`
+	EventId *string `json:"EventId,omitzero"`
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 }
 
 // GetEventId returns EventId, or the zero value when it is absent.
@@ -3408,17 +3408,17 @@ func (s *DescribeClusterEventRequest) GetClusterName() string {
 // DescribeClusterEventResponse is the SageMaker structure DescribeClusterEventResponse.
 type DescribeClusterEventResponse struct {
 	// EventDetails: Shape ClusterEventDetail.
-	EventDetails *ClusterEventDetail `json:"EventDetails,omitempty"`
+	EventDetails *ClusterEventDetail `json:"EventDetails,omitzero"`
 }
 
 // DescribeClusterNodeRequest is the SageMaker structure DescribeClusterNodeRequest.
 type DescribeClusterNodeRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// NodeId: Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// NodeLogicalId: Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -3451,13 +3451,13 @@ func (s *DescribeClusterNodeRequest) GetNodeLogicalId() string {
 // DescribeClusterNodeResponse is the SageMaker structure DescribeClusterNodeResponse.
 type DescribeClusterNodeResponse struct {
 	// NodeDetails: Required. Shape ClusterNodeDetails.
-	NodeDetails *ClusterNodeDetails `json:"NodeDetails,omitempty"`
+	NodeDetails *ClusterNodeDetails `json:"NodeDetails,omitzero"`
 }
 
 // DescribeClusterRequest is the SageMaker structure DescribeClusterRequest.
 type DescribeClusterRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -3472,35 +3472,35 @@ func (s *DescribeClusterRequest) GetClusterName() string {
 // DescribeClusterResponse is the SageMaker structure DescribeClusterResponse.
 type DescribeClusterResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// ClusterName: Shape ClusterName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// ClusterStatus: Required. Shape ClusterStatus. Constraints: one of Creating, Deleting, Failed, InService, RollingBack, SystemUpdating, Updating.
-	ClusterStatus *ClusterStatus `json:"ClusterStatus,omitempty"`
+	ClusterStatus *ClusterStatus `json:"ClusterStatus,omitzero"`
 	// CreationTime: Shape Timestamp. Epoch seconds on the wire.
-	CreationTime *Time `json:"CreationTime,omitempty"`
+	CreationTime *Time `json:"CreationTime,omitzero"`
 	// FailureMessage: Shape String.
-	FailureMessage *string `json:"FailureMessage,omitempty"`
+	FailureMessage *string `json:"FailureMessage,omitzero"`
 	// InstanceGroups: Required. Shape ClusterInstanceGroupDetailsList.
 	InstanceGroups []ClusterInstanceGroupDetails `json:"InstanceGroups"`
 	// RestrictedInstanceGroups: Shape ClusterRestrictedInstanceGroupDetailsList.
-	RestrictedInstanceGroups []ClusterRestrictedInstanceGroupDetails `json:"RestrictedInstanceGroups,omitempty"`
+	RestrictedInstanceGroups []ClusterRestrictedInstanceGroupDetails `json:"RestrictedInstanceGroups,omitzero"`
 	// RestrictedInstanceGroupsConfig: Shape ClusterRestrictedInstanceGroupsConfigOutput.
-	RestrictedInstanceGroupsConfig *ClusterRestrictedInstanceGroupsConfigOutput `json:"RestrictedInstanceGroupsConfig,omitempty"`
+	RestrictedInstanceGroupsConfig *ClusterRestrictedInstanceGroupsConfigOutput `json:"RestrictedInstanceGroupsConfig,omitzero"`
 	// VpcConfig: Shape VpcConfig.
-	VpcConfig *VpcConfig `json:"VpcConfig,omitempty"`
+	VpcConfig *VpcConfig `json:"VpcConfig,omitzero"`
 	// Orchestrator: Shape ClusterOrchestrator.
-	Orchestrator *ClusterOrchestrator `json:"Orchestrator,omitempty"`
+	Orchestrator *ClusterOrchestrator `json:"Orchestrator,omitzero"`
 	// TieredStorageConfig: Shape ClusterTieredStorageConfig.
-	TieredStorageConfig *ClusterTieredStorageConfig `json:"TieredStorageConfig,omitempty"`
+	TieredStorageConfig *ClusterTieredStorageConfig `json:"TieredStorageConfig,omitzero"`
 	// NodeRecovery: Shape ClusterNodeRecovery. Constraints: one of Automatic, None.
-	NodeRecovery *ClusterNodeRecovery `json:"NodeRecovery,omitempty"`
+	NodeRecovery *ClusterNodeRecovery `json:"NodeRecovery,omitzero"`
 	// NodeProvisioningMode: Shape ClusterNodeProvisioningMode. Constraints: one of Continuous.
-	NodeProvisioningMode *ClusterNodeProvisioningMode `json:"NodeProvisioningMode,omitempty"`
+	NodeProvisioningMode *ClusterNodeProvisioningMode `json:"NodeProvisioningMode,omitzero"`
 	// ClusterRole: Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ClusterRole *string `json:"ClusterRole,omitempty"`
+	ClusterRole *string `json:"ClusterRole,omitzero"`
 	// AutoScaling: Shape ClusterAutoScalingConfigOutput.
-	AutoScaling *ClusterAutoScalingConfigOutput `json:"AutoScaling,omitempty"`
+	AutoScaling *ClusterAutoScalingConfigOutput `json:"AutoScaling,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -3578,9 +3578,9 @@ func (s *DescribeClusterResponse) GetClusterRole() string {
 // DescribeClusterSchedulerConfigRequest is the SageMaker structure DescribeClusterSchedulerConfigRequest.
 type DescribeClusterSchedulerConfigRequest struct {
 	// ClusterSchedulerConfigId: Required. Shape ClusterSchedulerConfigId. Constraints: length 0-12; pattern `[a-z0-9]{12}`.
-	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitempty"`
+	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitzero"`
 	// ClusterSchedulerConfigVersion: Shape Integer.
-	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitempty"`
+	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitzero"`
 }
 
 // GetClusterSchedulerConfigId returns ClusterSchedulerConfigId, or the zero value when it is absent.
@@ -3604,33 +3604,33 @@ func (s *DescribeClusterSchedulerConfigRequest) GetClusterSchedulerConfigVersion
 // DescribeClusterSchedulerConfigResponse is the SageMaker structure DescribeClusterSchedulerConfigResponse.
 type DescribeClusterSchedulerConfigResponse struct {
 	// ClusterSchedulerConfigArn: Required. Shape ClusterSchedulerConfigArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]{9,16}:[0-9]{12}:cluster-scheduler-config/[a-z0-9]{12}`.
-	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitempty"`
+	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitzero"`
 	// ClusterSchedulerConfigId: Required. Shape ClusterSchedulerConfigId. Constraints: length 0-12; pattern `[a-z0-9]{12}`.
-	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitempty"`
+	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitzero"`
 	// Name: Required. Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
-	Name *string `json:"Name,omitempty"`
+	Name *string `json:"Name,omitzero"`
 	// ClusterSchedulerConfigVersion: Required. Shape Integer.
-	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitempty"`
+	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitzero"`
 	// Status: Required. Shape SchedulerResourceStatus. Constraints: one of Creating, CreateFailed, CreateRollbackFailed, Created, Updating, UpdateFailed, UpdateRollbackFailed, Updated, Deleting, DeleteFailed, DeleteRollbackFailed, Deleted.
-	Status *SchedulerResourceStatus `json:"Status,omitempty"`
+	Status *SchedulerResourceStatus `json:"Status,omitzero"`
 	// FailureReason: Shape FailureReason. Constraints: length 0-1024.
-	FailureReason *string `json:"FailureReason,omitempty"`
+	FailureReason *string `json:"FailureReason,omitzero"`
 	// StatusDetails: Shape StatusDetailsMap.
-	StatusDetails map[SchedulerConfigComponent]SchedulerResourceStatus `json:"StatusDetails,omitempty"`
+	StatusDetails map[SchedulerConfigComponent]SchedulerResourceStatus `json:"StatusDetails,omitzero"`
 	// ClusterArn: Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// SchedulerConfig: Shape SchedulerConfig.
-	SchedulerConfig *SchedulerConfig `json:"SchedulerConfig,omitempty"`
+	SchedulerConfig *SchedulerConfig `json:"SchedulerConfig,omitzero"`
 	// Description: Shape EntityDescription. Constraints: length 0-1024; pattern `[\p{L}\p{M}\p{Z}\p{S}\p{N}\p{P}]*`.
-	Description *string `json:"Description,omitempty"`
+	Description *string `json:"Description,omitzero"`
 	// CreationTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	CreationTime *Time `json:"CreationTime,omitempty"`
+	CreationTime *Time `json:"CreationTime,omitzero"`
 	// CreatedBy: Shape UserContext.
-	CreatedBy *UserContext `json:"CreatedBy,omitempty"`
+	CreatedBy *UserContext `json:"CreatedBy,omitzero"`
 	// LastModifiedTime: Shape Timestamp. Epoch seconds on the wire.
-	LastModifiedTime *Time `json:"LastModifiedTime,omitempty"`
+	LastModifiedTime *Time `json:"LastModifiedTime,omitzero"`
 	// LastModifiedBy: Shape UserContext.
-	LastModifiedBy *UserContext `json:"LastModifiedBy,omitempty"`
+	LastModifiedBy *UserContext `json:"LastModifiedBy,omitzero"`
 }
 
 // GetClusterSchedulerConfigArn returns ClusterSchedulerConfigArn, or the zero value when it is absent.
@@ -3726,11 +3726,11 @@ func (s *DescribeClusterSchedulerConfigResponse) GetLastModifiedTime() Time {
 // DetachClusterNodeVolumeRequest is the SageMaker structure DetachClusterNodeVolumeRequest.
 type DetachClusterNodeVolumeRequest struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// VolumeId: Required. Shape VolumeId. Constraints: length 1-256; pattern `vol-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	VolumeId *string `json:"VolumeId,omitempty"`
+	VolumeId *string `json:"VolumeId,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -3763,17 +3763,17 @@ func (s *DetachClusterNodeVolumeRequest) GetVolumeId() string {
 // DetachClusterNodeVolumeResponse is the SageMaker structure DetachClusterNodeVolumeResponse.
 type DetachClusterNodeVolumeResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// NodeId: Required. Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// VolumeId: Required. Shape VolumeId. Constraints: length 1-256; pattern `vol-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	VolumeId *string `json:"VolumeId,omitempty"`
+	VolumeId *string `json:"VolumeId,omitzero"`
 	// AttachTime: Required. Shape Timestamp. Epoch seconds on the wire.
-	AttachTime *Time `json:"AttachTime,omitempty"`
+	AttachTime *Time `json:"AttachTime,omitzero"`
 	// Status: Required. Shape VolumeAttachmentStatus. Constraints: one of attaching, attached, detaching, detached, busy.
-	Status *VolumeAttachmentStatus `json:"Status,omitempty"`
+	Status *VolumeAttachmentStatus `json:"Status,omitzero"`
 	// DeviceName: Required. Shape VolumeDeviceName. Constraints: length 1-32; pattern `/dev/(xvd[a-z]|sd[b-z]|sd[f-p][1-6])`.
-	DeviceName *string `json:"DeviceName,omitempty"`
+	DeviceName *string `json:"DeviceName,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -3833,15 +3833,15 @@ func (s *DetachClusterNodeVolumeResponse) GetDeviceName() string {
 // EnvironmentConfig is the SageMaker structure EnvironmentConfig.
 type EnvironmentConfig struct {
 	// FSxLustreConfig: Shape FSxLustreConfig.
-	FSxLustreConfig *FSxLustreConfig `json:"FSxLustreConfig,omitempty"`
+	FSxLustreConfig *FSxLustreConfig `json:"FSxLustreConfig,omitzero"`
 }
 
 // EnvironmentConfigDetails is the SageMaker structure EnvironmentConfigDetails.
 type EnvironmentConfigDetails struct {
 	// FSxLustreConfig: Shape FSxLustreConfig.
-	FSxLustreConfig *FSxLustreConfig `json:"FSxLustreConfig,omitempty"`
+	FSxLustreConfig *FSxLustreConfig `json:"FSxLustreConfig,omitzero"`
 	// S3OutputPath: Shape S3Uri. Constraints: length 0-1024; pattern `(https|s3)://([^/]+)/?(.*)`.
-	S3OutputPath *string `json:"S3OutputPath,omitempty"`
+	S3OutputPath *string `json:"S3OutputPath,omitzero"`
 }
 
 // GetS3OutputPath returns S3OutputPath, or the zero value when it is absent.
@@ -3856,19 +3856,19 @@ func (s *EnvironmentConfigDetails) GetS3OutputPath() string {
 // EventDetails is the SageMaker structure EventDetails.
 type EventDetails struct {
 	// EventMetadata: Shape EventMetadata.
-	EventMetadata *EventMetadata `json:"EventMetadata,omitempty"`
+	EventMetadata *EventMetadata `json:"EventMetadata,omitzero"`
 }
 
 // EventMetadata is the SageMaker structure EventMetadata. It is a union: exactly one member is set.
 type EventMetadata struct {
 	// Cluster: Shape ClusterMetadata.
-	Cluster *ClusterMetadata `json:"Cluster,omitempty"`
+	Cluster *ClusterMetadata `json:"Cluster,omitzero"`
 	// InstanceGroup: Shape InstanceGroupMetadata.
-	InstanceGroup *InstanceGroupMetadata `json:"InstanceGroup,omitempty"`
+	InstanceGroup *InstanceGroupMetadata `json:"InstanceGroup,omitzero"`
 	// InstanceGroupScaling: Shape InstanceGroupScalingMetadata.
-	InstanceGroupScaling *InstanceGroupScalingMetadata `json:"InstanceGroupScaling,omitempty"`
+	InstanceGroupScaling *InstanceGroupScalingMetadata `json:"InstanceGroupScaling,omitzero"`
 	// Instance: Shape InstanceMetadata.
-	Instance *InstanceMetadata `json:"Instance,omitempty"`
+	Instance *InstanceMetadata `json:"Instance,omitzero"`
 }
 
 // EventSortBy is the SageMaker enum shape EventSortBy.
@@ -3887,9 +3887,9 @@ func (EventSortBy) Values() []EventSortBy {
 // FSxLustreConfig is the SageMaker structure FSxLustreConfig.
 type FSxLustreConfig struct {
 	// SizeInGiB: Required. Shape FSxLustreSizeInGiB. Constraints: range 1200-100800.
-	SizeInGiB *int32 `json:"SizeInGiB,omitempty"`
+	SizeInGiB *int32 `json:"SizeInGiB,omitzero"`
 	// PerUnitStorageThroughput: Required. Shape FSxLustrePerUnitStorageThroughput. Constraints: range 125-1000.
-	PerUnitStorageThroughput *int32 `json:"PerUnitStorageThroughput,omitempty"`
+	PerUnitStorageThroughput *int32 `json:"PerUnitStorageThroughput,omitzero"`
 }
 
 // GetSizeInGiB returns SizeInGiB, or the zero value when it is absent.
@@ -3927,11 +3927,11 @@ func (FairShare) Values() []FairShare {
 // IamIdentity is the SageMaker structure IamIdentity.
 type IamIdentity struct {
 	// Arn: Shape String.
-	Arn *string `json:"Arn,omitempty"`
+	Arn *string `json:"Arn,omitzero"`
 	// PrincipalId: Shape String.
-	PrincipalId *string `json:"PrincipalId,omitempty"`
+	PrincipalId *string `json:"PrincipalId,omitzero"`
 	// SourceIdentity: Shape String.
-	SourceIdentity *string `json:"SourceIdentity,omitempty"`
+	SourceIdentity *string `json:"SourceIdentity,omitzero"`
 }
 
 // GetArn returns Arn, or the zero value when it is absent.
@@ -3978,9 +3978,9 @@ func (IdleResourceSharing) Values() []IdleResourceSharing {
 // InstanceGroupHealthCheckConfiguration is the SageMaker structure InstanceGroupHealthCheckConfiguration.
 type InstanceGroupHealthCheckConfiguration struct {
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// InstanceIds: Shape InstanceIds. Constraints: items 1-500.
-	InstanceIds []string `json:"InstanceIds,omitempty"`
+	InstanceIds []string `json:"InstanceIds,omitzero"`
 	// DeepHealthChecks: Required. Shape DeepHealthChecks. Constraints: items 1-2.
 	DeepHealthChecks []DeepHealthCheckType `json:"DeepHealthChecks"`
 }
@@ -3997,17 +3997,17 @@ func (s *InstanceGroupHealthCheckConfiguration) GetInstanceGroupName() string {
 // InstanceGroupMetadata is the SageMaker structure InstanceGroupMetadata.
 type InstanceGroupMetadata struct {
 	// FailureMessage: Shape String.
-	FailureMessage *string `json:"FailureMessage,omitempty"`
+	FailureMessage *string `json:"FailureMessage,omitzero"`
 	// AvailabilityZoneId: Shape String.
-	AvailabilityZoneId *string `json:"AvailabilityZoneId,omitempty"`
+	AvailabilityZoneId *string `json:"AvailabilityZoneId,omitzero"`
 	// CapacityReservation: Shape CapacityReservation.
-	CapacityReservation *CapacityReservation `json:"CapacityReservation,omitempty"`
+	CapacityReservation *CapacityReservation `json:"CapacityReservation,omitzero"`
 	// SubnetId: Shape String.
-	SubnetId *string `json:"SubnetId,omitempty"`
+	SubnetId *string `json:"SubnetId,omitzero"`
 	// SecurityGroupIds: Shape SecurityGroupIds. Constraints: items 0-5.
-	SecurityGroupIds []string `json:"SecurityGroupIds,omitempty"`
+	SecurityGroupIds []string `json:"SecurityGroupIds,omitzero"`
 	// AmiOverride: Shape String.
-	AmiOverride *string `json:"AmiOverride,omitempty"`
+	AmiOverride *string `json:"AmiOverride,omitzero"`
 }
 
 // GetFailureMessage returns FailureMessage, or the zero value when it is absent.
@@ -4049,13 +4049,13 @@ func (s *InstanceGroupMetadata) GetAmiOverride() string {
 // InstanceGroupScalingMetadata is the SageMaker structure InstanceGroupScalingMetadata.
 type InstanceGroupScalingMetadata struct {
 	// InstanceCount: Shape InstanceCount. Constraints: range 0-10000000.
-	InstanceCount *int32 `json:"InstanceCount,omitempty"`
+	InstanceCount *int32 `json:"InstanceCount,omitzero"`
 	// TargetCount: Shape TargetCount. Constraints: minimum 0.
-	TargetCount *int32 `json:"TargetCount,omitempty"`
+	TargetCount *int32 `json:"TargetCount,omitzero"`
 	// MinCount: Shape InstanceCount. Constraints: range 0-10000000.
-	MinCount *int32 `json:"MinCount,omitempty"`
+	MinCount *int32 `json:"MinCount,omitzero"`
 	// FailureMessage: Shape String.
-	FailureMessage *string `json:"FailureMessage,omitempty"`
+	FailureMessage *string `json:"FailureMessage,omitzero"`
 }
 
 // GetInstanceCount returns InstanceCount, or the zero value when it is absent.
@@ -4116,19 +4116,19 @@ func (InstanceGroupStatus) Values() []InstanceGroupStatus {
 // InstanceMetadata is the SageMaker structure InstanceMetadata.
 type InstanceMetadata struct {
 	// CustomerEni: Shape String.
-	CustomerEni *string `json:"CustomerEni,omitempty"`
+	CustomerEni *string `json:"CustomerEni,omitzero"`
 	// AdditionalEnis: Shape AdditionalEnis.
-	AdditionalEnis *AdditionalEnis `json:"AdditionalEnis,omitempty"`
+	AdditionalEnis *AdditionalEnis `json:"AdditionalEnis,omitzero"`
 	// InstanceRequirementsEniConfigurations: Shape InstanceRequirementsEniConfigurations.
-	InstanceRequirementsEniConfigurations []InstanceRequirementsEniConfiguration `json:"InstanceRequirementsEniConfigurations,omitempty"`
+	InstanceRequirementsEniConfigurations []InstanceRequirementsEniConfiguration `json:"InstanceRequirementsEniConfigurations,omitzero"`
 	// CapacityReservation: Shape CapacityReservation.
-	CapacityReservation *CapacityReservation `json:"CapacityReservation,omitempty"`
+	CapacityReservation *CapacityReservation `json:"CapacityReservation,omitzero"`
 	// FailureMessage: Shape String.
-	FailureMessage *string `json:"FailureMessage,omitempty"`
+	FailureMessage *string `json:"FailureMessage,omitzero"`
 	// LcsExecutionState: Shape String.
-	LcsExecutionState *string `json:"LcsExecutionState,omitempty"`
+	LcsExecutionState *string `json:"LcsExecutionState,omitzero"`
 	// NodeLogicalId: Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 }
 
 // GetCustomerEni returns CustomerEni, or the zero value when it is absent.
@@ -4170,9 +4170,9 @@ func (s *InstanceMetadata) GetNodeLogicalId() string {
 // InstanceRequirementsEniConfiguration is the SageMaker structure InstanceRequirementsEniConfiguration.
 type InstanceRequirementsEniConfiguration struct {
 	// CustomerEni: Shape String.
-	CustomerEni *string `json:"CustomerEni,omitempty"`
+	CustomerEni *string `json:"CustomerEni,omitzero"`
 	// AdditionalEnis: Shape AdditionalEnis.
-	AdditionalEnis *AdditionalEnis `json:"AdditionalEnis,omitempty"`
+	AdditionalEnis *AdditionalEnis `json:"AdditionalEnis,omitzero"`
 }
 
 // GetCustomerEni returns CustomerEni, or the zero value when it is absent.
@@ -4187,25 +4187,25 @@ func (s *InstanceRequirementsEniConfiguration) GetCustomerEni() string {
 // ListClusterEventsRequest is the SageMaker structure ListClusterEventsRequest.
 type ListClusterEventsRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// InstanceGroupName: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// NodeId: Shape ClusterNodeId. Constraints: length 1-256; pattern `i-[a-f0-9]{8}(?:[a-f0-9]{9})?`.
-	NodeId *string `json:"NodeId,omitempty"`
+	NodeId *string `json:"NodeId,omitzero"`
 	// EventTimeAfter: Shape Timestamp. Epoch seconds on the wire.
-	EventTimeAfter *Time `json:"EventTimeAfter,omitempty"`
+	EventTimeAfter *Time `json:"EventTimeAfter,omitzero"`
 	// EventTimeBefore: Shape Timestamp. Epoch seconds on the wire.
-	EventTimeBefore *Time `json:"EventTimeBefore,omitempty"`
+	EventTimeBefore *Time `json:"EventTimeBefore,omitzero"`
 	// SortBy: Shape EventSortBy. Constraints: one of EventTime.
-	SortBy *EventSortBy `json:"SortBy,omitempty"`
+	SortBy *EventSortBy `json:"SortBy,omitzero"`
 	// SortOrder: Shape SortOrder. Constraints: one of Ascending, Descending.
-	SortOrder *SortOrder `json:"SortOrder,omitempty"`
+	SortOrder *SortOrder `json:"SortOrder,omitzero"`
 	// ResourceType: Shape ClusterEventResourceType. Constraints: one of Cluster, InstanceGroup, Instance.
-	ResourceType *ClusterEventResourceType `json:"ResourceType,omitempty"`
+	ResourceType *ClusterEventResourceType `json:"ResourceType,omitzero"`
 	// MaxResults: Shape ClusterEventMaxResults. Constraints: range 1-100.
-	MaxResults *int32 `json:"MaxResults,omitempty"`
+	MaxResults *int32 `json:"MaxResults,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -4301,9 +4301,9 @@ func (s *ListClusterEventsRequest) GetNextToken() string {
 // ListClusterEventsResponse is the SageMaker structure ListClusterEventsResponse.
 type ListClusterEventsResponse struct {
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// Events: Shape ClusterEventSummaries. Constraints: items 0-100.
-	Events []ClusterEventSummary `json:"Events,omitempty"`
+	Events []ClusterEventSummary `json:"Events,omitzero"`
 }
 
 // GetNextToken returns NextToken, or the zero value when it is absent.
@@ -4318,23 +4318,23 @@ func (s *ListClusterEventsResponse) GetNextToken() string {
 // ListClusterNodesRequest is the SageMaker structure ListClusterNodesRequest.
 type ListClusterNodesRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// CreationTimeAfter: Shape Timestamp. Epoch seconds on the wire.
-	CreationTimeAfter *Time `json:"CreationTimeAfter,omitempty"`
+	CreationTimeAfter *Time `json:"CreationTimeAfter,omitzero"`
 	// CreationTimeBefore: Shape Timestamp. Epoch seconds on the wire.
-	CreationTimeBefore *Time `json:"CreationTimeBefore,omitempty"`
+	CreationTimeBefore *Time `json:"CreationTimeBefore,omitzero"`
 	// InstanceGroupNameContains: Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupNameContains *string `json:"InstanceGroupNameContains,omitempty"`
+	InstanceGroupNameContains *string `json:"InstanceGroupNameContains,omitzero"`
 	// MaxResults: Shape MaxResults. Constraints: range 1-100.
-	MaxResults *int32 `json:"MaxResults,omitempty"`
+	MaxResults *int32 `json:"MaxResults,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// SortBy: Shape ClusterSortBy. Constraints: one of CREATION_TIME, NAME.
-	SortBy *ClusterSortBy `json:"SortBy,omitempty"`
+	SortBy *ClusterSortBy `json:"SortBy,omitzero"`
 	// SortOrder: Shape SortOrder. Constraints: one of Ascending, Descending.
-	SortOrder *SortOrder `json:"SortOrder,omitempty"`
+	SortOrder *SortOrder `json:"SortOrder,omitzero"`
 	// IncludeNodeLogicalIds: Shape IncludeNodeLogicalIdsBoolean.
-	IncludeNodeLogicalIds *bool `json:"IncludeNodeLogicalIds,omitempty"`
+	IncludeNodeLogicalIds *bool `json:"IncludeNodeLogicalIds,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -4421,7 +4421,7 @@ func (s *ListClusterNodesRequest) GetIncludeNodeLogicalIds() bool {
 // ListClusterNodesResponse is the SageMaker structure ListClusterNodesResponse.
 type ListClusterNodesResponse struct {
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// ClusterNodeSummaries: Required. Shape ClusterNodeSummaries.
 	ClusterNodeSummaries []ClusterNodeSummary `json:"ClusterNodeSummaries"`
 }
@@ -4438,23 +4438,23 @@ func (s *ListClusterNodesResponse) GetNextToken() string {
 // ListClusterSchedulerConfigsRequest is the SageMaker structure ListClusterSchedulerConfigsRequest.
 type ListClusterSchedulerConfigsRequest struct {
 	// CreatedAfter: Shape Timestamp. Epoch seconds on the wire.
-	CreatedAfter *Time `json:"CreatedAfter,omitempty"`
+	CreatedAfter *Time `json:"CreatedAfter,omitzero"`
 	// CreatedBefore: Shape Timestamp. Epoch seconds on the wire.
-	CreatedBefore *Time `json:"CreatedBefore,omitempty"`
+	CreatedBefore *Time `json:"CreatedBefore,omitzero"`
 	// NameContains: Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
-	NameContains *string `json:"NameContains,omitempty"`
+	NameContains *string `json:"NameContains,omitzero"`
 	// ClusterArn: Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 	// Status: Shape SchedulerResourceStatus. Constraints: one of Creating, CreateFailed, CreateRollbackFailed, Created, Updating, UpdateFailed, UpdateRollbackFailed, Updated, Deleting, DeleteFailed, DeleteRollbackFailed, Deleted.
-	Status *SchedulerResourceStatus `json:"Status,omitempty"`
+	Status *SchedulerResourceStatus `json:"Status,omitzero"`
 	// SortBy: Shape SortClusterSchedulerConfigBy. Constraints: one of Name, CreationTime, Status.
-	SortBy *SortClusterSchedulerConfigBy `json:"SortBy,omitempty"`
+	SortBy *SortClusterSchedulerConfigBy `json:"SortBy,omitzero"`
 	// SortOrder: Shape SortOrder. Constraints: one of Ascending, Descending.
-	SortOrder *SortOrder `json:"SortOrder,omitempty"`
+	SortOrder *SortOrder `json:"SortOrder,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// MaxResults: Shape MaxResults. Constraints: range 1-100.
-	MaxResults *int32 `json:"MaxResults,omitempty"`
+	MaxResults *int32 `json:"MaxResults,omitzero"`
 }
 
 // GetCreatedAfter returns CreatedAfter, or the zero value when it is absent.
@@ -4541,9 +4541,9 @@ func (s *ListClusterSchedulerConfigsRequest) GetMaxResults() int32 {
 // ListClusterSchedulerConfigsResponse is the SageMaker structure ListClusterSchedulerConfigsResponse.
 type ListClusterSchedulerConfigsResponse struct {
 	// ClusterSchedulerConfigSummaries: Shape ClusterSchedulerConfigSummaryList. Constraints: items 0-100.
-	ClusterSchedulerConfigSummaries []ClusterSchedulerConfigSummary `json:"ClusterSchedulerConfigSummaries,omitempty"`
+	ClusterSchedulerConfigSummaries []ClusterSchedulerConfigSummary `json:"ClusterSchedulerConfigSummaries,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 }
 
 // GetNextToken returns NextToken, or the zero value when it is absent.
@@ -4558,21 +4558,21 @@ func (s *ListClusterSchedulerConfigsResponse) GetNextToken() string {
 // ListClustersRequest is the SageMaker structure ListClustersRequest.
 type ListClustersRequest struct {
 	// CreationTimeAfter: Shape Timestamp. Epoch seconds on the wire.
-	CreationTimeAfter *Time `json:"CreationTimeAfter,omitempty"`
+	CreationTimeAfter *Time `json:"CreationTimeAfter,omitzero"`
 	// CreationTimeBefore: Shape Timestamp. Epoch seconds on the wire.
-	CreationTimeBefore *Time `json:"CreationTimeBefore,omitempty"`
+	CreationTimeBefore *Time `json:"CreationTimeBefore,omitzero"`
 	// MaxResults: Shape MaxResults. Constraints: range 1-100.
-	MaxResults *int32 `json:"MaxResults,omitempty"`
+	MaxResults *int32 `json:"MaxResults,omitzero"`
 	// NameContains: Shape NameContains. Constraints: length 0-63; pattern `[a-zA-Z0-9\-]+`.
-	NameContains *string `json:"NameContains,omitempty"`
+	NameContains *string `json:"NameContains,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// SortBy: Shape ClusterSortBy. Constraints: one of CREATION_TIME, NAME.
-	SortBy *ClusterSortBy `json:"SortBy,omitempty"`
+	SortBy *ClusterSortBy `json:"SortBy,omitzero"`
 	// SortOrder: Shape SortOrder. Constraints: one of Ascending, Descending.
-	SortOrder *SortOrder `json:"SortOrder,omitempty"`
+	SortOrder *SortOrder `json:"SortOrder,omitzero"`
 	// TrainingPlanArn: Shape TrainingPlanArn. Constraints: length 50-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*`.
-	TrainingPlanArn *string `json:"TrainingPlanArn,omitempty"`
+	TrainingPlanArn *string `json:"TrainingPlanArn,omitzero"`
 }
 
 // GetCreationTimeAfter returns CreationTimeAfter, or the zero value when it is absent.
@@ -4650,7 +4650,7 @@ func (s *ListClustersRequest) GetTrainingPlanArn() string {
 // ListClustersResponse is the SageMaker structure ListClustersResponse.
 type ListClustersResponse struct {
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// ClusterSummaries: Required. Shape ClusterSummaries.
 	ClusterSummaries []ClusterSummary `json:"ClusterSummaries"`
 }
@@ -4667,11 +4667,11 @@ func (s *ListClustersResponse) GetNextToken() string {
 // ListTagsInput is the SageMaker structure ListTagsInput.
 type ListTagsInput struct {
 	// ResourceArn: Required. Shape ResourceArn. Constraints: length 0-256; pattern `arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:[0-9]{12}:.+`.
-	ResourceArn *string `json:"ResourceArn,omitempty"`
+	ResourceArn *string `json:"ResourceArn,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 	// MaxResults: Shape ListTagsMaxResults. Constraints: minimum 50.
-	MaxResults *int32 `json:"MaxResults,omitempty"`
+	MaxResults *int32 `json:"MaxResults,omitzero"`
 }
 
 // GetResourceArn returns ResourceArn, or the zero value when it is absent.
@@ -4704,9 +4704,9 @@ func (s *ListTagsInput) GetMaxResults() int32 {
 // ListTagsOutput is the SageMaker structure ListTagsOutput.
 type ListTagsOutput struct {
 	// Tags: Shape TagList. Constraints: items 0-50.
-	Tags []Tag `json:"Tags,omitempty"`
+	Tags []Tag `json:"Tags,omitzero"`
 	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
-	NextToken *string `json:"NextToken,omitempty"`
+	NextToken *string `json:"NextToken,omitzero"`
 }
 
 // GetNextToken returns NextToken, or the zero value when it is absent.
@@ -4721,15 +4721,15 @@ func (s *ListTagsOutput) GetNextToken() string {
 // NodeAdditionResult is the SageMaker structure NodeAdditionResult.
 type NodeAdditionResult struct {
 	// NodeLogicalId: Required. Shape ClusterNodeLogicalId. Constraints: length 1-128; pattern `[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]`.
-	NodeLogicalId *string `json:"NodeLogicalId,omitempty"`
+	NodeLogicalId *string `json:"NodeLogicalId,omitzero"`
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// Status: Required. Shape ClusterInstanceStatus. Constraints: one of Running, Failure, Pending, ShuttingDown, SystemUpdating, DeepHealthCheckInProgress, NotFound.
-	Status *ClusterInstanceStatus `json:"Status,omitempty"`
+	Status *ClusterInstanceStatus `json:"Status,omitzero"`
 	// AvailabilityZones: Shape ClusterAvailabilityZones. Constraints: items 1-10.
-	AvailabilityZones []string `json:"AvailabilityZones,omitempty"`
+	AvailabilityZones []string `json:"AvailabilityZones,omitzero"`
 	// InstanceTypes: Shape ClusterInstanceTypes. Constraints: items 1-20.
-	InstanceTypes []ClusterInstanceType `json:"InstanceTypes,omitempty"`
+	InstanceTypes []ClusterInstanceType `json:"InstanceTypes,omitzero"`
 }
 
 // GetNodeLogicalId returns NodeLogicalId, or the zero value when it is absent.
@@ -4776,9 +4776,9 @@ func (NodeUnavailabilityType) Values() []NodeUnavailabilityType {
 // PriorityClass is the SageMaker structure PriorityClass.
 type PriorityClass struct {
 	// Name: Required. Shape ClusterSchedulerPriorityClassName. Constraints: pattern `[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?`.
-	Name *string `json:"Name,omitempty"`
+	Name *string `json:"Name,omitzero"`
 	// Weight: Required. Shape PriorityWeight. Constraints: range 0-100.
-	Weight *int32 `json:"Weight,omitempty"`
+	Weight *int32 `json:"Weight,omitzero"`
 }
 
 // GetName returns Name, or the zero value when it is absent.
@@ -4802,7 +4802,7 @@ func (s *PriorityClass) GetWeight() int32 {
 // ResourceInUse is the SageMaker exception structure ResourceInUse.
 type ResourceInUse struct {
 	// Message: Shape FailureReason. Constraints: length 0-1024.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetMessage returns Message, or the zero value when it is absent.
@@ -4817,7 +4817,7 @@ func (s *ResourceInUse) GetMessage() string {
 // ResourceLimitExceeded is the SageMaker exception structure ResourceLimitExceeded.
 type ResourceLimitExceeded struct {
 	// Message: Shape FailureReason. Constraints: length 0-1024.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetMessage returns Message, or the zero value when it is absent.
@@ -4832,7 +4832,7 @@ func (s *ResourceLimitExceeded) GetMessage() string {
 // ResourceNotFound is the SageMaker exception structure ResourceNotFound.
 type ResourceNotFound struct {
 	// Message: Shape FailureReason. Constraints: length 0-1024.
-	Message *string `json:"Message,omitempty"`
+	Message *string `json:"Message,omitzero"`
 }
 
 // GetMessage returns Message, or the zero value when it is absent.
@@ -4847,17 +4847,17 @@ func (s *ResourceNotFound) GetMessage() string {
 // RollingDeploymentPolicy is the SageMaker structure RollingDeploymentPolicy.
 type RollingDeploymentPolicy struct {
 	// MaximumBatchSize: Required. Shape CapacitySizeConfig.
-	MaximumBatchSize *CapacitySizeConfig `json:"MaximumBatchSize,omitempty"`
+	MaximumBatchSize *CapacitySizeConfig `json:"MaximumBatchSize,omitzero"`
 	// RollbackMaximumBatchSize: Shape CapacitySizeConfig.
-	RollbackMaximumBatchSize *CapacitySizeConfig `json:"RollbackMaximumBatchSize,omitempty"`
+	RollbackMaximumBatchSize *CapacitySizeConfig `json:"RollbackMaximumBatchSize,omitzero"`
 }
 
 // ScheduledUpdateConfig is the SageMaker structure ScheduledUpdateConfig.
 type ScheduledUpdateConfig struct {
 	// ScheduleExpression: Required. Shape CronScheduleExpression. Constraints: length 1-256.
-	ScheduleExpression *string `json:"ScheduleExpression,omitempty"`
+	ScheduleExpression *string `json:"ScheduleExpression,omitzero"`
 	// DeploymentConfig: Shape DeploymentConfiguration.
-	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitempty"`
+	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitzero"`
 }
 
 // GetScheduleExpression returns ScheduleExpression, or the zero value when it is absent.
@@ -4872,11 +4872,11 @@ func (s *ScheduledUpdateConfig) GetScheduleExpression() string {
 // SchedulerConfig is the SageMaker structure SchedulerConfig.
 type SchedulerConfig struct {
 	// PriorityClasses: Shape PriorityClassList. Constraints: items 0-10.
-	PriorityClasses []PriorityClass `json:"PriorityClasses,omitempty"`
+	PriorityClasses []PriorityClass `json:"PriorityClasses,omitzero"`
 	// FairShare: Shape FairShare. Constraints: one of Enabled, Disabled.
-	FairShare *FairShare `json:"FairShare,omitempty"`
+	FairShare *FairShare `json:"FairShare,omitzero"`
 	// IdleResourceSharing: Shape IdleResourceSharing. Constraints: one of Enabled, Disabled.
-	IdleResourceSharing *IdleResourceSharing `json:"IdleResourceSharing,omitempty"`
+	IdleResourceSharing *IdleResourceSharing `json:"IdleResourceSharing,omitzero"`
 }
 
 // GetFairShare returns FairShare, or the zero value when it is absent.
@@ -4986,7 +4986,7 @@ func (SortOrder) Values() []SortOrder {
 // StartClusterHealthCheckRequest is the SageMaker structure StartClusterHealthCheckRequest.
 type StartClusterHealthCheckRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// DeepHealthCheckConfigurations: Required. Shape DeepHealthCheckConfigurations. Constraints: items 1-99.
 	DeepHealthCheckConfigurations []InstanceGroupHealthCheckConfiguration `json:"DeepHealthCheckConfigurations"`
 }
@@ -5003,7 +5003,7 @@ func (s *StartClusterHealthCheckRequest) GetClusterName() string {
 // StartClusterHealthCheckResponse is the SageMaker structure StartClusterHealthCheckResponse.
 type StartClusterHealthCheckResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -5018,9 +5018,9 @@ func (s *StartClusterHealthCheckResponse) GetClusterArn() string {
 // Tag is the SageMaker structure Tag.
 type Tag struct {
 	// Key: Required. Shape TagKey. Constraints: length 1-128; pattern `([\p{L}\p{Z}\p{N}_.:/=+\-@]*)`.
-	Key *string `json:"Key,omitempty"`
+	Key *string `json:"Key,omitzero"`
 	// Value: Required. Shape TagValue. Constraints: length 0-256; pattern `([\p{L}\p{Z}\p{N}_.:/=+\-@]*)`.
-	Value *string `json:"Value,omitempty"`
+	Value *string `json:"Value,omitzero"`
 }
 
 // GetKey returns Key, or the zero value when it is absent.
@@ -5044,9 +5044,9 @@ func (s *Tag) GetValue() string {
 // UltraServerInfo is the SageMaker structure UltraServerInfo.
 type UltraServerInfo struct {
 	// Id: Shape String.
-	Id *string `json:"Id,omitempty"`
+	Id *string `json:"Id,omitzero"`
 	// Type: Shape String.
-	Type *string `json:"Type,omitempty"`
+	Type *string `json:"Type,omitzero"`
 }
 
 // GetId returns Id, or the zero value when it is absent.
@@ -5070,27 +5070,27 @@ func (s *UltraServerInfo) GetType() string {
 // UpdateClusterRequest is the SageMaker structure UpdateClusterRequest.
 type UpdateClusterRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// InstanceGroups: Shape ClusterInstanceGroupSpecifications. Constraints: items 1-100.
-	InstanceGroups []ClusterInstanceGroupSpecification `json:"InstanceGroups,omitempty"`
+	InstanceGroups []ClusterInstanceGroupSpecification `json:"InstanceGroups,omitzero"`
 	// RestrictedInstanceGroups: Shape ClusterRestrictedInstanceGroupSpecifications. Constraints: items 1-100.
-	RestrictedInstanceGroups []ClusterRestrictedInstanceGroupSpecification `json:"RestrictedInstanceGroups,omitempty"`
+	RestrictedInstanceGroups []ClusterRestrictedInstanceGroupSpecification `json:"RestrictedInstanceGroups,omitzero"`
 	// RestrictedInstanceGroupsConfig: Shape ClusterRestrictedInstanceGroupsConfig.
-	RestrictedInstanceGroupsConfig *ClusterRestrictedInstanceGroupsConfig `json:"RestrictedInstanceGroupsConfig,omitempty"`
+	RestrictedInstanceGroupsConfig *ClusterRestrictedInstanceGroupsConfig `json:"RestrictedInstanceGroupsConfig,omitzero"`
 	// TieredStorageConfig: Shape ClusterTieredStorageConfig.
-	TieredStorageConfig *ClusterTieredStorageConfig `json:"TieredStorageConfig,omitempty"`
+	TieredStorageConfig *ClusterTieredStorageConfig `json:"TieredStorageConfig,omitzero"`
 	// NodeRecovery: Shape ClusterNodeRecovery. Constraints: one of Automatic, None.
-	NodeRecovery *ClusterNodeRecovery `json:"NodeRecovery,omitempty"`
+	NodeRecovery *ClusterNodeRecovery `json:"NodeRecovery,omitzero"`
 	// InstanceGroupsToDelete: Shape ClusterInstanceGroupsToDelete. Constraints: items 0-100.
-	InstanceGroupsToDelete []string `json:"InstanceGroupsToDelete,omitempty"`
+	InstanceGroupsToDelete []string `json:"InstanceGroupsToDelete,omitzero"`
 	// NodeProvisioningMode: Shape ClusterNodeProvisioningMode. Constraints: one of Continuous.
-	NodeProvisioningMode *ClusterNodeProvisioningMode `json:"NodeProvisioningMode,omitempty"`
+	NodeProvisioningMode *ClusterNodeProvisioningMode `json:"NodeProvisioningMode,omitzero"`
 	// ClusterRole: Shape RoleArn. Constraints: length 20-2048; pattern `arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`.
-	ClusterRole *string `json:"ClusterRole,omitempty"`
+	ClusterRole *string `json:"ClusterRole,omitzero"`
 	// AutoScaling: Shape ClusterAutoScalingConfig.
-	AutoScaling *ClusterAutoScalingConfig `json:"AutoScaling,omitempty"`
+	AutoScaling *ClusterAutoScalingConfig `json:"AutoScaling,omitzero"`
 	// Orchestrator: Shape ClusterOrchestrator.
-	Orchestrator *ClusterOrchestrator `json:"Orchestrator,omitempty"`
+	Orchestrator *ClusterOrchestrator `json:"Orchestrator,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -5132,7 +5132,7 @@ func (s *UpdateClusterRequest) GetClusterRole() string {
 // UpdateClusterResponse is the SageMaker structure UpdateClusterResponse.
 type UpdateClusterResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -5147,13 +5147,13 @@ func (s *UpdateClusterResponse) GetClusterArn() string {
 // UpdateClusterSchedulerConfigRequest is the SageMaker structure UpdateClusterSchedulerConfigRequest.
 type UpdateClusterSchedulerConfigRequest struct {
 	// ClusterSchedulerConfigId: Required. Shape ClusterSchedulerConfigId. Constraints: length 0-12; pattern `[a-z0-9]{12}`.
-	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitempty"`
+	ClusterSchedulerConfigId *string `json:"ClusterSchedulerConfigId,omitzero"`
 	// TargetVersion: Required. Shape Integer.
-	TargetVersion *int32 `json:"TargetVersion,omitempty"`
+	TargetVersion *int32 `json:"TargetVersion,omitzero"`
 	// SchedulerConfig: Shape SchedulerConfig.
-	SchedulerConfig *SchedulerConfig `json:"SchedulerConfig,omitempty"`
+	SchedulerConfig *SchedulerConfig `json:"SchedulerConfig,omitzero"`
 	// Description: Shape EntityDescription. Constraints: length 0-1024; pattern `[\p{L}\p{M}\p{Z}\p{S}\p{N}\p{P}]*`.
-	Description *string `json:"Description,omitempty"`
+	Description *string `json:"Description,omitzero"`
 }
 
 // GetClusterSchedulerConfigId returns ClusterSchedulerConfigId, or the zero value when it is absent.
@@ -5186,9 +5186,9 @@ func (s *UpdateClusterSchedulerConfigRequest) GetDescription() string {
 // UpdateClusterSchedulerConfigResponse is the SageMaker structure UpdateClusterSchedulerConfigResponse.
 type UpdateClusterSchedulerConfigResponse struct {
 	// ClusterSchedulerConfigArn: Required. Shape ClusterSchedulerConfigArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]{9,16}:[0-9]{12}:cluster-scheduler-config/[a-z0-9]{12}`.
-	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitempty"`
+	ClusterSchedulerConfigArn *string `json:"ClusterSchedulerConfigArn,omitzero"`
 	// ClusterSchedulerConfigVersion: Required. Shape Integer.
-	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitempty"`
+	ClusterSchedulerConfigVersion *int32 `json:"ClusterSchedulerConfigVersion,omitzero"`
 }
 
 // GetClusterSchedulerConfigArn returns ClusterSchedulerConfigArn, or the zero value when it is absent.
@@ -5212,9 +5212,9 @@ func (s *UpdateClusterSchedulerConfigResponse) GetClusterSchedulerConfigVersion(
 // UpdateClusterSoftwareInstanceGroupSpecification is the SageMaker structure UpdateClusterSoftwareInstanceGroupSpecification.
 type UpdateClusterSoftwareInstanceGroupSpecification struct {
 	// InstanceGroupName: Required. Shape ClusterInstanceGroupName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9])*`.
-	InstanceGroupName *string `json:"InstanceGroupName,omitempty"`
+	InstanceGroupName *string `json:"InstanceGroupName,omitzero"`
 	// ImageReleaseVersion: Shape ImageReleaseVersion. Constraints: length 0-64; pattern `[0-9]+\.[0-9]+\.[0-9]+`.
-	ImageReleaseVersion *string `json:"ImageReleaseVersion,omitempty"`
+	ImageReleaseVersion *string `json:"ImageReleaseVersion,omitzero"`
 }
 
 // GetInstanceGroupName returns InstanceGroupName, or the zero value when it is absent.
@@ -5238,13 +5238,13 @@ func (s *UpdateClusterSoftwareInstanceGroupSpecification) GetImageReleaseVersion
 // UpdateClusterSoftwareRequest is the SageMaker structure UpdateClusterSoftwareRequest.
 type UpdateClusterSoftwareRequest struct {
 	// ClusterName: Required. Shape ClusterNameOrArn. Constraints: length 0-256; pattern `(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12})|([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})`.
-	ClusterName *string `json:"ClusterName,omitempty"`
+	ClusterName *string `json:"ClusterName,omitzero"`
 	// InstanceGroups: Shape UpdateClusterSoftwareInstanceGroups. Constraints: items 1-100.
-	InstanceGroups []UpdateClusterSoftwareInstanceGroupSpecification `json:"InstanceGroups,omitempty"`
+	InstanceGroups []UpdateClusterSoftwareInstanceGroupSpecification `json:"InstanceGroups,omitzero"`
 	// DeploymentConfig: Shape DeploymentConfiguration.
-	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitempty"`
+	DeploymentConfig *DeploymentConfiguration `json:"DeploymentConfig,omitzero"`
 	// ImageId: Shape ImageId. Constraints: length 7-21; pattern `ami-[0-9a-fA-F]{8,17}|default`.
-	ImageId *string `json:"ImageId,omitempty"`
+	ImageId *string `json:"ImageId,omitzero"`
 }
 
 // GetClusterName returns ClusterName, or the zero value when it is absent.
@@ -5268,7 +5268,7 @@ func (s *UpdateClusterSoftwareRequest) GetImageId() string {
 // UpdateClusterSoftwareResponse is the SageMaker structure UpdateClusterSoftwareResponse.
 type UpdateClusterSoftwareResponse struct {
 	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
-	ClusterArn *string `json:"ClusterArn,omitempty"`
+	ClusterArn *string `json:"ClusterArn,omitzero"`
 }
 
 // GetClusterArn returns ClusterArn, or the zero value when it is absent.
@@ -5283,13 +5283,13 @@ func (s *UpdateClusterSoftwareResponse) GetClusterArn() string {
 // UserContext is the SageMaker structure UserContext.
 type UserContext struct {
 	// UserProfileArn: Shape String.
-	UserProfileArn *string `json:"UserProfileArn,omitempty"`
+	UserProfileArn *string `json:"UserProfileArn,omitzero"`
 	// UserProfileName: Shape String.
-	UserProfileName *string `json:"UserProfileName,omitempty"`
+	UserProfileName *string `json:"UserProfileName,omitzero"`
 	// DomainId: Shape String.
-	DomainId *string `json:"DomainId,omitempty"`
+	DomainId *string `json:"DomainId,omitzero"`
 	// IamIdentity: Shape IamIdentity.
-	IamIdentity *IamIdentity `json:"IamIdentity,omitempty"`
+	IamIdentity *IamIdentity `json:"IamIdentity,omitzero"`
 }
 
 // GetUserProfileArn returns UserProfileArn, or the zero value when it is absent.

@@ -133,7 +133,12 @@ func load(ctx context.Context, o Options) (cfg aws.Config, endpoint, profile str
 	}
 	endpoint = resolveEndpoint(ctx, o, cfg)
 	if endpoint == "" {
-		return cfg, "", profile, fmt.Errorf("no endpoint for the hale API: pass --endpoint-url (or set AWS_ENDPOINT_URL_SAGEMAKER, or endpoint_url in profile %q), or start `hale server`, which writes its endpoint to %s/config", profile, envOr(DataDirEnv, DefaultDataDir))
+		endpoint = serverEndpoint(ctx)
+	}
+	if endpoint == "" {
+		dir := envOr(DataDirEnv, DefaultDataDir)
+		return cfg, "", profile, fmt.Errorf("no endpoint for the hale API: pass --endpoint-url (or set AWS_ENDPOINT_URL_SAGEMAKER, or endpoint_url in profile %q), "+
+			"or point %s at the --data-dir of a running hale server, which writes its endpoint there (looked in %s/config)", profile, DataDirEnv, dir)
 	}
 	return cfg, endpoint, profile, nil
 }
@@ -165,6 +170,24 @@ func resolveEndpoint(ctx context.Context, o Options, cfg aws.Config) string {
 		return *cfg.BaseEndpoint
 	}
 	return ""
+}
+
+// serverEndpoint is the endpoint_url of the [profile hale] that the hale server of $HALE_DATA_DIR
+// wrote: a profile that names only keys (as `hale access-key create --credentials-file` may
+// leave) still reaches the local server.
+func serverEndpoint(ctx context.Context) string {
+	f := filepath.Join(envOr(DataDirEnv, DefaultDataDir), "config")
+	if !fileExists(f) {
+		return ""
+	}
+	sc, err := config.LoadSharedConfigProfile(ctx, DefaultProfile, func(o *config.LoadSharedConfigOptions) {
+		o.ConfigFiles = []string{f}
+		o.CredentialsFiles = []string{}
+	})
+	if err != nil {
+		return ""
+	}
+	return sc.BaseEndpoint
 }
 
 func envOr(name, def string) string {

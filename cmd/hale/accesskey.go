@@ -35,15 +35,38 @@ func newAccessKeyCommand() *cobra.Command {
 		return sqlite.Open(path)
 	}
 
-	var principal, credFile, profile string
+	var principal, credFile, confFile, profile string
 	var actions, clusters []string
+	var overwrite bool
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an access key for a principal, limited to some actions and cluster names",
+		Long: `Create an access key for a principal, limited to some actions and cluster names.
+
+With --credentials-file the key is also written there as an AWS profile (named by --profile,
+the principal by default), and the profile's region and endpoint_url, copied from the server's
+own [profile hale], go to --config-file (the config file beside the credentials file by
+default), so the AWS CLI, the SDKs and the hale CLI can use the profile at once. An existing
+profile of that name is never replaced without --overwrite.`,
 		Example: `  hale access-key create --principal ci --actions 'sagemaker:Describe*,sagemaker:List*'
-  hale access-key create --principal team-a --clusters 'team-a-*' --credentials-file ~/.aws/credentials --profile team-a`,
+  hale access-key create --principal team-a --clusters 'team-a-*' --credentials-file ~/.aws/credentials`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if profile == "" {
+				profile = principal
+			}
+			if credFile != "" && confFile == "" {
+				confFile = filepath.Join(filepath.Dir(credFile), "config")
+			}
+			if credFile != "" && !overwrite {
+				for _, f := range []string{credFile, confFile} {
+					if has, err := auth.HasProfile(f, profile); err != nil {
+						return err
+					} else if has {
+						return fmt.Errorf("%s already has a profile %q; choose another --profile or pass --overwrite", f, profile)
+					}
+				}
+			}
 			st, err := open()
 			if err != nil {
 				return err
@@ -57,22 +80,31 @@ func newAccessKeyCommand() *cobra.Command {
 				return err
 			}
 			if credFile != "" {
+				region, endpoint, err := auth.ReadConfigProfile(filepath.Join(dataDir, "config"), server.Profile)
+				if err != nil {
+					return fmt.Errorf("reading the server's profile to copy its endpoint: %w", err)
+				}
 				if err := auth.WriteCredentialsProfile(credFile, profile, k); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "wrote profile [%s] to %s\n", profile, credFile)
+				if err := auth.WriteConfigProfile(confFile, profile, region, endpoint); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote profile [%s] to %s (key) and %s (region %s, endpoint_url %s)\n", profile, credFile, confFile, region, endpoint)
 			}
 			return printJSON(cmd, map[string]any{"AccessKey": map[string]any{
 				"AccessKeyId": k.ID, "SecretAccessKey": k.Secret, "Principal": k.Principal,
-				"Actions": k.Actions, "Clusters": k.Clusters, "CreateDate": k.CreatedAt,
+				"Actions": k.Actions, "Clusters": orEmpty(k.Clusters), "CreateDate": k.CreatedAt,
 			}})
 		},
 	}
 	create.Flags().StringVar(&principal, "principal", "", "who holds the key (required)")
 	create.Flags().StringSliceVar(&actions, "actions", nil, "allowed actions, IAM style (default sagemaker:*)")
 	create.Flags().StringSliceVar(&clusters, "clusters", nil, "allowed cluster name patterns, e.g. team-a-* (default: every cluster)")
-	create.Flags().StringVar(&credFile, "credentials-file", "", "also write the key to this AWS shared-credentials file")
-	create.Flags().StringVar(&profile, "profile", "default", "profile name for --credentials-file")
+	create.Flags().StringVar(&credFile, "credentials-file", "", "also write the key as a profile to this AWS shared-credentials file")
+	create.Flags().StringVar(&confFile, "config-file", "", "AWS config file for the profile's region and endpoint_url (default: config beside --credentials-file)")
+	create.Flags().StringVar(&profile, "profile", "", "profile name for --credentials-file (default: the principal)")
+	create.Flags().BoolVar(&overwrite, "overwrite", false, "replace an existing profile of that name")
 	create.MarkFlagRequired("principal")
 
 	list := &cobra.Command{
@@ -125,6 +157,13 @@ func newAccessKeyCommand() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, del)
 	return cmd
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func printJSON(cmd *cobra.Command, v any) error {

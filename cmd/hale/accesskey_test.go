@@ -28,12 +28,26 @@ func TestAccessKeys(t *testing.T) {
 		t.Fatalf("credentials file lacks the profile:\n%s", b)
 	}
 
-	// The auditor may describe but not delete.
+	// The profile got the server's region and endpoint in the config file beside it.
+	conf, _ := os.ReadFile(filepath.Join(filepath.Dir(creds), "config"))
+	if !strings.Contains(string(conf), "[profile auditor]") || !strings.Contains(string(conf), app.URL) {
+		t.Fatalf("config file beside the credentials:\n%s", conf)
+	}
+	// An existing profile is never replaced silently.
+	if r := hale(t, "access-key", "create", "--data-dir", dir, "--principal", "auditor", "--credentials-file", creds); r.code == 0 || !strings.Contains(r.stderr, "already has a profile \"auditor\"") {
+		t.Fatalf("second create over the same profile: %d %s", r.code, r.stderr)
+	}
+	if r := hale(t, "access-key", "create", "--data-dir", dir, "--principal", "typo", "--actions", "sagemaker:DescribeClutser"); r.code == 0 || !strings.Contains(r.stderr, "matches no SageMaker cluster operation") {
+		t.Fatalf("misspelt action: %d %s", r.code, r.stderr)
+	}
+
+	// The auditor may describe but not delete, with nothing but its profile.
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
-	if r := hale(t, "--profile", "auditor", "describe-cluster", "--cluster-name", "ml-training-cluster", "--endpoint-url", app.URL, "--region", "us-west-2"); r.code != 0 {
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(filepath.Dir(creds), "config"))
+	if r := hale(t, "--profile", "auditor", "describe-cluster", "--cluster-name", "ml-training-cluster"); r.code != 0 {
 		t.Fatalf("auditor describe: %d %s", r.code, r.stderr)
 	}
-	r := hale(t, "--profile", "auditor", "delete-cluster", "--cluster-name", "ml-training-cluster", "--endpoint-url", app.URL, "--region", "us-west-2")
+	r := hale(t, "--profile", "auditor", "delete-cluster", "--cluster-name", "ml-training-cluster")
 	if r.code != 254 || !strings.Contains(r.stderr, "AccessDeniedException") || !strings.Contains(r.stderr, "auditor is not authorized to perform: sagemaker:DeleteCluster") {
 		t.Fatalf("auditor delete: %d %s", r.code, r.stderr)
 	}
@@ -43,7 +57,7 @@ func TestAccessKeys(t *testing.T) {
 		t.Fatalf("access-key list:\n%s", list)
 	}
 	must(t, "access-key", "delete", "--data-dir", dir, created.AccessKey.AccessKeyId)
-	r = hale(t, "--profile", "auditor", "describe-cluster", "--cluster-name", "ml-training-cluster", "--endpoint-url", app.URL, "--region", "us-west-2")
+	r = hale(t, "--profile", "auditor", "describe-cluster", "--cluster-name", "ml-training-cluster")
 	if r.code != 254 || !strings.Contains(r.stderr, "UnrecognizedClientException") {
 		t.Fatalf("deleted key still works: %d %s", r.code, r.stderr)
 	}

@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/rand"
 	"fmt"
+	"github.com/haleproject/hale/api"
 	"path"
 	"slices"
 	"strings"
@@ -68,7 +69,14 @@ func checkActionPattern(a string) error {
 	if !ok || service == "" || action == "" || strings.Contains(action, ":") || strings.ContainsAny(a, " \t\r\n") {
 		return fmt.Errorf("auth: action pattern %q is not \"*\" or \"service:action\" (e.g. \"sagemaker:List*\")", a)
 	}
-	return nil
+	// A pattern that allows nothing is a typo ("sagemaker:DescribeClutser", "ec2:*"): say so
+	// now rather than hand out a key that is refused everything.
+	for _, op := range api.Operations {
+		if wildcardMatch(strings.ToLower(a), strings.ToLower("sagemaker:"+op.Name)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("auth: action pattern %q matches no SageMaker cluster operation (e.g. sagemaker:DescribeCluster, sagemaker:List*)", a)
 }
 
 // randomString returns n characters drawn uniformly from alphabet, whose length must divide 256

@@ -144,3 +144,33 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	}
 	return nil
 }
+
+// HasProfile reports whether the AWS shared file at path (credentials or config) has a section
+// for profile: [name], or [profile name] in a config file. A missing file has none.
+func HasProfile(path, profile string) (bool, error) {
+	f, err := ini.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("auth: %s is not an AWS shared file", path)
+	}
+	return f.HasSection(profile) || f.HasSection("profile "+profile), nil
+}
+
+// ReadConfigProfile returns the region and endpoint_url of a profile in an AWS config file.
+func ReadConfigProfile(path, profile string) (region, endpointURL string, err error) {
+	f, err := ini.Load(path)
+	if err != nil {
+		return "", "", fmt.Errorf("auth: %w", err)
+	}
+	name := "profile " + profile
+	if profile == "default" {
+		name = "default"
+	}
+	sec, err := f.GetSection(name)
+	if err != nil {
+		return "", "", fmt.Errorf("auth: %s has no [%s]", path, name)
+	}
+	return sec.Key("region").String(), sec.Key("endpoint_url").String(), nil
+}

@@ -56,6 +56,8 @@ type App struct {
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closeErr  error
+	lock      *dataDirLock
+	dataDir   string
 	wg        sync.WaitGroup
 	log       *slog.Logger
 }
@@ -74,13 +76,19 @@ func Start(o Options) (*App, error) {
 		o.Logger = slog.Default()
 	}
 	log := o.Logger
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	st, err := sqlite.Open(filepath.Join(o.DataDir, "hale.db"))
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		st.Close()
+		lock.release()
 		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	a := &App{
@@ -89,10 +97,13 @@ func Start(o Options) (*App, error) {
 		ConfigFile:      filepath.Join(o.DataDir, "config"),
 		Store:           st,
 		log:             log,
+		lock:            lock,
+		dataDir:         o.DataDir,
 	}
 	fail := func(err error) (*App, error) {
 		ln.Close()
 		st.Close()
+		lock.release()
 		return nil, err
 	}
 	ctl := controller.New(st, log)
@@ -178,7 +189,8 @@ func (a *App) ensureAdminKey(region string) error {
 		return err
 	}
 	if _, err := os.Stat(a.CredentialsFile); err == nil {
-		a.log.Info("AWS clients: use profile hale", "AWS_SHARED_CREDENTIALS_FILE", a.CredentialsFile, "AWS_CONFIG_FILE", a.ConfigFile)
+		a.log.Info("clients: the hale CLI finds profile hale with HALE_DATA_DIR; AWS CLIs and SDKs with the AWS_* files",
+			"HALE_DATA_DIR", a.dataDir, "AWS_SHARED_CREDENTIALS_FILE", a.CredentialsFile, "AWS_CONFIG_FILE", a.ConfigFile, "AWS_PROFILE", Profile)
 	}
 	return nil
 }
@@ -192,6 +204,7 @@ func (a *App) Close() error {
 		a.cancel()
 		a.wg.Wait()
 		a.closeErr = errors.Join(err, a.Store.Close())
+		a.lock.release()
 	})
 	return a.closeErr
 }

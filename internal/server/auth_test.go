@@ -59,7 +59,11 @@ func TestSigV4AndAuthorization(t *testing.T) {
 		{"cluster not allowed", func() error {
 			_, err := e.Client(teamA.ID, teamA.Secret).DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: aws.String("team-b-train")})
 			return err
-		}, "AccessDeniedException", "team-a is not authorized to perform: sagemaker:DescribeCluster on resource: arn:aws:sagemaker:"},
+		}, "AccessDeniedException", "team-a is not authorized to perform: sagemaker:DescribeCluster on resource: team-b-train"},
+		{"cluster not allowed, even when it does not exist", func() error {
+			_, err := e.Client(teamA.ID, teamA.Secret).DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: aws.String("team-b-nothing")})
+			return err
+		}, "AccessDeniedException", "on resource: team-b-nothing"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -208,4 +209,17 @@ func waitHealthy(t *testing.T, url string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("server at %s not healthy after 30s", url)
+}
+
+// TestOneServerPerDataDir: a second server on the same data directory is refused and says who
+// holds it; once the first stops, the directory is free again.
+func TestOneServerPerDataDir(t *testing.T) {
+	dir := t.TempDir()
+	e := servertest.Start(t, server.Options{DataDir: dir})
+	_, err := server.Start(server.Options{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "already uses data directory") || !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
+		t.Fatalf("second server on the same data dir: %v", err)
+	}
+	e.App.Close()
+	servertest.Start(t, server.Options{DataDir: dir})
 }

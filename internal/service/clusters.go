@@ -20,7 +20,7 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 	}
 	name := in.GetClusterName()
 	var arn string
-	if err := authorizeCluster(ctx, "CreateCluster", name, "arn:aws:sagemaker:"+s.cfg.Region+":"+s.cfg.AccountID+":cluster/*"); err != nil {
+	if err := authorizeCluster(ctx, "CreateCluster", name, name); err != nil {
 		return nil, err
 	}
 	if n := totalInstances(in.InstanceGroups); n > s.cfg.MaxInstancesPerCluster {
@@ -87,7 +87,7 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 		if s.cfg.Provider == "" {
 			if err := s.event(tx, c, "", "", api.ClusterEventResourceTypeCluster, api.ClusterEventLevelWarn,
 				&api.EventMetadata{Cluster: &api.ClusterMetadata{FailureMessage: new(NoProviderMessage)}},
-				"Cluster %s stays Creating: %s.", name, NoProviderMessage); err != nil {
+				"Cluster %s waits: %s.", name, NoProviderMessage); err != nil {
 				return "", err
 			}
 		}

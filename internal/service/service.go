@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,9 +44,11 @@ type Config struct {
 	Now func() time.Time
 }
 
-// NoProviderMessage is what DescribeCluster and ListClusterEvents say while no provider is configured.
-const NoProviderMessage = "hale server has no provider configured, so no instances are launched; " +
-	"restart it with --provider local (or use hale up) and the cluster proceeds"
+// NoProviderMessage is what DescribeCluster (FailureMessage) and ListClusterEvents (a Warn
+// event) say while the server has no provider: it is why the cluster does not progress.
+const NoProviderMessage = "this hale server has no provider configured, so no instances are launched " +
+	"and the cluster stays Creating; this release of hale serves the cluster API and its state only " +
+	"(DeleteCluster removes the cluster)"
 
 // Service serves the cluster operations from a store.
 type Service struct {
@@ -104,8 +107,15 @@ func newClusterID() string {
 }
 
 // cluster finds the cluster named by a ClusterNameOrArn member and checks the caller may act
-// on it with action. An unknown cluster is ResourceNotFound.
+// on it with action. A name outside the caller's cluster patterns is refused before it is looked
+// up, so AccessDeniedException never tells a caller whether a cluster it may not see exists. An
+// unknown cluster is ResourceNotFound.
 func (s *Service) cluster(ctx context.Context, tx store.Tx, ref, action string) (*store.Cluster, error) {
+	if !strings.HasPrefix(ref, "arn:") {
+		if err := authorizeCluster(ctx, action, ref, ref); err != nil {
+			return nil, err
+		}
+	}
 	c, err := tx.Cluster(ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, api.Errorf(api.CodeResourceNotFound, "Cluster %s not found.", ref)
@@ -113,20 +123,21 @@ func (s *Service) cluster(ctx context.Context, tx store.Tx, ref, action string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := authorizeCluster(ctx, action, c.Name, c.ARN); err != nil {
+	if err := authorizeCluster(ctx, action, c.Name, ref); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// authorizeCluster checks the caller's cluster name patterns. Calls without a key in ctx come
-// from inside hale (hale up) and may act on every cluster.
-func authorizeCluster(ctx context.Context, action, name, arn string) error {
+// authorizeCluster checks the caller's cluster name patterns; resource is how the request named
+// the cluster, which the AccessDeniedException repeats. Calls without a key in ctx come from
+// inside hale (hale up) and may act on every cluster.
+func authorizeCluster(ctx context.Context, action, name, resource string) error {
 	k := auth.KeyFrom(ctx)
 	if k == nil || auth.AllowsCluster(k, name) {
 		return nil
 	}
-	return auth.AccessDenied(k, "sagemaker:"+action, arn)
+	return auth.AccessDenied(k, "sagemaker:"+action, resource)
 }
 
 // event appends a ListClusterEvents record for c.

@@ -30,7 +30,7 @@ func (s *Service) taggable(ctx context.Context, tx store.Tx, arn, action string)
 	if err != nil {
 		return nil, err
 	}
-	if err := authorizeCluster(ctx, action, c.Name, c.ARN); err != nil {
+	if err := authorizeCluster(ctx, action, c.Name, arn); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -401,7 +401,9 @@ func (g *gen) structType(b *bytes.Buffer, s *shape) {
 			doc = append(doc, "Epoch seconds on the wire.")
 		}
 		fmt.Fprintf(b, "\t// %s: %s\n", mn, strings.Join(doc, " "))
-		tag := mn + ",omitempty"
+		// omitzero, not omitempty: an absent list is nil and left out, while an empty one the
+		// service means to send ("Tags": []) stays on the wire.
+		tag := mn + ",omitzero"
 		mt := g.shape(ms).Type
 		if isRequired(s, mn) && (mt == "list" || mt == "map") {
 			tag = mn // required collections are always written, as [] or {}
