@@ -36,8 +36,9 @@ step "Create a cluster with the hale CLI from a CreateCluster JSON file"
 run "$HALE" create-cluster --cli-input-json file://examples/cluster.json
 arn=$("$HALE" describe-cluster --cluster-name demo | sed -n 's/.*"ClusterArn": "\(.*\)".*/\1/p' | head -1)
 
-step "Create another with the AWS SDK for Go"
-AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" run go run ./examples/sdk-create-cluster -name demo-sdk
+step "Create another from the same file with the AWS SDK for Go (examples/sdk-create-cluster)"
+AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" \
+  run go run ./examples/sdk-create-cluster -file examples/cluster.json -name demo-sdk
 
 step "List and describe"
 run "$HALE" list-clusters --output table

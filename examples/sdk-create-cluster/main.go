@@ -1,9 +1,11 @@
-// Command sdk-create-cluster creates a HyperPod cluster on a hale server with the unmodified AWS
-// SDK for Go v2, as any Go program talking to SageMaker would. It finds the endpoint, region and
-// key in the AWS profile "hale" that hale server writes:
+// Command sdk-create-cluster drives a hale server with the unmodified AWS SDK for Go v2, as any
+// Go program talking to SageMaker would: it creates a cluster from a CreateCluster JSON file
+// (the document `aws sagemaker create-cluster --cli-input-json` takes), describes it, lists
+// clusters, and with -delete deletes it and waits until it is gone. It finds the endpoint,
+// region and key in the AWS profile "hale" that hale server writes:
 //
 //	AWS_SHARED_CREDENTIALS_FILE=/var/lib/hale/credentials AWS_CONFIG_FILE=/var/lib/hale/config \
-//	  go run ./examples/sdk-create-cluster -name demo-sdk
+//	  go run ./examples/sdk-create-cluster -file examples/cluster.json -name demo-sdk -delete
 package main
 
 import (
@@ -12,44 +14,47 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
+	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/client"
 )
 
 func main() {
-	name := flag.String("name", "demo-sdk", "cluster name")
+	file := flag.String("file", "examples/cluster.json", "CreateCluster JSON document")
+	name := flag.String("name", "", "cluster name (default: the document's ClusterName)")
 	profile := flag.String("profile", "hale", "AWS profile")
+	del := flag.Bool("delete", false, "delete the cluster at the end and wait until it is gone")
 	flag.Parse()
 	ctx := context.Background()
 
+	doc, err := os.ReadFile(*file)
+	if err != nil {
+		log.Fatal(err)
+	}
+	in, err := client.DecodeCreateClusterInput(doc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *name != "" {
+		in.ClusterName = name
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithSharedConfigProfile(*profile))
 	if err != nil {
 		log.Fatal(err)
 	}
 	sm := sagemaker.NewFromConfig(cfg)
-	role := aws.String("arn:aws:iam::123456789012:role/HyperPodRole")
-	lifecycle := &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String("s3://sagemaker-hale-lifecycle/base-config/"), OnCreate: aws.String("on_create.sh")}
-	out, err := sm.CreateCluster(ctx, &sagemaker.CreateClusterInput{
-		ClusterName: name,
-		InstanceGroups: []types.ClusterInstanceGroupSpecification{
-			{InstanceGroupName: aws.String("controller"), InstanceType: types.ClusterInstanceTypeMlC5Xlarge, InstanceCount: aws.Int32(1),
-				ExecutionRole: role, LifeCycleConfig: lifecycle, SlurmConfig: &types.ClusterSlurmConfig{NodeType: types.ClusterSlurmNodeTypeController}},
-			{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge, InstanceCount: aws.Int32(2),
-				ExecutionRole: role, LifeCycleConfig: lifecycle,
-				SlurmConfig: &types.ClusterSlurmConfig{NodeType: types.ClusterSlurmNodeTypeCompute, PartitionNames: []string{"gpu"}}},
-		},
-		Orchestrator: &types.ClusterOrchestrator{Slurm: &types.ClusterOrchestratorSlurmConfig{SlurmConfigStrategy: types.ClusterSlurmConfigStrategyManaged}},
-		Tags:         []types.Tag{{Key: aws.String("created-by"), Value: aws.String("aws-sdk-go-v2")}},
-	})
+
+	out, err := sm.CreateCluster(ctx, in)
 	var inUse *types.ResourceInUse
 	if errors.As(err, &inUse) {
-		log.Fatalf("a cluster named %s already exists: %s", *name, inUse.ErrorMessage())
+		log.Fatalf("CreateCluster: ResourceInUse: %s (delete it first, or pass -name)", inUse.ErrorMessage())
 	}
 	if err != nil {
-		log.Fatal(err)
+		log.Fatalf("CreateCluster: %v", err)
 	}
 	fmt.Println("CreateCluster:", *out.ClusterArn)
 
@@ -61,11 +66,30 @@ func main() {
 	for _, g := range d.InstanceGroups {
 		fmt.Printf("  group %-10s %-14s target %d, current %d, %s\n", *g.InstanceGroupName, g.InstanceType, *g.TargetCount, *g.CurrentCount, g.Status)
 	}
-
-	_, err = sm.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: aws.String("no-such-cluster")})
-	var notFound *types.ResourceNotFound
-	if !errors.As(err, &notFound) {
-		log.Fatalf("DescribeCluster of a missing cluster: %v, want *types.ResourceNotFound", err)
+	list, err := sm.ListClusters(ctx, &sagemaker.ListClustersInput{})
+	if err != nil {
+		log.Fatal(err)
 	}
-	fmt.Println("DescribeCluster(no-such-cluster): *types.ResourceNotFound:", notFound.ErrorMessage())
+	fmt.Printf("ListClusters: %d cluster(s)\n", len(list.ClusterSummaries))
+
+	if !*del {
+		return
+	}
+	if _, err := sm.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: out.ClusterArn}); err != nil {
+		log.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		_, err := sm.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: out.ClusterArn})
+		var notFound *types.ResourceNotFound
+		if errors.As(err, &notFound) {
+			fmt.Println("DeleteCluster: gone; DescribeCluster answers *types.ResourceNotFound:", notFound.ErrorMessage())
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			log.Fatal("cluster still there a minute after DeleteCluster")
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,9 +8,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
-	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/aws/smithy-go"
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/client"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -128,51 +127,12 @@ func apiMessage(err error) string {
 	return ""
 }
 
-// unmarshalSDK reads a CreateCluster JSON document into the SDK's input. The SDK's types carry
-// no JSON tags but share the wire's member names, so encoding/json fills them, except for the
-// InstanceStorageConfigs union, which the SDK models as an interface and is set here by hand.
+// unmarshalSDK reads a CreateCluster JSON document into the SDK's input.
 func unmarshalSDK(doc []byte, in *sagemaker.CreateClusterInput) error {
-	var raw map[string]any
-	if err := json.Unmarshal(doc, &raw); err != nil {
+	v, err := client.DecodeCreateClusterInput(doc)
+	if err != nil {
 		return err
 	}
-	var storage [][]any
-	groups, _ := raw["InstanceGroups"].([]any)
-	for _, g := range groups {
-		gm := g.(map[string]any)
-		s, _ := gm["InstanceStorageConfigs"].([]any)
-		storage = append(storage, s)
-		delete(gm, "InstanceStorageConfigs")
-	}
-	b, _ := json.Marshal(raw)
-	if err := json.Unmarshal(b, in); err != nil {
-		return err
-	}
-	for i, list := range storage {
-		for _, item := range list {
-			m := item.(map[string]any)
-			var member types.ClusterInstanceStorageConfig
-			switch {
-			case m["EbsVolumeConfig"] != nil:
-				var v types.ClusterEbsVolumeConfig
-				remarshal(m["EbsVolumeConfig"], &v)
-				member = &types.ClusterInstanceStorageConfigMemberEbsVolumeConfig{Value: v}
-			case m["FsxLustreConfig"] != nil:
-				var v types.ClusterFsxLustreConfig
-				remarshal(m["FsxLustreConfig"], &v)
-				member = &types.ClusterInstanceStorageConfigMemberFsxLustreConfig{Value: v}
-			case m["FsxOpenZfsConfig"] != nil:
-				var v types.ClusterFsxOpenZfsConfig
-				remarshal(m["FsxOpenZfsConfig"], &v)
-				member = &types.ClusterInstanceStorageConfigMemberFsxOpenZfsConfig{Value: v}
-			}
-			in.InstanceGroups[i].InstanceStorageConfigs = append(in.InstanceGroups[i].InstanceStorageConfigs, member)
-		}
-	}
+	*in = *v
 	return nil
-}
-
-func remarshal(from, to any) {
-	b, _ := json.Marshal(from)
-	json.Unmarshal(b, to)
 }
