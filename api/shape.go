@@ -18,14 +18,18 @@ const (
 // time: its kind, its members (structures), its element (lists; the value of maps), its key
 // (maps) and its enum values.
 type Shape struct {
-	Name      string
-	Kind      Kind
-	Members   []Member // structures, sorted by name
-	Elem      string   // lists: member shape; maps: value shape
-	Key       string   // maps: key shape
-	Enum      []string
-	Union     bool
-	Exception bool
+	Name    string
+	Kind    Kind
+	Members []Member // structures, sorted by name
+	Elem    string   // lists: member shape; maps: value shape
+	Key     string   // maps: key shape
+	Enum    []string
+	// Constraints describes the shape's length, range, list-size and pattern constraints in
+	// words ("length 1-63; pattern `...`"), for help texts; the checks themselves are the
+	// generated validate methods.
+	Constraints string
+	Union       bool
+	Exception   bool
 }
 
 // Member is a structure member: its name on the wire, its shape, and whether the model requires it.

@@ -48,7 +48,7 @@ func operationHelp(op *api.Operation) string {
 	}
 
 	section("NAME")
-	para(7, name+" -")
+	para(7, name+" - SageMaker "+op.Name)
 
 	section("DESCRIPTION")
 	para(7, fmt.Sprintf("Calls the SageMaker %s operation on a hale server (input shape %s%s), as `aws sagemaker %s` does.", op.Name, op.InputShape, outputClause(op), name))
@@ -97,6 +97,9 @@ func operationHelp(op *api.Operation) string {
 		}
 		b.WriteString("       " + head + "\n")
 		b.WriteString(fmt.Sprintf("          Member %s, shape %s.\n", m.Name, s.Name))
+		if s.Constraints != "" {
+			b.WriteString("          Constraints: " + s.Constraints + ".\n")
+		}
 		if s.Kind == api.KindTimestamp {
 			b.WriteString("          Epoch seconds (1412195400) or ISO 8601 (2014-10-01, 2014-10-01T20:30:00Z,\n          2014-10-01T12:30:00.000-08:00); sent as epoch seconds.\n")
 		}
@@ -211,6 +214,8 @@ func describeMembers(b *strings.Builder, s *api.Shape, indent int, seen map[stri
 		b.WriteString(line + "\n")
 		if len(ms.Enum) > 0 {
 			b.WriteString(pad + "   Possible values: " + strings.Join(ms.Enum, ", ") + "\n")
+		} else if ms.Constraints != "" {
+			b.WriteString(pad + "   Constraints: " + ms.Constraints + "\n")
 		}
 		switch ms.Kind {
 		case api.KindStructure, api.KindList, api.KindMap:

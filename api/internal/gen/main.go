@@ -639,6 +639,8 @@ func (g *gen) schema() []byte {
 		}
 		if len(s.Enum) > 0 {
 			fmt.Fprintf(&b, ", Enum: %#v", s.Enum)
+		} else if c := g.constraintDoc(s.name); c != "" {
+			fmt.Fprintf(&b, ", Constraints: %q", c)
 		}
 		b.WriteString("},\n")
 	}
