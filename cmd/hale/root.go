@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
@@ -35,8 +36,24 @@ func newRootCommand() *cobra.Command {
                                    e.g. hale create-cluster --cli-input-json file://cluster.json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
 	root.AddCommand(newServerCommand(), newAccessKeyCommand())
 	addOperationCommands(root)
 	return root
+}
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " (" + s.Value[:12] + ")"
+		}
+	}
+	return v + " " + bi.GoVersion
 }
