@@ -1,0 +1,13 @@
+// Package agentproto is the protocol between hale agents and the hale server: the protobuf
+// messages and gRPC service in agent.proto, generated into agent.pb.go and agent_grpc.pb.go
+// (committed; regenerate with `go generate ./internal/agentproto`, which needs protoc,
+// protoc-gen-go and protoc-gen-go-grpc).
+package agentproto
+
+//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative agent.proto
+
+// CapabilityVersion is what this build of the protocol can do. An agent announces it in Hello
+// and the server in Welcome; each side only uses what both know.
+//
+//	1: Hello/Welcome, heartbeats, inventory, RunLifecycle, WriteFiles, RunCommand, log lines.
+const CapabilityVersion = 1
