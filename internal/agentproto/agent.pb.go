@@ -258,6 +258,7 @@ func (*ServerMessage_Goodbye) isServerMessage_Msg() {}
 type Hello struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId        string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceType      string                 `protobuf:"bytes,8,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
 	CapabilityVersion uint32                 `protobuf:"varint,2,opt,name=capability_version,json=capabilityVersion,proto3" json:"capability_version,omitempty"`
 	BootstrapToken    string                 `protobuf:"bytes,3,opt,name=bootstrap_token,json=bootstrapToken,proto3" json:"bootstrap_token,omitempty"`
 	NodeSecret        string                 `protobuf:"bytes,4,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
@@ -301,6 +302,13 @@ func (*Hello) Descriptor() ([]byte, []int) {
 func (x *Hello) GetInstanceId() string {
 	if x != nil {
 		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *Hello) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
 	}
 	return ""
 }
@@ -789,7 +797,8 @@ type RunLifecycle struct {
 	ResourceConfig         []byte                 `protobuf:"bytes,3,opt,name=resource_config,json=resourceConfig,proto3" json:"resource_config,omitempty"`                                   // /opt/ml/config/resource_config.json
 	ProvisioningParameters []byte                 `protobuf:"bytes,4,opt,name=provisioning_parameters,json=provisioningParameters,proto3" json:"provisioning_parameters,omitempty"`           // /opt/ml/config/provisioning_parameters.json, when given
 	TimeoutSeconds         uint32                 `protobuf:"varint,5,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
-	LogStream              string                 `protobuf:"bytes,6,opt,name=log_stream,json=logStream,proto3" json:"log_stream,omitempty"` // LifecycleConfig/<group>/<instance-id>
+	LogStream              string                 `protobuf:"bytes,6,opt,name=log_stream,json=logStream,proto3" json:"log_stream,omitempty"`                                              // LifecycleConfig/<group>/<instance-id>
+	Env                    map[string]string      `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // extra environment for the script
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -864,6 +873,13 @@ func (x *RunLifecycle) GetLogStream() string {
 		return x.LogStream
 	}
 	return ""
+}
+
+func (x *RunLifecycle) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
 }
 
 type WriteFiles struct {
@@ -1027,8 +1043,10 @@ type CommandResult struct {
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	ExitCode      int32                  `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`                             // set when the command could not run at all
-	OutputTail    []byte                 `protobuf:"bytes,4,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"` // the last lines of stdout and stderr
+	OutputTail    []byte                 `protobuf:"bytes,4,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"` // the last lines of stdout and stderr, interleaved
 	TimedOut      bool                   `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	StdoutTail    []byte                 `protobuf:"bytes,6,opt,name=stdout_tail,json=stdoutTail,proto3" json:"stdout_tail,omitempty"` // the last lines of stdout alone
+	StderrTail    []byte                 `protobuf:"bytes,7,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"` // the last lines of stderr alone
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1096,6 +1114,20 @@ func (x *CommandResult) GetTimedOut() bool {
 		return x.TimedOut
 	}
 	return false
+}
+
+func (x *CommandResult) GetStdoutTail() []byte {
+	if x != nil {
+		return x.StdoutTail
+	}
+	return nil
+}
+
+func (x *CommandResult) GetStderrTail() []byte {
+	if x != nil {
+		return x.StderrTail
+	}
+	return nil
 }
 
 type LogLines struct {
@@ -1218,10 +1250,11 @@ const file_agent_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x16.hale.agent.v1.WelcomeH\x00R\awelcome\x122\n" +
 	"\acommand\x18\x02 \x01(\v2\x16.hale.agent.v1.CommandH\x00R\acommand\x122\n" +
 	"\agoodbye\x18\x03 \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msg\"\x87\x02\n" +
+	"\x03msg\"\xac\x02\n" +
 	"\x05Hello\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\x12-\n" +
+	"instanceId\x12#\n" +
+	"\rinstance_type\x18\b \x01(\tR\finstanceType\x12-\n" +
 	"\x12capability_version\x18\x02 \x01(\rR\x11capabilityVersion\x12'\n" +
 	"\x0fbootstrap_token\x18\x03 \x01(\tR\x0ebootstrapToken\x12\x1f\n" +
 	"\vnode_secret\x18\x04 \x01(\tR\n" +
@@ -1263,7 +1296,7 @@ const file_agent_proto_rawDesc = "" +
 	"\vwrite_files\x18\x03 \x01(\v2\x19.hale.agent.v1.WriteFilesH\x00R\n" +
 	"writeFiles\x12-\n" +
 	"\x03run\x18\x04 \x01(\v2\x19.hale.agent.v1.RunCommandH\x00R\x03runB\x06\n" +
-	"\x04kind\"\xd1\x02\n" +
+	"\x04kind\"\xc1\x03\n" +
 	"\fRunLifecycle\x12<\n" +
 	"\x05files\x18\x01 \x03(\v2&.hale.agent.v1.RunLifecycle.FilesEntryR\x05files\x12\x1f\n" +
 	"\ventry_point\x18\x02 \x01(\tR\n" +
@@ -1272,11 +1305,15 @@ const file_agent_proto_rawDesc = "" +
 	"\x17provisioning_parameters\x18\x04 \x01(\fR\x16provisioningParameters\x12'\n" +
 	"\x0ftimeout_seconds\x18\x05 \x01(\rR\x0etimeoutSeconds\x12\x1d\n" +
 	"\n" +
-	"log_stream\x18\x06 \x01(\tR\tlogStream\x1a8\n" +
+	"log_stream\x18\x06 \x01(\tR\tlogStream\x126\n" +
+	"\x03env\x18\a \x03(\v2$.hale.agent.v1.RunLifecycle.EnvEntryR\x03env\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"7\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"7\n" +
 	"\n" +
 	"WriteFiles\x12)\n" +
 	"\x05files\x18\x01 \x03(\v2\x13.hale.agent.v1.FileR\x05files\"H\n" +
@@ -1287,14 +1324,18 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"RunCommand\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12'\n" +
-	"\x0ftimeout_seconds\x18\x02 \x01(\rR\x0etimeoutSeconds\"\x90\x01\n" +
+	"\x0ftimeout_seconds\x18\x02 \x01(\rR\x0etimeoutSeconds\"\xd2\x01\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
 	"\voutput_tail\x18\x04 \x01(\fR\n" +
 	"outputTail\x12\x1b\n" +
-	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\"P\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\x12\x1f\n" +
+	"\vstdout_tail\x18\x06 \x01(\fR\n" +
+	"stdoutTail\x12\x1f\n" +
+	"\vstderr_tail\x18\a \x01(\fR\n" +
+	"stderrTail\"P\n" +
 	"\bLogLines\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12,\n" +
 	"\x05lines\x18\x02 \x03(\v2\x16.hale.agent.v1.LogLineR\x05lines\"<\n" +
@@ -1316,7 +1357,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),  // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil), // 1: hale.agent.v1.ServerMessage
@@ -1335,6 +1376,7 @@ var file_agent_proto_goTypes = []any{
 	(*LogLines)(nil),      // 14: hale.agent.v1.LogLines
 	(*LogLine)(nil),       // 15: hale.agent.v1.LogLine
 	nil,                   // 16: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                   // 17: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
@@ -1350,15 +1392,16 @@ var file_agent_proto_depIdxs = []int32{
 	10, // 10: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
 	12, // 11: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
 	16, // 12: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	11, // 13: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	15, // 14: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	0,  // 15: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	1,  // 16: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 13: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	11, // 14: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	15, // 15: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	0,  // 16: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	1,  // 17: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	17, // [17:18] is the sub-list for method output_type
+	16, // [16:17] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1389,7 +1432,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

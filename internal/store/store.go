@@ -72,6 +72,10 @@ type Tx interface {
 	DeleteNode(clusterID string, seq int64) error
 	// NodeByInstanceID returns the cluster's node with that instance id; ErrNotFound.
 	NodeByInstanceID(clusterID, instanceID string) (*Node, error)
+	// NodeByAnyInstanceID returns the node with that instance id in any cluster; ErrNotFound.
+	NodeByAnyInstanceID(instanceID string) (*Node, error)
+	// NodesOf returns every node of a cluster, in insertion order.
+	NodesOf(clusterID string) ([]*Node, error)
 	// NodeByLogicalID returns the cluster's node with that logical id; ErrNotFound.
 	NodeByLogicalID(clusterID, logicalID string) (*Node, error)
 	// ListNodes returns up to q.Limit nodes of q.ClusterID in q's order, after q.After.
@@ -98,6 +102,13 @@ type Tx interface {
 	// DeleteTags removes the given keys from a resource; absent keys are ignored.
 	DeleteTags(arn string, keys []string) error
 
+	// AppendLogEvents adds events to a log stream, creating the stream if needed.
+	AppendLogEvents(group, stream, clusterID string, events []LogEvent) error
+	// LogStreams returns a log group's streams whose names start with prefix, by name.
+	LogStreams(group, prefix string) ([]LogStream, error)
+	// LogEvents returns up to limit events of a stream with Seq > after, oldest first.
+	LogEvents(group, stream string, after int64, limit int) ([]LogEvent, error)
+
 	// InsertAccessKey adds k; ErrExists on a duplicate id.
 	InsertAccessKey(k *AccessKey) error
 	// AccessKey returns the key with that id; ErrNotFound.
@@ -118,9 +129,36 @@ type Cluster struct {
 	Status         api.ClusterStatus
 	FailureMessage string
 	Spec           api.CreateClusterRequest
+	State          ClusterState
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Seq            int64 // insertion order; breaks ties between equal creation times
+}
+
+// ClusterState is what the reconcilers keep about a cluster beyond its status.
+type ClusterState struct {
+	// CreateLogStream is the log stream of the current CreateCluster run,
+	// "<cluster-name>-<timestamp>", which records per host what its lifecycle script did.
+	CreateLogStream string `json:",omitempty"`
+	// RollbackReason is the failure a RollingBack cluster rolls back from.
+	RollbackReason string `json:",omitempty"`
+	// Extra is free-form bookkeeping of the reconcilers.
+	Extra map[string]string `json:",omitempty"`
+}
+
+// LogStream is one log stream of a log group (CloudWatch Logs' model).
+type LogStream struct {
+	Group, Name string
+	ClusterID   string
+	CreatedAt   time.Time
+	LastEventAt time.Time
+}
+
+// LogEvent is one line of a log stream.
+type LogEvent struct {
+	Seq     int64
+	Time    time.Time
+	Message string
 }
 
 // Group is an instance group of a cluster: its desired specification and its observed state.
@@ -176,6 +214,49 @@ type NodeDetails struct {
 	CapacityType           string     `json:",omitempty"`
 	UltraServerID          string     `json:",omitempty"`
 	UltraServerType        string     `json:",omitempty"`
+
+	// What the reconcilers keep about the node's bring-up (see internal/controller).
+	Phase          NodePhase      `json:",omitempty"`
+	PhaseSince     time.Time      `json:",omitzero"`
+	AgentTokenHash string         `json:",omitempty"` // sha256 of the one-time bootstrap token
+	NodeSecretHash string         `json:",omitempty"` // sha256 of the secret the agent reconnects with
+	CommandID      string         `json:",omitempty"` // the lifecycle command sent to the agent
+	Unreachable    bool           `json:",omitempty"` // the agent missed its heartbeats
+	Inventory      *NodeInventory `json:",omitempty"`
+}
+
+// NodePhase is where a node's bring-up stands; ClusterInstanceStatus is what the API shows.
+type NodePhase string
+
+// Node phases, in order. Pending, Launching, Booting and Configuring show as status Pending.
+const (
+	PhasePending     NodePhase = "Pending"     // recorded, not launched
+	PhaseLaunching   NodePhase = "Launching"   // the provider is creating the instance
+	PhaseBooting     NodePhase = "Booting"     // the instance runs; waiting for its agent
+	PhaseConfiguring NodePhase = "Configuring" // the agent runs the lifecycle scripts
+	PhaseReady       NodePhase = "Ready"       // Running
+	PhaseFailed      NodePhase = "Failed"      // Failure
+	PhaseTerminating NodePhase = "Terminating" // ShuttingDown
+)
+
+// NodeInventory is what the node's agent reported about its machine.
+type NodeInventory struct {
+	CPUs         int32         `json:",omitempty"`
+	MemoryMiB    int64         `json:",omitempty"`
+	Kernel       string        `json:",omitempty"`
+	AgentVersion string        `json:",omitempty"`
+	Accelerators []Accelerator `json:",omitempty"`
+}
+
+// Accelerator is one GPU or Neuron device of a node.
+type Accelerator struct {
+	Index     int32  `json:",omitempty"`
+	Kind      string `json:",omitempty"`
+	Model     string `json:",omitempty"`
+	UUID      string `json:",omitempty"`
+	MemoryMiB int64  `json:",omitempty"`
+	Simulated bool   `json:",omitempty"`
+	Healthy   bool   `json:",omitempty"`
 }
 
 // ActionKind is what an action asks a node to do.

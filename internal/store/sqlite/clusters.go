@@ -6,14 +6,17 @@ import (
 	"github.com/haleproject/hale/internal/store"
 )
 
-const clusterCols = `seq, id, name, arn, status, failure_message, spec, created_at, updated_at`
+const clusterCols = `seq, id, name, arn, status, failure_message, spec, state, created_at, updated_at`
 
 func scanCluster(s scanner) (*store.Cluster, error) {
 	var c store.Cluster
-	var spec string
+	var spec, state string
 	var created, updated int64
-	if err := s.Scan(&c.Seq, &c.ID, &c.Name, &c.ARN, &c.Status, &c.FailureMessage, &spec, &created, &updated); err != nil {
+	if err := s.Scan(&c.Seq, &c.ID, &c.Name, &c.ARN, &c.Status, &c.FailureMessage, &spec, &state, &created, &updated); err != nil {
 		return nil, mapErr(err)
+	}
+	if err := decode(state, &c.State); err != nil {
+		return nil, err
 	}
 	c.CreatedAt, c.UpdatedAt = fromMs(created), fromMs(updated)
 	if err := decode(spec, &c.Spec); err != nil {
@@ -27,9 +30,13 @@ func (t *tx) InsertCluster(c *store.Cluster) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.exec(`INSERT INTO clusters (id, name, arn, status, failure_message, spec, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.Name, c.ARN, c.Status, c.FailureMessage, spec, ms(c.CreatedAt), ms(c.UpdatedAt))
+	state, err := encode(c.State)
+	if err != nil {
+		return err
+	}
+	res, err := t.exec(`INSERT INTO clusters (id, name, arn, status, failure_message, spec, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.Name, c.ARN, c.Status, c.FailureMessage, spec, state, ms(c.CreatedAt), ms(c.UpdatedAt))
 	if err != nil {
 		return err
 	}
@@ -54,8 +61,12 @@ func (t *tx) UpdateCluster(c *store.Cluster) error {
 	if err != nil {
 		return err
 	}
-	return mustAffect(t.exec(`UPDATE clusters SET status = ?, failure_message = ?, spec = ?, updated_at = ? WHERE id = ?`,
-		c.Status, c.FailureMessage, spec, ms(c.UpdatedAt), c.ID))
+	state, err := encode(c.State)
+	if err != nil {
+		return err
+	}
+	return mustAffect(t.exec(`UPDATE clusters SET status = ?, failure_message = ?, spec = ?, state = ?, updated_at = ? WHERE id = ?`,
+		c.Status, c.FailureMessage, spec, state, ms(c.UpdatedAt), c.ID))
 }
 
 func (t *tx) DeleteCluster(id string) error {

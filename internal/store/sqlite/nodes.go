@@ -61,6 +61,30 @@ func (t *tx) NodeByInstanceID(clusterID, instanceID string) (*store.Node, error)
 	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes WHERE cluster_id = ? AND instance_id = ?`, clusterID, instanceID))
 }
 
+func (t *tx) NodeByAnyInstanceID(instanceID string) (*store.Node, error) {
+	if instanceID == "" {
+		return nil, store.ErrNotFound
+	}
+	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes INDEXED BY nodes_by_instance_any WHERE instance_id = ?`, instanceID))
+}
+
+func (t *tx) NodesOf(clusterID string) ([]*store.Node, error) {
+	rows, err := t.query(`SELECT `+nodeCols+` FROM nodes WHERE cluster_id = ? ORDER BY seq`, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Node
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, mapErr(rows.Err())
+}
+
 func (t *tx) NodeByLogicalID(clusterID, logicalID string) (*store.Node, error) {
 	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes WHERE cluster_id = ? AND logical_id = ?`, clusterID, logicalID))
 }

@@ -1,0 +1,389 @@
+// Package local is hale's embedded provider: every instance is a set of Linux namespaces on
+// this machine.
+//
+//   - A network namespace "hale-<instance-id>" with one veth whose host end is on hale's bridge;
+//     its address comes from one private subnet that only hale uses, and there is no default
+//     route, so nothing a node sends leaves the machine.
+//   - A UTS namespace with the hostname ip-a-b-c-d of its address.
+//   - A mount namespace in which the node's own directories are bound over /opt/ml,
+//     /var/log/provision, /var/spool/slurmd, /var/spool/slurmctld and /var/lib/hale-agent, a
+//     secondary EBS volume over /opt/sagemaker, and the cluster's shared directories (the FSx
+//     stand-ins) over their mount paths.
+//
+// The agent is started through nsenter and unshare (never `ip netns exec`, which remounts /sys
+// and hides the cgroup file systems Slurm needs; research slurm-local-cluster.md §4), so the
+// started process is the agent itself. Everything the provider knows about an instance is in
+// ROOT/instances/<id>/instance.json, so a restarted server adopts what a crashed one left.
+// Root is required.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haleproject/hale/internal/provider"
+)
+
+// Defaults for Config.
+const (
+	DefaultBridge = "hale0"
+	// DefaultSubnet is the private /16 hale's nodes live in; the bridge takes its first address.
+	DefaultSubnet = "10.222.0.0/16"
+)
+
+// Config configures the local provider.
+type Config struct {
+	// Root holds the instances' records and directories, e.g. DATA_DIR/local.
+	Root string
+	// Bridge is the host bridge the nodes' veths join; Subnet its network.
+	Bridge string
+	Subnet string
+	// AgentBinary is the hale executable the nodes run as `hale agent`.
+	AgentBinary string
+	// AgentPort is the port the server listens on for agents, at the bridge's address.
+	AgentPort int
+	// AgentArgs are extra arguments for every agent (e.g. heartbeat settings).
+	AgentArgs []string
+	Logger    *slog.Logger
+}
+
+// Provider is the local provider.
+type Provider struct {
+	cfg     Config
+	subnet  netip.Prefix
+	gateway netip.Addr
+	log     *slog.Logger
+	mu      sync.Mutex // serializes launches (address choice) and terminations
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// ErrNotRoot is returned by New when the process is not root.
+var ErrNotRoot = errors.New("the local provider needs root (it creates network namespaces, veths and bind mounts); run hale as root")
+
+// New checks the machine, creates the bridge if needed and returns the provider.
+func New(cfg Config) (*Provider, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	if cfg.Bridge == "" {
+		cfg.Bridge = DefaultBridge
+	}
+	if cfg.Subnet == "" {
+		cfg.Subnet = DefaultSubnet
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.AgentBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.AgentBinary = exe
+	}
+	prefix, err := netip.ParsePrefix(cfg.Subnet)
+	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 24 {
+		return nil, fmt.Errorf("local provider: subnet %q must be an IPv4 prefix of /24 or larger", cfg.Subnet)
+	}
+	for _, tool := range []string{"ip", "nsenter", "unshare"} {
+		if _, err := lookPath(tool); err != nil {
+			return nil, fmt.Errorf("local provider: %s not found (install iproute2 and util-linux)", tool)
+		}
+	}
+	p := &Provider{cfg: cfg, subnet: prefix.Masked(), log: cfg.Logger}
+	p.gateway = p.subnet.Addr().Next()
+	if err := os.MkdirAll(filepath.Join(cfg.Root, "instances"), 0o700); err != nil {
+		return nil, err
+	}
+	if err := p.ensureBridge(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Name returns "local".
+func (p *Provider) Name() string { return "local" }
+
+// Gateway is the bridge's address in the node subnet, where nodes reach the server.
+func (p *Provider) Gateway() string { return p.gateway.String() }
+
+// AgentAddress is the bridge's address: the server listens there for agents.
+func (p *Provider) AgentAddress() string { return p.gateway.String() }
+
+// agentServer is where agents dial.
+func (p *Provider) agentServer() string { return fmt.Sprintf("%s:%d", p.gateway, p.cfg.AgentPort) }
+
+// Subnet is the node subnet.
+func (p *Provider) Subnet() netip.Prefix { return p.subnet }
+
+// record is instance.json: everything the provider knows about an instance.
+type record struct {
+	ID           string           `json:"InstanceId"`
+	ClusterID    string           `json:"ClusterId"`
+	ClusterName  string           `json:"ClusterName"`
+	GroupName    string           `json:"InstanceGroupName"`
+	LogicalID    string           `json:"NodeLogicalId"`
+	InstanceType string           `json:"InstanceType"`
+	IP           string           `json:"IpAddress"`
+	Hostname     string           `json:"Hostname"`
+	Netns        string           `json:"Netns"`
+	HostVeth     string           `json:"HostVeth"`
+	Mounts       []provider.Mount `json:"Mounts,omitempty"`
+	LaunchTime   time.Time        `json:"LaunchTime"`
+	AgentToken   string           `json:"AgentToken,omitempty"`
+}
+
+func (p *Provider) dir(id string) string { return filepath.Join(p.cfg.Root, "instances", id) }
+
+func (p *Provider) sharedDir(clusterID, name string) string {
+	return filepath.Join(p.cfg.Root, "clusters", clusterID, "shared", safeName(name))
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+func (p *Provider) readRecord(id string) (*record, error) {
+	b, err := os.ReadFile(filepath.Join(p.dir(id), "instance.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, provider.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("local provider: %s/instance.json: %w", id, err)
+	}
+	return &r, nil
+}
+
+func (p *Provider) writeRecord(r *record) error {
+	b, _ := json.MarshalIndent(r, "", "  ")
+	path := filepath.Join(p.dir(r.ID), "instance.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func (p *Provider) records() ([]*record, error) {
+	entries, err := os.ReadDir(filepath.Join(p.cfg.Root, "instances"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*record
+	for _, e := range entries {
+		r, err := p.readRecord(e.Name())
+		if errors.Is(err, provider.ErrNotFound) {
+			continue // a directory left half-made: Terminate cleans it
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LaunchTime.Before(out[j].LaunchTime) })
+	return out, nil
+}
+
+func (p *Provider) instance(r *record) *provider.Instance {
+	st := provider.Stopped
+	if pids := netnsPIDs(r.Netns); len(pids) > 0 {
+		st = provider.Running
+	}
+	return &provider.Instance{ID: r.ID, ClusterID: r.ClusterID, GroupName: r.GroupName, LogicalID: r.LogicalID,
+		InstanceType: r.InstanceType, IP: r.IP, Hostname: r.Hostname, State: st, LaunchTime: r.LaunchTime}
+}
+
+// Describe returns the instance with that id.
+func (p *Provider) Describe(ctx context.Context, id string) (*provider.Instance, error) {
+	r, err := p.readRecord(id)
+	if err != nil {
+		return nil, err
+	}
+	return p.instance(r), nil
+}
+
+// List returns every instance with a record.
+func (p *Provider) List(ctx context.Context) ([]*provider.Instance, error) {
+	rs, err := p.records()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*provider.Instance, len(rs))
+	for i, r := range rs {
+		out[i] = p.instance(r)
+	}
+	return out, nil
+}
+
+// Launch creates the instance's namespaces and directories and starts its agent. Launching an
+// id that has a record finishes what a crashed launch left: the namespace is made if missing
+// and the agent started if not running.
+func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provider.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, err := p.readRecord(spec.InstanceID)
+	if errors.Is(err, provider.ErrNotFound) {
+		r, err = p.newRecord(spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := p.prepareDirs(r); err != nil {
+		return nil, err
+	}
+	if err := p.ensureNetns(r); err != nil {
+		return nil, err
+	}
+	if len(netnsPIDs(r.Netns)) == 0 {
+		if err := p.startAgent(r); err != nil {
+			return nil, err
+		}
+	}
+	return p.instance(r), nil
+}
+
+func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
+	ip := spec.IP
+	if ip == "" {
+		var err error
+		if ip, err = p.freeAddress(); err != nil {
+			return nil, err
+		}
+	} else {
+		a, err := provider.ParseIP(ip)
+		if err != nil {
+			return nil, err
+		}
+		if !p.subnet.Contains(a) || a == p.gateway {
+			return nil, fmt.Errorf("local provider: address %s is not a node address of %s", ip, p.subnet)
+		}
+		if owner := p.addressOwner(ip); owner != "" {
+			return nil, fmt.Errorf("local provider: address %s is still used by %s", ip, owner)
+		}
+	}
+	r := &record{ID: spec.InstanceID, ClusterID: spec.ClusterID, ClusterName: spec.ClusterName, GroupName: spec.GroupName,
+		LogicalID: spec.LogicalID, InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip),
+		Netns: "hale-" + spec.InstanceID, HostVeth: vethName(ip), Mounts: spec.Mounts,
+		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken}
+	if err := os.MkdirAll(p.dir(r.ID), 0o700); err != nil {
+		return nil, err
+	}
+	return r, p.writeRecord(r)
+}
+
+// freeAddress picks the lowest address of the subnet, after the gateway and a few reserved
+// ones, that no instance has.
+func (p *Provider) freeAddress() (string, error) {
+	used := map[string]bool{}
+	rs, err := p.records()
+	if err != nil {
+		return "", err
+	}
+	for _, r := range rs {
+		used[r.IP] = true
+	}
+	a := p.gateway
+	for i := 0; i < 9; i++ { // .2-.9 stay free for the operator
+		a = a.Next()
+	}
+	for ; p.subnet.Contains(a); a = a.Next() {
+		if b := a.As4(); b[3] == 0 || b[3] == 255 {
+			continue
+		}
+		if !used[a.String()] {
+			return a.String(), nil
+		}
+	}
+	return "", fmt.Errorf("local provider: no free address left in %s", p.subnet)
+}
+
+func (p *Provider) addressOwner(ip string) string {
+	rs, _ := p.records()
+	for _, r := range rs {
+		if r.IP == ip {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+// vethName is the host end's name: interface names have at most 15 characters, so it is made
+// from the address, which is unique among live instances.
+func vethName(ip string) string {
+	a, _ := netip.ParseAddr(ip)
+	b := a.As4()
+	return fmt.Sprintf("hv%02x%02x%02x", b[1], b[2], b[3])
+}
+
+// Terminate ends every process of the instance, deletes its namespace and its directories.
+func (p *Provider) Terminate(ctx context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, err := p.readRecord(id)
+	if errors.Is(err, provider.ErrNotFound) {
+		return os.RemoveAll(p.dir(id))
+	}
+	if err != nil {
+		return err
+	}
+	if err := killNetns(ctx, r.Netns); err != nil {
+		return err
+	}
+	if err := deleteNetns(r.Netns, r.HostVeth); err != nil {
+		return err
+	}
+	return os.RemoveAll(p.dir(id))
+}
+
+// Reboot ends every process of the instance and starts its agent again; the namespace, the
+// address and the node's directories stay, as a machine's disks survive a reboot.
+func (p *Provider) Reboot(ctx context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, err := p.readRecord(id)
+	if err != nil {
+		return err
+	}
+	if err := killNetns(ctx, r.Netns); err != nil {
+		return err
+	}
+	if err := p.ensureNetns(r); err != nil {
+		return err
+	}
+	return p.startAgent(r)
+}
+
+// ReleaseCluster removes the cluster's shared directories.
+func (p *Provider) ReleaseCluster(ctx context.Context, clusterID string) error {
+	return os.RemoveAll(filepath.Join(p.cfg.Root, "clusters", clusterID))
+}
+
+// Close removes the bridge when no instance is left on it, so a provider that is done leaves
+// nothing behind on the machine.
+func (p *Provider) Close() error {
+	rs, err := p.records()
+	if err != nil || len(rs) > 0 {
+		return err
+	}
+	return deleteLink(p.cfg.Bridge)
+}

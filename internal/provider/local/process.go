@@ -1,0 +1,154 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// NodeSetup is what the agent does to its own namespaces before it starts, written by the
+// provider to ROOT/instances/<id>/setup.json: the hostname for its UTS namespace and the bind
+// mounts for its mount namespace.
+type NodeSetup struct {
+	Hostname string `json:"Hostname"`
+	Binds    []Bind `json:"Binds"`
+}
+
+// Bind mounts Source over Target.
+type Bind struct {
+	Source string `json:"Source"`
+	Target string `json:"Target"`
+}
+
+// nodeDirs are the node's own directories, bound over the same paths inside it.
+var nodeDirs = []string{"/opt/ml", "/var/log/provision", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent"}
+
+// prepareDirs makes the instance's directories and writes its setup.json.
+func (p *Provider) prepareDirs(r *record) error {
+	setup := NodeSetup{Hostname: r.Hostname}
+	root := filepath.Join(p.dir(r.ID), "root")
+	for _, d := range nodeDirs {
+		src := filepath.Join(root, d)
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return err
+		}
+		setup.Binds = append(setup.Binds, Bind{Source: src, Target: d})
+	}
+	for _, m := range r.Mounts {
+		var src string
+		if m.Shared {
+			src = p.sharedDir(r.ClusterID, m.Name)
+		} else {
+			src = filepath.Join(root, m.Path)
+		}
+		if err := os.MkdirAll(src, 0o777); err != nil {
+			return err
+		}
+		if m.Shared {
+			os.Chmod(src, 0o1777) // a shared file system every user of the cluster writes to
+		}
+		setup.Binds = append(setup.Binds, Bind{Source: src, Target: m.Path})
+	}
+	b, _ := json.MarshalIndent(setup, "", "  ")
+	return os.WriteFile(filepath.Join(p.dir(r.ID), "setup.json"), b, 0o600)
+}
+
+// SetupNode applies a setup.json from inside the node's new UTS and mount namespaces: it sets
+// the hostname and makes the bind mounts. hale agent calls it before anything else.
+func SetupNode(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s NodeSetup
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := syscall.Sethostname([]byte(s.Hostname)); err != nil {
+		return fmt.Errorf("set hostname %s: %w", s.Hostname, err)
+	}
+	for _, bind := range s.Binds {
+		// The mount point must exist on the host's file system; an empty directory is all it
+		// takes, and only this namespace sees what is mounted on it.
+		if err := os.MkdirAll(bind.Target, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount(bind.Source, bind.Target, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s over %s: %w", bind.Source, bind.Target, err)
+		}
+	}
+	return nil
+}
+
+// AgentCommand is the command line that runs argv inside the instance's network namespace and
+// fresh UTS and mount namespaces. nsenter and unshare both exec without forking, so the
+// started process is argv itself. Propagation "slave" keeps the node seeing the host's later
+// unmounts (e.g. of another node's /run/netns entry, which would otherwise pin that namespace).
+func AgentCommand(netns string, argv ...string) []string {
+	return append([]string{"nsenter", "--net=/run/netns/" + netns, "--", "unshare", "--uts", "--mount", "--propagation", "slave", "--"}, argv...)
+}
+
+// startAgent starts hale agent in the instance's namespaces, logging to agent.log. The agent is
+// not tied to the server's life: a crashed server's agents keep running and reconnect.
+func (p *Provider) startAgent(r *record) error {
+	dir := p.dir(r.ID)
+	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := []string{p.cfg.AgentBinary, "agent",
+		"--server", p.agentServer(),
+		"--instance-id", r.ID,
+		"--state-dir", "/var/lib/hale-agent",
+		"--local-setup", filepath.Join(dir, "setup.json"),
+	}
+	if r.AgentToken != "" {
+		args = append(args, "--bootstrap-token-file", filepath.Join(dir, "token"))
+		if err := os.WriteFile(filepath.Join(dir, "token"), []byte(r.AgentToken), 0o600); err != nil {
+			return err
+		}
+	}
+	args = append(args, p.cfg.AgentArgs...)
+	argv := AgentCommand(r.Netns, args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = "/"
+	// Its own process group and session: a Ctrl-C at the server's terminal is not the node's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start agent of %s: %w", r.ID, err)
+	}
+	os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
+	go cmd.Wait() // reap it if it exits while the server runs
+	return nil
+}
+
+// killNetns ends every process in the namespace: SIGKILL, as a machine that loses power, then
+// waits until they are gone (at most 5 s).
+func killNetns(ctx context.Context, ns string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids := netnsPIDs(ns)
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("local provider: processes %v of %s survive SIGKILL", pids, ns)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

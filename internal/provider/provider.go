@@ -1,0 +1,110 @@
+// Package provider turns nodes into machines. A Provider launches, terminates, reboots and
+// describes instances; the reconcilers (internal/controller) decide when. Implementations:
+// local/ (each instance a set of Linux namespaces on this machine). A static (SSH hosts) or
+// cloud provider fits behind the same interface.
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// ErrNotFound: the provider has no instance with that id.
+var ErrNotFound = errors.New("provider: instance not found")
+
+// State is what a provider knows of an instance.
+type State string
+
+// Instance states.
+const (
+	// Running: the machine exists and its agent process is alive.
+	Running State = "running"
+	// Stopped: the machine exists but nothing runs on it (its agent died, or a reboot is under way).
+	Stopped State = "stopped"
+)
+
+// Instance is a machine the provider runs for a node.
+type Instance struct {
+	ID           string // "i-" + 17 hex digits
+	ClusterID    string
+	GroupName    string
+	LogicalID    string
+	InstanceType string
+	IP           string // the node's customer address
+	Hostname     string // ip-a-b-c-d, from IP
+	State        State
+	LaunchTime   time.Time
+}
+
+// Mount is storage a node gets: a directory shared by every node of the cluster (FSx Lustre or
+// OpenZFS stand-in) or one of its own (a secondary EBS volume), at Path inside the node.
+type Mount struct {
+	Shared bool   // shared by the cluster's nodes; else the node's own
+	Name   string // names a shared directory (e.g. the file system's DNS name)
+	Path   string // mount point inside the node, e.g. /fsx
+}
+
+// LaunchSpec is what Launch needs. InstanceID is chosen (and recorded) by the caller first, so
+// that Launch is idempotent: launching an id that already runs returns that instance.
+type LaunchSpec struct {
+	InstanceID   string
+	ClusterID    string
+	ClusterName  string
+	GroupName    string
+	LogicalID    string
+	InstanceType string
+	// IP is the address to give the instance; empty asks the provider to pick a free one.
+	// A replacement passes the old instance's address, so the node keeps its hostname.
+	IP     string
+	Mounts []Mount
+	// AgentToken is the one-time bootstrap token the instance's agent registers with.
+	AgentToken string
+}
+
+// Provider launches and manages instances.
+type Provider interface {
+	// Name is the provider's name, as hale server --provider spells it.
+	Name() string
+	// AgentAddress is the address the server must listen on for agents so that the provider's
+	// instances reach it (for the local provider, the bridge's address).
+	AgentAddress() string
+	// Launch creates the instance and starts its agent.
+	Launch(ctx context.Context, spec LaunchSpec) (*Instance, error)
+	// Terminate ends the instance and every process on it; terminating an unknown id is not an error.
+	Terminate(ctx context.Context, id string) error
+	// Reboot ends every process of the instance and starts its agent again.
+	Reboot(ctx context.Context, id string) error
+	// Describe returns one instance, or ErrNotFound.
+	Describe(ctx context.Context, id string) (*Instance, error)
+	// List returns every instance the provider runs.
+	List(ctx context.Context) ([]*Instance, error)
+	// ReleaseCluster removes what the provider keeps for a deleted cluster (shared directories).
+	ReleaseCluster(ctx context.Context, clusterID string) error
+}
+
+// NewInstanceID returns "i-" and 17 random hex digits, the shape of an EC2 instance id.
+func NewInstanceID() string {
+	b := make([]byte, 9)
+	rand.Read(b)
+	return "i-" + hex.EncodeToString(b)[:17]
+}
+
+// Hostname is the HyperPod hostname of an address: ip-10-1-2-3 for 10.1.2.3.
+func Hostname(ip string) string {
+	return "ip-" + strings.ReplaceAll(ip, ".", "-")
+}
+
+// ParseIP checks an IPv4 address.
+func ParseIP(ip string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, fmt.Errorf("provider: %q is not an IPv4 address", ip)
+	}
+	return a, nil
+}
