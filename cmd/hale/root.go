@@ -38,7 +38,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version(),
 	}
-	root.AddCommand(newServerCommand(), newAccessKeyCommand())
+	root.AddCommand(newServerCommand(), newAccessKeyCommand(), newAgentCommand())
 	addOperationCommands(root)
 	return root
 }

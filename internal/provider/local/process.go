@@ -106,6 +106,7 @@ func (p *Provider) startAgent(r *record) error {
 	args := []string{p.cfg.AgentBinary, "agent",
 		"--server", p.agentServer(),
 		"--instance-id", r.ID,
+		"--instance-type", r.InstanceType,
 		"--state-dir", "/var/lib/hale-agent",
 		"--local-setup", filepath.Join(dir, "setup.json"),
 	}

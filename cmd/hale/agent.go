@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/spf13/cobra"
+)
+
+func newAgentCommand() *cobra.Command {
+	var cfg agent.Config
+	var tokenFile, localSetup string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent (providers start it on every node)",
+		Long: `Run hale's node agent: it connects to the server over one gRPC stream, registers with a
+one-time bootstrap token, reports inventory, heartbeats, and runs the lifecycle scripts and
+commands the server sends. Providers start it on every node; you rarely run it by hand.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if localSetup != "" {
+				// Inside the local provider's fresh UTS and mount namespaces: become the node.
+				if err := local.SetupNode(localSetup); err != nil {
+					return err
+				}
+			}
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return err
+				}
+				cfg.BootstrapToken = strings.TrimSpace(string(b))
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("instance_id", cfg.InstanceID)
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return agent.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Server, "server", "", "the server's agent endpoint, host:port")
+	f.StringVar(&cfg.InstanceID, "instance-id", "", "this node's instance id")
+	f.StringVar(&cfg.InstanceType, "instance-type", "", "this node's ml.* instance type")
+	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/hale-agent", "the agent's directory on the node")
+	f.StringVar(&tokenFile, "bootstrap-token-file", "", "file holding the one-time bootstrap token")
+	f.StringVar(&localSetup, "local-setup", "", "local provider: setup.json to apply (hostname, bind mounts) before starting")
+	cmd.MarkFlagRequired("server")
+	cmd.MarkFlagRequired("instance-id")
+	return cmd
+}

@@ -1,0 +1,248 @@
+// Package agent is hale's node agent (`hale agent`): it keeps one gRPC stream open to the
+// server (internal/agentproto), registers with its one-time bootstrap token and afterwards with
+// the node secret it was given, reports inventory, sends a heartbeat every interval, and runs
+// what the server asks: the lifecycle scripts, files to write, commands. It reconnects on its
+// own when the server or the network goes away; a command the server sends again after a
+// reconnect is answered from the stored result, never run twice.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haleproject/hale/internal/agentproto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Version is the agent's version, reported in inventory.
+const Version = "hale-agent/1"
+
+// Config configures an agent.
+type Config struct {
+	Server         string // host:port of the server's agent listener
+	InstanceID     string
+	InstanceType   string // ml.* type, for the simulated accelerators of local nodes
+	StateDir       string // the agent's own files on the node (node secret, results, devices)
+	BootstrapToken string
+	Logger         *slog.Logger
+}
+
+// Agent is a running agent.
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	boot  time.Time
+	mu    sync.Mutex
+	busy  map[string]bool // command ids running now
+	sendq chan *agentproto.AgentMessage
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "results")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}}
+	conn, err := grpc.NewClient(cfg.Server,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := agentproto.NewAgentClient(conn)
+	backoff := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		err := a.session(ctx, client)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond // a session that lasted resets the backoff
+		}
+		a.log.Warn("session ended; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff/2)+1))):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// session is one connection: Hello, Welcome, then heartbeats and commands until it breaks.
+func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	hostname, _ := os.Hostname()
+	hello := &agentproto.Hello{InstanceId: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType,
+		CapabilityVersion: agentproto.CapabilityVersion, Hostname: hostname, IpAddress: primaryIP(),
+		BootTimeUnixMs: a.boot.UnixMilli()}
+	if secret, err := os.ReadFile(filepath.Join(a.cfg.StateDir, "node-secret")); err == nil {
+		hello.NodeSecret = strings.TrimSpace(string(secret))
+	} else {
+		hello.BootstrapToken = a.cfg.BootstrapToken
+	}
+	if err := stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return errors.New("the server did not answer Hello with Welcome")
+	}
+	if w.NodeSecret != "" {
+		if err := writeFileAtomic(filepath.Join(a.cfg.StateDir, "node-secret"), []byte(w.NodeSecret), 0o600); err != nil {
+			return err
+		}
+	}
+	a.log.Info("registered", "server", a.cfg.Server, "instance_id", a.cfg.InstanceID, "heartbeat_ms", w.HeartbeatIntervalMs)
+
+	sendq := make(chan *agentproto.AgentMessage, 64)
+	a.mu.Lock()
+	a.sendq = sendq
+	a.mu.Unlock()
+	errc := make(chan error, 2)
+	go func() { // the only sender on the stream
+		for {
+			select {
+			case m := <-sendq:
+				if err := stream.Send(m); err != nil {
+					errc <- err
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Inventory{Inventory: a.inventory()}})
+	go func() {
+		interval := time.Duration(w.HeartbeatIntervalMs) * time.Millisecond
+		if interval <= 0 {
+			interval = time.Second
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for seq := uint64(1); ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Heartbeat{Heartbeat: &agentproto.Heartbeat{Seq: seq, SentUnixMs: time.Now().UnixMilli()}}})
+			}
+		}
+	}()
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if cmd := m.GetCommand(); cmd != nil {
+				go a.handle(ctx, cmd)
+			}
+			if g := m.GetGoodbye(); g != nil {
+				errc <- fmt.Errorf("server said goodbye: %s", g.Reason)
+				return
+			}
+		}
+	}()
+	return <-errc
+}
+
+// send queues a message for the current session; it is dropped if there is none (a result
+// is kept on disk and sent again when the server repeats the command).
+func (a *Agent) send(m *agentproto.AgentMessage) {
+	a.mu.Lock()
+	q := a.sendq
+	a.mu.Unlock()
+	if q == nil {
+		return
+	}
+	select {
+	case q <- m:
+	case <-time.After(5 * time.Second):
+		a.log.Warn("send queue full; message dropped")
+	}
+}
+
+func (a *Agent) inventory() *agentproto.Inventory {
+	inv := &agentproto.Inventory{Cpus: int32(runtime.NumCPU()), MemoryMib: memoryMiB(), Kernel: kernel(), AgentVersion: Version}
+	devs, err := a.accelerators()
+	if err != nil {
+		a.log.Error("accelerators", "error", err)
+	}
+	inv.Accelerators = devs
+	return inv
+}
+
+// primaryIP is the node's first non-loopback IPv4 address.
+func primaryIP() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+func memoryMiB() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "MemTotal:") {
+			fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb)
+		}
+	}
+	return kb / 1024
+}
+
+func kernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return strings.TrimSpace(string(b))
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

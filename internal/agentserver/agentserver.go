@@ -1,0 +1,406 @@
+// Package agentserver is the server's side of the agent protocol (internal/agentproto): it
+// authenticates each node's agent, keeps one session per node, watches heartbeats, stores
+// inventory and log lines, and delivers commands and their results. It decides nothing about
+// the cluster: it tells the reconcilers (Config.Notify) when a node connects, disconnects or
+// goes silent, and they act.
+package agentserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/store"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Defaults for Config: a node that says nothing for 3 intervals of 1 s is unreachable, so a
+// dead node is noticed within about 3-4 s.
+const (
+	DefaultHeartbeatInterval = time.Second
+	DefaultMissedHeartbeats  = 3
+)
+
+// ErrNotConnected: the node's agent has no session now.
+var ErrNotConnected = errors.New("agentserver: the node's agent is not connected")
+
+// Config configures a Server.
+type Config struct {
+	Store             store.Store
+	HeartbeatInterval time.Duration
+	MissedHeartbeats  int
+	// Notify is told the cluster id whenever one of its nodes connects, disconnects, goes
+	// silent or speaks again.
+	Notify func(clusterID string)
+	Logger *slog.Logger
+}
+
+// Server serves agentproto.AgentServer.
+type Server struct {
+	agentproto.UnimplementedAgentServer
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session // by instance id
+	silent   map[string]bool     // instance ids reported silent
+	pending  map[string]chan *agentproto.CommandResult
+}
+
+type session struct {
+	instanceID string
+	clusterID  string
+	logGroup   string
+	send       chan *agentproto.ServerMessage
+	done       chan struct{}
+	lastSeen   time.Time
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.MissedHeartbeats <= 0 {
+		cfg.MissedHeartbeats = DefaultMissedHeartbeats
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func(string) {}
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), sessions: map[string]*session{},
+		silent: map[string]bool{}, pending: map[string]chan *agentproto.CommandResult{}}
+}
+
+// SilenceThreshold is how long a node may say nothing before it is unreachable.
+func (s *Server) SilenceThreshold() time.Duration {
+	return time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
+}
+
+// LogGroup is the CloudWatch-style log group of a cluster: /aws/sagemaker/Clusters/<name>/<id>.
+func LogGroup(clusterName, clusterID string) string {
+	return "/aws/sagemaker/Clusters/" + clusterName + "/" + clusterID
+}
+
+func hash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func sameHash(secret, stored string) bool {
+	return stored != "" && subtle.ConstantTimeCompare([]byte(hash(secret)), []byte(stored)) == 1
+}
+
+// NewToken returns a random secret and its hash, for bootstrap tokens.
+func NewToken() (token, tokenHash string) {
+	b := make([]byte, 24)
+	rand.Read(b)
+	token = hex.EncodeToString(b)
+	return token, hash(token)
+}
+
+// Connect is one node's session.
+func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
+	first, err := recvTimeout(stream, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "the first message must be Hello")
+	}
+	sess, welcome, err := s.register(stream.Context(), hello)
+	if err != nil {
+		return err
+	}
+	s.attach(sess)
+	defer s.detach(sess)
+	if err := stream.Send(&agentproto.ServerMessage{Msg: &agentproto.ServerMessage_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	s.cfg.Notify(sess.clusterID)
+
+	recvc := make(chan *agentproto.AgentMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case recvc <- m:
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
+	// One loop sends and handles, so messages to the agent keep their order.
+	for {
+		select {
+		case <-recvErr:
+			return nil // the agent hung up or the connection broke: it reconnects
+		case <-sess.done:
+			return status.Error(codes.Aborted, "a newer connection of this node took over")
+		case out := <-sess.send:
+			if err := stream.Send(out); err != nil {
+				return err
+			}
+		case m := <-recvc:
+			s.seen(sess)
+			switch msg := m.Msg.(type) {
+			case *agentproto.AgentMessage_Heartbeat:
+			case *agentproto.AgentMessage_Inventory:
+				s.saveInventory(stream.Context(), sess, msg.Inventory)
+			case *agentproto.AgentMessage_Result:
+				s.deliver(msg.Result)
+			case *agentproto.AgentMessage_Logs:
+				s.saveLogs(stream.Context(), sess, msg.Logs)
+			case *agentproto.AgentMessage_Hello:
+				return status.Error(codes.InvalidArgument, "Hello may only come first")
+			}
+		}
+	}
+}
+
+func recvTimeout(stream agentproto.Agent_ConnectServer, d time.Duration) (*agentproto.AgentMessage, error) {
+	type res struct {
+		m   *agentproto.AgentMessage
+		err error
+	}
+	c := make(chan res, 1)
+	go func() {
+		m, err := stream.Recv()
+		c <- res{m, err}
+	}()
+	select {
+	case r := <-c:
+		return r.m, r.err
+	case <-time.After(d):
+		return nil, status.Error(codes.DeadlineExceeded, "no Hello within 10s")
+	}
+}
+
+// register authenticates Hello: a node's first connection presents the one-time bootstrap
+// token its provider gave it and gets a node secret; later connections present the secret.
+func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *agentproto.Welcome, error) {
+	welcome := &agentproto.Welcome{HeartbeatIntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), ServerCapabilityVersion: agentproto.CapabilityVersion}
+	var sess *session
+	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeByAnyInstanceID(h.InstanceId)
+		if errors.Is(err, store.ErrNotFound) {
+			return status.Errorf(codes.NotFound, "no node has instance id %s", h.InstanceId)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case h.NodeSecret != "" && sameHash(h.NodeSecret, n.Details.NodeSecretHash):
+		case h.BootstrapToken != "" && sameHash(h.BootstrapToken, n.Details.AgentTokenHash):
+			secret, secretHash := NewToken()
+			welcome.NodeSecret = secret
+			n.Details.NodeSecretHash = secretHash
+			n.Details.AgentTokenHash = "" // one time only
+		default:
+			return status.Errorf(codes.Unauthenticated, "instance %s presented neither its bootstrap token nor its node secret", h.InstanceId)
+		}
+		n.Details.Unreachable = false
+		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		c, err := tx.ClusterByID(n.ClusterID)
+		if err != nil {
+			return err
+		}
+		sess = &session{instanceID: h.InstanceId, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
+			send: make(chan *agentproto.ServerMessage, 16), done: make(chan struct{}), lastSeen: time.Now()}
+		return nil
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, nil, err
+		}
+		return nil, nil, status.Errorf(codes.Internal, "register %s: %v", h.InstanceId, err)
+	}
+	s.log.Info("agent connected", "instance_id", h.InstanceId, "hostname", h.Hostname, "capability_version", h.CapabilityVersion)
+	return sess, welcome, nil
+}
+
+func (s *Server) attach(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.sessions[sess.instanceID]; old != nil {
+		close(old.done) // a newer connection of the same node wins
+	}
+	s.sessions[sess.instanceID] = sess
+	delete(s.silent, sess.instanceID)
+}
+
+func (s *Server) detach(sess *session) {
+	s.mu.Lock()
+	current := s.sessions[sess.instanceID] == sess
+	if current {
+		delete(s.sessions, sess.instanceID)
+		select {
+		case <-sess.done:
+		default:
+			close(sess.done)
+		}
+	}
+	s.mu.Unlock()
+	if current {
+		s.log.Info("agent disconnected", "instance_id", sess.instanceID)
+		s.cfg.Notify(sess.clusterID)
+	}
+}
+
+func (s *Server) seen(sess *session) {
+	s.mu.Lock()
+	sess.lastSeen = time.Now()
+	wasSilent := s.silent[sess.instanceID]
+	delete(s.silent, sess.instanceID)
+	s.mu.Unlock()
+	if wasSilent {
+		s.cfg.Notify(sess.clusterID)
+	}
+}
+
+// Reachable reports whether the node's agent is connected and has spoken within the silence
+// threshold.
+func (s *Server) Reachable(instanceID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[instanceID]
+	return sess != nil && time.Since(sess.lastSeen) <= s.SilenceThreshold()
+}
+
+// Connected reports whether the node's agent has a session.
+func (s *Server) Connected(instanceID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[instanceID] != nil
+}
+
+// Silent reports whether a node that should talk has been quiet for longer than the
+// threshold: no session and the server has run longer than the threshold (so agents had time
+// to reconnect after a restart), or a session without a message for that long.
+func (s *Server) Silent(instanceID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess := s.sessions[instanceID]; sess != nil {
+		return time.Since(sess.lastSeen) > s.SilenceThreshold()
+	}
+	return time.Since(s.started) > s.SilenceThreshold()
+}
+
+// Watch checks heartbeats until ctx ends, telling Notify about each node that goes silent.
+func (s *Server) Watch(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HeartbeatInterval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var notify []string
+		s.mu.Lock()
+		for id, sess := range s.sessions {
+			if !s.silent[id] && time.Since(sess.lastSeen) > s.SilenceThreshold() {
+				s.silent[id] = true
+				notify = append(notify, sess.clusterID)
+				s.log.Warn("agent silent", "instance_id", id, "last_seen", sess.lastSeen)
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range notify {
+			s.cfg.Notify(c)
+		}
+	}
+}
+
+// Send queues a command for a node's agent and returns the channel its result arrives on. A
+// command sent again with the same id (after a reconnect) gets the agent's stored result.
+func (s *Server) Send(instanceID string, cmd *agentproto.Command) (<-chan *agentproto.CommandResult, error) {
+	s.mu.Lock()
+	sess := s.sessions[instanceID]
+	if sess == nil {
+		s.mu.Unlock()
+		return nil, ErrNotConnected
+	}
+	ch := make(chan *agentproto.CommandResult, 1)
+	s.pending[cmd.Id] = ch
+	s.mu.Unlock()
+	select {
+	case sess.send <- &agentproto.ServerMessage{Msg: &agentproto.ServerMessage_Command{Command: cmd}}:
+		return ch, nil
+	case <-sess.done:
+		return nil, ErrNotConnected
+	case <-time.After(5 * time.Second):
+		return nil, fmt.Errorf("agentserver: the session of %s does not take commands", instanceID)
+	}
+}
+
+func (s *Server) deliver(r *agentproto.CommandResult) {
+	s.mu.Lock()
+	ch := s.pending[r.Id]
+	delete(s.pending, r.Id)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- r
+	}
+}
+
+func (s *Server) saveInventory(ctx context.Context, sess *session, inv *agentproto.Inventory) {
+	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeByAnyInstanceID(sess.instanceID)
+		if err != nil {
+			return err
+		}
+		ni := &store.NodeInventory{CPUs: inv.Cpus, MemoryMiB: inv.MemoryMib, Kernel: inv.Kernel, AgentVersion: inv.AgentVersion}
+		for _, a := range inv.Accelerators {
+			ni.Accelerators = append(ni.Accelerators, store.Accelerator{Index: a.Index, Kind: a.Kind, Model: a.Model, UUID: a.Uuid,
+				MemoryMiB: a.MemoryMib, Simulated: a.Simulated, Healthy: a.Healthy})
+		}
+		n.Details.Inventory = ni
+		return tx.UpdateNode(n)
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("save inventory", "instance_id", sess.instanceID, "error", err)
+	}
+}
+
+func (s *Server) saveLogs(ctx context.Context, sess *session, l *agentproto.LogLines) {
+	events := make([]store.LogEvent, len(l.Lines))
+	for i, line := range l.Lines {
+		events[i] = store.LogEvent{Time: time.UnixMilli(line.UnixMs), Message: line.Message}
+	}
+	if err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		return tx.AppendLogEvents(sess.logGroup, l.Stream, sess.clusterID, events)
+	}); err != nil {
+		s.log.Error("save log lines", "instance_id", sess.instanceID, "stream", l.Stream, "error", err)
+	}
+}
+
+// Disconnect ends a node's session (its agent will reconnect if it lives).
+func (s *Server) Disconnect(instanceID string) {
+	s.mu.Lock()
+	if sess := s.sessions[instanceID]; sess != nil {
+		delete(s.sessions, instanceID)
+		close(sess.done)
+	}
+	s.mu.Unlock()
+}
