@@ -230,7 +230,7 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 			if old == nil {
 				changes = append(changes, fmt.Sprintf("new group %s with %d instance(s)", name, spec.GetInstanceCount()))
 				if err := tx.PutGroup(&store.Group{ClusterID: c.ID, Name: name, Position: i, Spec: spec, CreatedAt: now,
-					State: store.GroupState{Status: api.InstanceGroupStatusCreating, Scaling: spec.GetInstanceCount() > 0,
+					State: store.GroupState{Status: api.InstanceGroupStatusCreating, Scaling: spec.GetInstanceCount() > 0, AddedByUpdate: true,
 						CurrentImageID: imageOrDefault(spec.ImageId), DesiredImageID: imageOrDefault(spec.ImageId)}}); err != nil {
 					return "", err
 				}
@@ -245,6 +245,8 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 			} else {
 				changes = append(changes, fmt.Sprintf("group %s specification changed", name))
 			}
+			prev := old.Spec
+			old.State.Previous = &prev
 			old.Spec = spec
 			old.State.Status = api.InstanceGroupStatusUpdating
 			if err := tx.PutGroup(old); err != nil {
@@ -254,6 +256,8 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 		for _, g := range groups {
 			if !kept[g.Name] {
 				changes = append(changes, fmt.Sprintf("group %s deleted", g.Name))
+				prev := g.Spec
+				g.State.Previous = &prev
 				g.State.Status = api.InstanceGroupStatusDeleting
 				g.Spec.InstanceCount = new(int32(0))
 				if err := tx.PutGroup(g); err != nil {

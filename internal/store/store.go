@@ -183,7 +183,11 @@ type GroupState struct {
 	TrainingPlanStatus         string                       `json:",omitempty"`
 	NextLogicalOrdinal         int                          `json:",omitempty"` // next NodeLogicalId suffix
 	Scaling                    bool                         `json:",omitempty"` // a scaling operation is in progress
-	Extra                      map[string]string            `json:",omitempty"` // for reconcilers' bookkeeping
+	// Previous is the specification before the UpdateCluster in progress, and AddedByUpdate
+	// marks a group that update created: a failed update rolls back to them.
+	Previous      *api.ClusterInstanceGroupSpecification `json:",omitempty"`
+	AddedByUpdate bool                                   `json:",omitempty"`
+	Extra         map[string]string                      `json:",omitempty"` // for reconcilers' bookkeeping
 }
 
 // Node is one instance of a group. Before an instance exists (Continuous provisioning) a node
@@ -221,6 +225,8 @@ type NodeDetails struct {
 	AgentTokenHash string         `json:",omitempty"` // sha256 of the one-time bootstrap token
 	NodeSecretHash string         `json:",omitempty"` // sha256 of the secret the agent reconnects with
 	CommandID      string         `json:",omitempty"` // the lifecycle command sent to the agent
+	OldInstanceID  string         `json:",omitempty"` // the instance a replacement retires first
+	Ordinal        int            `json:",omitempty"` // the node's place in its group, from 1
 	Unreachable    bool           `json:",omitempty"` // the agent missed its heartbeats
 	Inventory      *NodeInventory `json:",omitempty"`
 }
