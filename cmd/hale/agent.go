@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/haleproject/hale/internal/agent"
@@ -30,13 +29,7 @@ commands the server sends. Providers start it on every node; you rarely run it b
 					return err
 				}
 			}
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return err
-				}
-				cfg.BootstrapToken = strings.TrimSpace(string(b))
-			}
+			cfg.BootstrapTokenFile = tokenFile
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("instance_id", cfg.InstanceID)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

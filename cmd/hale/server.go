@@ -6,9 +6,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newServerCommand() *cobra.Command {
@@ -55,6 +59,7 @@ works with no other step. The hale CLI reads those files by itself.`,
 	f.Float64Var(&o.Rate, "rate-limit", server.DefaultRate, "requests per second per access key before ThrottlingException (negative: no limit)")
 	f.IntVar(&o.Burst, "rate-burst", server.DefaultBurst, "request burst per access key")
 	f.BoolVar(&debug, "debug", false, "log every request")
+	addProviderFlags(f, &o)
 	return cmd
 }
 
@@ -63,4 +68,18 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// addProviderFlags are the flags of the provider and the reconcilers, shared by hale server and
+// hale up.
+func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
+	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), or empty for none")
+	f.IntVar(&o.AgentPort, "agent-port", server.DefaultAgentPort, "port agents connect to, on the provider's network")
+	f.StringVar(&o.LocalSubnet, "local-subnet", local.DefaultSubnet, "local provider: the private subnet nodes get addresses from")
+	f.StringVar(&o.LocalBridge, "local-bridge", local.DefaultBridge, "local provider: the bridge the nodes are attached to")
+	f.StringVar(&o.ObjectStore, "object-store", "", "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default DATA_DIR/s3)")
+	f.DurationVar(&o.BootTimeout, "boot-timeout", controller.DefaultBootTimeout, "how long a new instance's agent has to register")
+	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
+	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", agentserver.DefaultHeartbeatInterval, "agents' heartbeat interval")
+	f.IntVar(&o.MissedHeartbeats, "missed-heartbeats", agentserver.DefaultMissedHeartbeats, "missed heartbeats before a node is unreachable")
 }

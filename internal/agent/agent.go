@@ -31,12 +31,14 @@ const Version = "hale-agent/1"
 
 // Config configures an agent.
 type Config struct {
-	Server         string // host:port of the server's agent listener
-	InstanceID     string
-	InstanceType   string // ml.* type, for the simulated accelerators of local nodes
-	StateDir       string // the agent's own files on the node (node secret, results, devices)
-	BootstrapToken string
-	Logger         *slog.Logger
+	Server       string // host:port of the server's agent listener
+	InstanceID   string
+	InstanceType string // ml.* type, for the simulated accelerators of local nodes
+	StateDir     string // the agent's own files on the node (node secret, results, devices)
+	// BootstrapTokenFile holds the one-time token of the first registration; it is read at each
+	// attempt, since a provider may hand a new one to an agent that has not registered yet.
+	BootstrapTokenFile string
+	Logger             *slog.Logger
 }
 
 // Agent is a running agent.
@@ -102,8 +104,12 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 		BootTimeUnixMs: a.boot.UnixMilli()}
 	if secret, err := os.ReadFile(filepath.Join(a.cfg.StateDir, "node-secret")); err == nil {
 		hello.NodeSecret = strings.TrimSpace(string(secret))
-	} else {
-		hello.BootstrapToken = a.cfg.BootstrapToken
+	} else if a.cfg.BootstrapTokenFile != "" {
+		token, err := os.ReadFile(a.cfg.BootstrapTokenFile)
+		if err != nil {
+			return err
+		}
+		hello.BootstrapToken = strings.TrimSpace(string(token))
 	}
 	if err := stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: hello}}); err != nil {
 		return err

@@ -1,55 +1,131 @@
 // Package controller holds hale's reconcilers: level-triggered loops that drive each cluster's
-// actual state towards the desired state the API recorded. Work is keyed by cluster id in one
-// queue; every cluster is reconciled once at start, so a restarted server resumes where it
-// stopped.
+// actual state towards the desired state the API recorded, through a provider (machines) and
+// the agent server (what runs on them).
 //
-// Until a provider is configured there are no machines to drive: a Creating cluster waits (the
-// API has said why), and a Deleting cluster is removed at once, since none of its nodes has a
-// machine behind it.
+// Work is keyed by cluster id in one queue, so a cluster is never reconciled twice at once.
+// A reconcile is one store transaction that reads the cluster, decides every transition, and
+// persists it with its events; only after the commit does it start the slow work (launch,
+// terminate, reboot, run the lifecycle scripts) in the background, and that work reports back
+// through another transaction and a new reconcile. Because each transition is stored before it
+// is acted on, and every action is idempotent (instance ids are chosen before launch, command
+// ids are remembered by the agent), a restarted server resumes where it stopped and does
+// nothing twice. Every cluster is reconciled at start and every ResyncInterval.
+//
+// The state machines are HyperPod's (research hyperpod-api-slurm.md §5.5): ClusterStatus
+// Creating -> InService | RollingBack -> Failed (legacy all-or-nothing provisioning), InService
+// -> Updating -> InService (RollingBack on a failed update), SystemUpdating, Deleting -> gone;
+// InstanceGroupStatus adds Degraded; ClusterInstanceStatus Pending -> Running | Failure, and
+// ShuttingDown -> gone. A node's finer bring-up phase (store.NodePhase) drives its status.
 package controller
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/lifecycle"
+	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
 
-// Controller runs the reconcilers over a store.
+// Defaults for Config.
+const (
+	DefaultBootTimeout      = 60 * time.Second
+	DefaultLifecycleTimeout = 30 * time.Minute
+	DefaultResyncInterval   = 2 * time.Second
+	// ContinuousRetryDelay is how long a failed node of a Continuous provisioning cluster waits
+	// before a new instance is launched for it.
+	ContinuousRetryDelay = 10 * time.Second
+)
+
+// Config configures the reconcilers.
+type Config struct {
+	Store store.Store
+	// Provider launches machines; nil means none is configured, and clusters then wait in
+	// Creating (a Deleting one is removed at once: none of its nodes has a machine).
+	Provider  provider.Provider
+	Agents    *agentserver.Server
+	Lifecycle lifecycle.Source
+	Logger    *slog.Logger
+	// BootTimeout is how long a launched instance's agent has to register; LifecycleTimeout
+	// how long its lifecycle scripts may run. Either failing fails the node.
+	BootTimeout      time.Duration
+	LifecycleTimeout time.Duration
+	ResyncInterval   time.Duration
+}
+
+// Controller runs the reconcilers.
 type Controller struct {
+	cfg   Config
 	st    store.Store
 	log   *slog.Logger
 	queue *queue
 	// RetryDelay is how long a cluster whose reconcile failed waits before the next try.
 	RetryDelay time.Duration
+
+	mu       sync.Mutex
+	inflight map[string]bool // background work running now, by "<kind>:<instance id>"
+	wg       sync.WaitGroup
+	ctx      context.Context
 }
 
 // New returns a Controller; call Run to start it.
-func New(st store.Store, log *slog.Logger) *Controller {
-	if log == nil {
-		log = slog.Default()
+func New(cfg Config) *Controller {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	return &Controller{st: st, log: log, queue: newQueue(), RetryDelay: 2 * time.Second}
+	if cfg.BootTimeout <= 0 {
+		cfg.BootTimeout = DefaultBootTimeout
+	}
+	if cfg.LifecycleTimeout <= 0 {
+		cfg.LifecycleTimeout = DefaultLifecycleTimeout
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	return &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
+		inflight: map[string]bool{}, ctx: context.Background()}
 }
 
 // Enqueue asks for the cluster to be reconciled. It never blocks.
 func (c *Controller) Enqueue(clusterID string) { c.queue.Add(clusterID) }
 
-// Run reconciles every cluster once, then whatever is enqueued, until ctx ends.
+// Run adopts or reaps what a previous server left on the provider, then reconciles every
+// cluster and whatever is enqueued until ctx ends; it waits for its background work to stop.
 func (c *Controller) Run(ctx context.Context) error {
+	c.ctx = ctx
 	go func() {
 		<-ctx.Done()
 		c.queue.Close()
 	}()
+	if c.cfg.Provider != nil {
+		if err := c.adopt(ctx); err != nil {
+			c.log.Error("adopting instances", "error", err)
+		}
+	}
 	if err := c.resync(ctx); err != nil {
 		return err
 	}
+	go func() {
+		t := time.NewTicker(c.cfg.ResyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.resync(ctx)
+			}
+		}
+	}()
 	for {
 		id, ok := c.queue.Get()
 		if !ok {
+			c.wg.Wait()
 			return nil
 		}
 		if err := c.reconcile(ctx, id); err != nil && ctx.Err() == nil {
@@ -86,19 +162,100 @@ func (c *Controller) resync(ctx context.Context) error {
 	return err
 }
 
+// adopt matches the provider's instances with the store's nodes: an instance a node knows is
+// kept (its agent reconnects by itself), one no node knows was left by a crash between launch
+// and record, or by a deletion the crash interrupted, and is terminated.
+func (c *Controller) adopt(ctx context.Context) error {
+	insts, err := c.cfg.Provider.List(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	err = c.st.Read(ctx, func(tx store.Tx) error {
+		for _, in := range insts {
+			n, err := tx.NodeByAnyInstanceID(in.ID)
+			if err == nil && n.ClusterID == in.ClusterID {
+				known[in.ID] = true
+				continue
+			}
+			if !errors.Is(err, store.ErrNotFound) && err != nil {
+				return err
+			}
+			// A replacement retires its old instance first: that one is known too.
+			nodes, err := tx.NodesOf(in.ClusterID)
+			if err != nil {
+				return err
+			}
+			for _, n := range nodes {
+				if n.Details.OldInstanceID == in.ID {
+					known[in.ID] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, in := range insts {
+		if known[in.ID] {
+			c.log.Info("adopted instance", "instance_id", in.ID, "state", in.State)
+			continue
+		}
+		c.log.Warn("reaping an instance no node owns", "instance_id", in.ID, "cluster_id", in.ClusterID)
+		if err := c.cfg.Provider.Terminate(ctx, in.ID); err != nil {
+			c.log.Error("reap", "instance_id", in.ID, "error", err)
+		}
+	}
+	return nil
+}
+
 // reconcile moves one cluster a step towards its desired state.
 func (c *Controller) reconcile(ctx context.Context, id string) error {
+	if c.cfg.Provider == nil {
+		return c.reconcileWithoutProvider(ctx, id)
+	}
+	var work []func()
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		work = nil
+		cl, err := tx.ClusterByID(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r, err := c.newRound(tx, cl)
+		if err != nil {
+			return err
+		}
+		if err := r.run(); err != nil {
+			return err
+		}
+		work = r.work
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, w := range work {
+		w()
+	}
+	return nil
+}
+
+// reconcileWithoutProvider: no node has a machine, so removing the records is a Deleting
+// cluster's whole deletion; anything else waits.
+func (c *Controller) reconcileWithoutProvider(ctx context.Context, id string) error {
 	return c.st.Write(ctx, func(tx store.Tx) error {
 		cl, err := tx.ClusterByID(id)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil // already gone
+			return nil
 		}
 		if err != nil {
 			return err
 		}
 		if cl.Status == api.ClusterStatusDeleting {
-			// No provider: no node has a machine to terminate, so removing the records is the
-			// whole deletion.
 			if err := tx.DeleteCluster(cl.ID); err != nil {
 				return err
 			}
@@ -106,4 +263,35 @@ func (c *Controller) reconcile(ctx context.Context, id string) error {
 		}
 		return nil
 	})
+}
+
+// background runs fn once per key at a time, outside the reconcile, and enqueues the cluster
+// when it ends.
+func (c *Controller) background(key, clusterID string, fn func(ctx context.Context)) func() {
+	return func() {
+		c.mu.Lock()
+		if c.inflight[key] {
+			c.mu.Unlock()
+			return
+		}
+		c.inflight[key] = true
+		c.mu.Unlock()
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer func() {
+				c.mu.Lock()
+				delete(c.inflight, key)
+				c.mu.Unlock()
+				c.Enqueue(clusterID)
+			}()
+			fn(c.ctx)
+		}()
+	}
+}
+
+func (c *Controller) busy(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight[key]
 }

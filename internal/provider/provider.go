@@ -108,3 +108,9 @@ func ParseIP(ip string) (netip.Addr, error) {
 	}
 	return a, nil
 }
+
+// Console is what a provider may offer to show an instance's recent output (EC2's console
+// output), for failure messages.
+type Console interface {
+	ConsoleOutput(id string, lines int) string
+}

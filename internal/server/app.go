@@ -12,11 +12,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/lifecycle"
+	"github.com/haleproject/hale/internal/provider"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/store/sqlite"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Defaults for Options.
@@ -37,10 +44,31 @@ type Options struct {
 	MaxInstancesPerCluster int
 	Rate                   float64
 	Burst                  int
-	Provider               string
 	CheckResponses         bool
 	Logger                 *slog.Logger
+
+	// Provider is "" (none: clusters wait in Creating) or "local" (namespaces on this machine;
+	// needs root).
+	Provider string
+	// AgentPort is where agents connect, on the provider's agent address (the local bridge).
+	AgentPort int
+	// LocalSubnet and LocalBridge configure the local provider's network.
+	LocalSubnet string
+	LocalBridge string
+	// AgentBinary is the hale executable nodes run as their agent (default: this one).
+	AgentBinary string
+	// ObjectStore maps s3://BUCKET/PREFIX to ObjectStore/BUCKET/PREFIX for lifecycle scripts
+	// (default DATA_DIR/s3).
+	ObjectStore string
+	// Timeouts and heartbeats; zero takes the defaults of internal/controller and agentserver.
+	BootTimeout       time.Duration
+	LifecycleTimeout  time.Duration
+	HeartbeatInterval time.Duration
+	MissedHeartbeats  int
 }
+
+// DefaultAgentPort is the port agents connect to.
+const DefaultAgentPort = 7071
 
 // App is a running server: store, service, reconcilers and HTTP listener.
 type App struct {
@@ -51,8 +79,16 @@ type App struct {
 	ConfigFile      string
 	Store           store.Store
 	Service         *service.Service
+	// Provider is the provider in use (nil without one); Agents the agent server.
+	Provider provider.Provider
+	Agents   *agentserver.Server
+	// AgentEndpoint is where agents connect ("" without a provider).
+	AgentEndpoint string
+	// ObjectStore is the directory lifecycle script buckets are read from.
+	ObjectStore string
 
 	srv       *http.Server
+	grpc      *grpc.Server
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closeErr  error
@@ -106,7 +142,40 @@ func Start(o Options) (*App, error) {
 		lock.release()
 		return nil, err
 	}
-	ctl := controller.New(st, log)
+	if o.ObjectStore == "" {
+		o.ObjectStore = filepath.Join(o.DataDir, "s3")
+	}
+	a.ObjectStore = o.ObjectStore
+	if err := os.MkdirAll(o.ObjectStore, 0o755); err != nil {
+		return fail(err)
+	}
+	var ctl *controller.Controller
+	notify := func(id string) { ctl.Enqueue(id) }
+	a.Agents = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: o.HeartbeatInterval,
+		MissedHeartbeats: o.MissedHeartbeats, Notify: notify, Logger: log})
+	var agentLn net.Listener
+	switch o.Provider {
+	case "":
+	case "local":
+		if o.AgentPort == 0 {
+			o.AgentPort = DefaultAgentPort
+		}
+		p, err := local.New(local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
+			AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		a.Provider = p
+		a.AgentEndpoint = net.JoinHostPort(p.AgentAddress(), fmt.Sprint(o.AgentPort))
+		if agentLn, err = net.Listen("tcp", a.AgentEndpoint); err != nil {
+			return fail(fmt.Errorf("listen for agents on %s: %w", a.AgentEndpoint, err))
+		}
+	default:
+		return fail(fmt.Errorf("unknown provider %q (hale has: local)", o.Provider))
+	}
+	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
+		Lifecycle: lifecycle.DirSource{Root: o.ObjectStore}, Logger: log,
+		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
@@ -132,6 +201,21 @@ func Start(o Options) (*App, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
+	if agentLn != nil {
+		a.grpc = grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+		agentproto.RegisterAgentServer(a.grpc, a.Agents)
+		a.wg.Add(2)
+		go func() {
+			defer a.wg.Done()
+			if err := a.grpc.Serve(agentLn); err != nil {
+				log.Error("agent listener", "error", err)
+			}
+		}()
+		go func() {
+			defer a.wg.Done()
+			a.Agents.Watch(ctx)
+		}()
+	}
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
@@ -146,7 +230,7 @@ func Start(o Options) (*App, error) {
 		}
 	}()
 	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
-		"data_dir", o.DataDir, "provider", providerName(o.Provider))
+		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", o.ObjectStore)
 	return a, nil
 }
 
@@ -201,9 +285,15 @@ func (a *App) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err := a.srv.Shutdown(ctx)
+		if a.grpc != nil {
+			a.grpc.Stop() // agent streams never end by themselves; agents reconnect to the next server
+		}
 		a.cancel()
 		a.wg.Wait()
 		a.closeErr = errors.Join(err, a.Store.Close())
+		if p, ok := a.Provider.(interface{ Close() error }); ok {
+			a.closeErr = errors.Join(a.closeErr, p.Close())
+		}
 		a.lock.release()
 	})
 	return a.closeErr

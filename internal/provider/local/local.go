@@ -242,13 +242,27 @@ func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provi
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, err := p.readRecord(spec.InstanceID)
-	if errors.Is(err, provider.ErrNotFound) {
+	switch {
+	case errors.Is(err, provider.ErrNotFound):
 		r, err = p.newRecord(spec)
+	case err == nil && spec.AgentToken != "" && spec.AgentToken != r.AgentToken:
+		// A launch repeated after a server restart comes with a new token; an agent that has
+		// not registered yet reads it on its next attempt.
+		r.AgentToken = spec.AgentToken
+		err = p.writeRecord(r)
 	}
 	if err != nil {
 		return nil, err
 	}
+	if r.AgentToken != "" {
+		if err := os.WriteFile(filepath.Join(p.dir(r.ID), "token"), []byte(r.AgentToken), 0o600); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.prepareDirs(r); err != nil {
+		return nil, err
+	}
+	if err := p.writeHosts(r.ClusterID); err != nil {
 		return nil, err
 	}
 	if err := p.ensureNetns(r); err != nil {
@@ -352,7 +366,45 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if err := deleteNetns(r.Netns, r.HostVeth); err != nil {
 		return err
 	}
-	return os.RemoveAll(p.dir(id))
+	if err := os.RemoveAll(p.dir(id)); err != nil {
+		return err
+	}
+	return p.writeHosts(r.ClusterID)
+}
+
+// hostsFile is the cluster's /etc/hosts, bound into every node: the name resolution a VPC's
+// DNS gives HyperPod nodes (each node resolves its own and the others' ip-a-b-c-d names).
+func (p *Provider) hostsFile(clusterID string) string {
+	return filepath.Join(p.cfg.Root, "clusters", clusterID, "hosts")
+}
+
+// writeHosts rewrites the cluster's hosts file from the instance records. It writes in place:
+// the nodes' bind mounts pin the file's inode, so a rename would go unseen.
+func (p *Provider) writeHosts(clusterID string) error {
+	rs, err := p.records()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	for _, r := range rs {
+		if r.ClusterID == clusterID {
+			fmt.Fprintf(&b, "%s\t%s\n", r.IP, r.Hostname)
+		}
+	}
+	path := p.hostsFile(clusterID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Reboot ends every process of the instance and starts its agent again; the namespace, the
@@ -371,6 +423,19 @@ func (p *Provider) Reboot(ctx context.Context, id string) error {
 		return err
 	}
 	return p.startAgent(r)
+}
+
+// ConsoleOutput returns the last lines the instance's agent wrote, like EC2's console output.
+func (p *Provider) ConsoleOutput(id string, lines int) string {
+	b, err := os.ReadFile(filepath.Join(p.dir(id), "agent.log"))
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
 }
 
 // ReleaseCluster removes the cluster's shared directories.

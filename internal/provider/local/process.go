@@ -55,6 +55,7 @@ func (p *Provider) prepareDirs(r *record) error {
 		}
 		setup.Binds = append(setup.Binds, Bind{Source: src, Target: m.Path})
 	}
+	setup.Binds = append(setup.Binds, Bind{Source: p.hostsFile(r.ClusterID), Target: "/etc/hosts"})
 	b, _ := json.MarshalIndent(setup, "", "  ")
 	return os.WriteFile(filepath.Join(p.dir(r.ID), "setup.json"), b, 0o600)
 }
@@ -74,9 +75,14 @@ func SetupNode(path string) error {
 		return fmt.Errorf("set hostname %s: %w", s.Hostname, err)
 	}
 	for _, bind := range s.Binds {
-		// The mount point must exist on the host's file system; an empty directory is all it
-		// takes, and only this namespace sees what is mounted on it.
-		if err := os.MkdirAll(bind.Target, 0o755); err != nil {
+		// The mount point must exist on the host's file system; an empty directory (or file,
+		// for a file such as /etc/hosts) is all it takes, and only this namespace sees what is
+		// mounted on it.
+		if st, err := os.Stat(bind.Source); err == nil && !st.IsDir() {
+			if _, err := os.Stat(bind.Target); err != nil {
+				return fmt.Errorf("bind %s: %w", bind.Target, err)
+			}
+		} else if err := os.MkdirAll(bind.Target, 0o755); err != nil {
 			return err
 		}
 		if err := syscall.Mount(bind.Source, bind.Target, "", syscall.MS_BIND, ""); err != nil {
@@ -112,9 +118,6 @@ func (p *Provider) startAgent(r *record) error {
 	}
 	if r.AgentToken != "" {
 		args = append(args, "--bootstrap-token-file", filepath.Join(dir, "token"))
-		if err := os.WriteFile(filepath.Join(dir, "token"), []byte(r.AgentToken), 0o600); err != nil {
-			return err
-		}
 	}
 	args = append(args, p.cfg.AgentArgs...)
 	argv := AgentCommand(r.Netns, args...)

@@ -65,7 +65,7 @@ func (t *tx) NodeByAnyInstanceID(instanceID string) (*store.Node, error) {
 	if instanceID == "" {
 		return nil, store.ErrNotFound
 	}
-	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes INDEXED BY nodes_by_instance_any WHERE instance_id = ?`, instanceID))
+	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes INDEXED BY nodes_by_instance_any WHERE instance_id = ? AND instance_id != ''`, instanceID))
 }
 
 func (t *tx) NodesOf(clusterID string) ([]*store.Node, error) {

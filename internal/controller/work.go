@@ -1,0 +1,260 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/lifecycle"
+	"github.com/haleproject/hale/internal/provider"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// This file is the background half of the reconcilers: the slow calls to the provider and the
+// agents, and the transactions that record what they did.
+
+// nodeTx runs fn on the node with that logical id, if it is still as expected.
+func (c *Controller) nodeTx(ctx context.Context, clusterID, logicalID string, fn func(tx store.Tx, cl *store.Cluster, n *store.Node) error) {
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		n, err := tx.NodeByLogicalID(clusterID, logicalID)
+		if err != nil {
+			return err
+		}
+		return fn(tx, cl, n)
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+		c.log.Error("recording background work", "cluster_id", clusterID, "node", logicalID, "error", err)
+	}
+}
+
+func (c *Controller) appendEvent(tx store.Tx, cl *store.Cluster, n *store.Node, level api.ClusterEventLevel, format string, args ...any) error {
+	meta := &api.EventMetadata{Instance: &api.InstanceMetadata{NodeLogicalId: new(n.LogicalID)}}
+	if level == api.ClusterEventLevelError && n.StatusMessage != "" {
+		meta.Instance.FailureMessage = new(n.StatusMessage)
+	}
+	return tx.AppendEvent(&store.Event{ID: uuid.NewString(), ClusterID: cl.ID, ClusterName: cl.Name, ClusterARN: cl.ARN,
+		GroupName: n.GroupName, InstanceID: n.InstanceID, ResourceType: api.ClusterEventResourceTypeInstance, Level: level,
+		Time: time.Now().UTC().Truncate(time.Millisecond), Description: fmt.Sprintf(format, args...), Metadata: meta})
+}
+
+// launched records the outcome of a provider launch: the node is Booting at its address, or
+// Failure with the provider's error.
+func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, inst *provider.Instance, launchErr error) {
+	c.nodeTx(ctx, spec.ClusterID, spec.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+		if n.InstanceID != spec.InstanceID || n.Details.Phase != store.PhaseLaunching {
+			return nil // the node moved on (deleted, replaced again)
+		}
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		n.Details.PhaseSince = now
+		if launchErr != nil {
+			n.Details.Phase = store.PhaseFailed
+			n.StatusMessage = fmt.Sprintf("The provider could not launch instance %s of group %s: %v", n.InstanceID, n.GroupName, launchErr)
+			n.Status = statusOf(n)
+			if err := tx.UpdateNode(n); err != nil {
+				return err
+			}
+			return c.appendEvent(tx, cl, n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, n.StatusMessage)
+		}
+		n.Details.OldInstanceID = ""
+		n.Details.PrivateIP = inst.IP
+		n.Details.PrivateDNSHostname = inst.Hostname
+		if region := regionOf(cl.ARN); region != "" {
+			n.Details.PrivateDNSHostname = inst.Hostname + "." + region + ".compute.internal"
+		}
+		n.LaunchTime = inst.LaunchTime
+		n.Details.Phase = store.PhaseBooting
+		n.StatusMessage = "Waiting for the instance's agent to register"
+		n.Status = statusOf(n)
+		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		return c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s launched for node %s at %s (%s).", n.InstanceID, n.LogicalID, inst.IP, inst.Hostname)
+	})
+}
+
+// regionOf reads the region out of a cluster ARN.
+func regionOf(arn string) string {
+	var parts [6]string
+	i := 0
+	for j, start := 0, 0; j <= len(arn) && i < 6; j++ {
+		if j == len(arn) || arn[j] == ':' {
+			parts[i] = arn[start:j]
+			i++
+			start = j + 1
+		}
+	}
+	return parts[3]
+}
+
+// afterTerminate removes the record of a node whose instance is gone, and finishes the delete
+// action that asked for it.
+func (c *Controller) afterTerminate(ctx context.Context, node *store.Node) {
+	c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+		if n.Seq != node.Seq || n.Details.Phase != store.PhaseTerminating {
+			return nil
+		}
+		acts, err := tx.OpenActions(cl.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range acts {
+			if a.NodeSeq == n.Seq {
+				a.State, a.UpdatedAt = store.ActionSucceeded, time.Now().UTC()
+				if err := tx.UpdateAction(a); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.DeleteNode(cl.ID, n.Seq); err != nil {
+			return err
+		}
+		return c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s of group %s terminated.", n.InstanceID, n.GroupName)
+	})
+}
+
+// entryPoint is the lifecycle script HyperPod runs: OnCreate, or OnInitComplete.
+func entryPoint(lc *api.ClusterLifeCycleConfig) string {
+	if lc.OnCreate != nil {
+		return *lc.OnCreate
+	}
+	return lc.GetOnInitComplete()
+}
+
+// sendLifecycle sends a Configuring node its lifecycle command (again, after a reconnect or a
+// restart: the agent answers a repeated command id from its stored result).
+func (r *round) sendLifecycle(n *store.Node) {
+	c := r.c
+	if !c.cfg.Agents.Connected(n.InstanceID) {
+		return
+	}
+	key := "lifecycle:" + n.InstanceID
+	if c.busy(key) {
+		return
+	}
+	g := r.byGroup[n.GroupName]
+	if g == nil {
+		return
+	}
+	specs := make([]api.ClusterInstanceGroupSpecification, len(r.groups))
+	for i, x := range r.groups {
+		specs[i] = x.Spec
+	}
+	var members []lifecycle.Member
+	for _, m := range r.nodes {
+		if m.Details.PrivateIP != "" && m.Details.Phase != store.PhaseTerminating {
+			members = append(members, lifecycle.Member{Group: m.GroupName, InstanceID: m.InstanceID, IP: m.Details.PrivateIP, Ordinal: m.Details.Ordinal})
+		}
+	}
+	cmd := &agentproto.RunLifecycle{
+		ResourceConfig:         lifecycle.BuildResourceConfig(r.cl.ARN, r.cl.Name, specs, members),
+		ProvisioningParameters: lifecycle.BuildProvisioningParameters(specs),
+		TimeoutSeconds:         uint32(c.cfg.LifecycleTimeout / time.Second),
+		LogStream:              "LifecycleConfig/" + n.GroupName + "/" + n.InstanceID,
+	}
+	lc := g.Spec.LifeCycleConfig
+	node := *n
+	clusterID, createStream := r.cl.ID, r.cl.State.CreateLogStream
+	r.work = append(r.work, c.background(key, clusterID, func(ctx context.Context) {
+		if lc != nil && lc.SourceS3Uri != nil {
+			files, err := c.cfg.Lifecycle.Fetch(ctx, *lc.SourceS3Uri)
+			if err != nil {
+				c.lifecycleDone(ctx, &node, createStream, "", &agentproto.CommandResult{ExitCode: -1,
+					Error: fmt.Sprintf("the lifecycle scripts could not be fetched from %s: %v", *lc.SourceS3Uri, err)}, 0)
+				return
+			}
+			cmd.Files = files
+			cmd.EntryPoint = entryPoint(lc)
+			if pp, ok := files["provisioning_parameters.json"]; ok {
+				cmd.ProvisioningParameters = pp // the operator's own file wins, as on HyperPod
+			}
+		}
+		start := time.Now()
+		res, err := c.cfg.Agents.Send(node.InstanceID, &agentproto.Command{Id: node.Details.CommandID,
+			Kind: &agentproto.Command_RunLifecycle{RunLifecycle: cmd}})
+		if err != nil {
+			return // not connected: the reconnect enqueues the cluster and this runs again
+		}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case result := <-res:
+				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result, time.Since(start))
+				return
+			case <-tick.C:
+				if !c.cfg.Agents.Connected(node.InstanceID) {
+					return // the session broke; the command is sent again when it is back
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}))
+}
+
+// lifecycleDone records a lifecycle result: Running, or Failure with a message naming the
+// group, the host, the script, the exit code and the last lines of output. Either way the
+// cluster's CreateCluster log stream gets a line for the host.
+func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, createStream, script string, res *agentproto.CommandResult, took time.Duration) {
+	c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+		if n.InstanceID != node.InstanceID || n.Details.Phase != store.PhaseConfiguring {
+			return nil
+		}
+		host := n.Details.PrivateDNSHostname
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		n.Details.PhaseSince = now
+		var lines []store.LogEvent
+		add := func(format string, args ...any) {
+			lines = append(lines, store.LogEvent{Time: now, Message: fmt.Sprintf(format, args...)})
+		}
+		ok := res.Error == "" && res.ExitCode == 0 && !res.TimedOut
+		switch {
+		case ok && script == "":
+			n.StatusMessage = ""
+			add("%s (%s, group %s): no lifecycle scripts configured; configuration files written", host, n.InstanceID, n.GroupName)
+		case ok:
+			n.StatusMessage = ""
+			add("%s (%s, group %s): lifecycle script %s succeeded (exit code 0, %.1fs)", host, n.InstanceID, n.GroupName, script, took.Seconds())
+		case res.Error != "":
+			n.StatusMessage = fmt.Sprintf("Lifecycle scripts of group %s on host %s (instance %s) did not run: %s", n.GroupName, host, n.InstanceID, res.Error)
+			add("%s (%s, group %s): %s", host, n.InstanceID, n.GroupName, n.StatusMessage)
+		default:
+			what := fmt.Sprintf("exited with code %d", res.ExitCode)
+			if res.TimedOut {
+				what = fmt.Sprintf("timed out after %s", c.cfg.LifecycleTimeout)
+			}
+			n.StatusMessage = fmt.Sprintf("Lifecycle script %s of group %s on host %s (instance %s) %s. Last output: %s",
+				script, n.GroupName, host, n.InstanceID, what, errorLines(res.OutputTail, 5))
+			add("%s (%s, group %s): lifecycle script %s FAILED: %s", host, n.InstanceID, n.GroupName, script, what)
+			add("%s stdout (last lines):\n%s", host, res.StdoutTail)
+			add("%s stderr (last lines):\n%s", host, res.StderrTail)
+		}
+		if ok {
+			n.Details.Phase = store.PhaseReady
+		} else {
+			n.Details.Phase = store.PhaseFailed
+		}
+		n.Status = statusOf(n)
+		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		if createStream != "" && cl.Status == api.ClusterStatusCreating {
+			if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), createStream, cl.ID, lines); err != nil {
+				return err
+			}
+		}
+		if ok {
+			return c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s is Running (%s).", n.InstanceID, lines[0].Message)
+		}
+		return c.appendEvent(tx, cl, n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, n.StatusMessage)
+	})
+}
