@@ -17,7 +17,7 @@ func TestDecodeCreateClusterInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *in.ClusterName != "demo" || len(in.InstanceGroups) != 3 || in.InstanceGroups[2].SlurmConfig.NodeType != types.ClusterSlurmNodeTypeCompute {
+	if *in.ClusterName != "demo" || len(in.InstanceGroups) != 4 || in.InstanceGroups[2].SlurmConfig.NodeType != types.ClusterSlurmNodeTypeCompute {
 		t.Fatalf("decoded %+v", in)
 	}
 	fsx, ok := in.InstanceGroups[2].InstanceStorageConfigs[0].(*types.ClusterInstanceStorageConfigMemberFsxLustreConfig)

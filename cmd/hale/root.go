@@ -38,7 +38,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version(),
 	}
-	root.AddCommand(newServerCommand(), newAccessKeyCommand(), newAgentCommand())
+	root.AddCommand(newServerCommand(), newAccessKeyCommand(), newAgentCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand())
 	addOperationCommands(root)
 	return root
 }

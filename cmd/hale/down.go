@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/spf13/cobra"
+)
+
+func newDownCommand() *cobra.Command {
+	var cf clientFlags
+	var cluster string
+	cmd := &cobra.Command{
+		Use:   "down [--cluster-name NAME]",
+		Short: "Delete a cluster (every cluster without --cluster-name) and wait until it is gone",
+		Long: `Delete the named cluster, or every cluster of the server, through the API and wait until
+each is gone. A 'hale up' that runs the cluster then stops its server and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := cf.client(ctx)
+			if err != nil {
+				return &exitError{255, err}
+			}
+			names := []string{cluster}
+			if cluster == "" {
+				names = nil
+				var list struct {
+					ClusterSummaries []struct{ ClusterName string }
+				}
+				if err := c.CallJSON(ctx, "ListClusters", map[string]any{"MaxResults": 100}, &list); err != nil {
+					return &exitError{254, err}
+				}
+				for _, s := range list.ClusterSummaries {
+					names = append(names, s.ClusterName)
+				}
+			}
+			for _, n := range names {
+				if err := c.CallJSON(ctx, "DeleteCluster", map[string]any{"ClusterName": n}, nil); err != nil {
+					return &exitError{254, err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleting %s ...", n)
+				for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+					err := c.CallJSON(ctx, "DescribeCluster", map[string]any{"ClusterName": n}, nil)
+					if api.IsCode(err, api.CodeResourceNotFound) {
+						break
+					}
+					if err != nil {
+						return &exitError{254, err}
+					}
+					if time.Now().After(deadline) {
+						return &exitError{254, fmt.Errorf("cluster %s still exists after 2 minutes", n)}
+					}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), " gone")
+			}
+			return nil
+		},
+	}
+	cf.add(cmd)
+	cmd.Flags().StringVar(&cluster, "cluster-name", "", "cluster name or ARN (default: every cluster)")
+	return cmd
+}

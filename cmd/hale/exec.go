@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/haleproject/hale/internal/server"
+	"github.com/spf13/cobra"
+)
+
+func newExecCommand() *cobra.Command {
+	var cf clientFlags
+	var cluster, node, dataDir string
+	cmd := &cobra.Command{
+		Use:   "exec --cluster-name NAME --node-id ID [-- COMMAND [ARG...]]",
+		Short: "Run a command (default: a login shell) on a node of a local-provider cluster",
+		Long: `Run a command on a node, inside its network, UTS and mount namespaces: it sees the node's
+hostname, address, /opt/ml, /fsx and the rest as the node's own processes do. --node-id takes an
+instance id or a hostname (ip-a-b-c-d). Without a command it starts a login shell. It works for
+clusters of the local provider on the server's machine, as root.`,
+		Example: `  hale exec --cluster-name demo --node-id ip-10-222-0-10
+  hale exec --cluster-name demo --node-id i-0123456789abcdef0 -- cat /opt/ml/config/resource_config.json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			id, err := resolveNode(ctx, &cf, cluster, node)
+			if err != nil {
+				return err
+			}
+			argv, err := nodeCommand(dataDir, id, args)
+			if err != nil {
+				return err
+			}
+			path, err := exec.LookPath(argv[0])
+			if err != nil {
+				return err
+			}
+			return syscall.Exec(path, argv, os.Environ())
+		},
+	}
+	cf.add(cmd)
+	cmd.Flags().StringVar(&cluster, "cluster-name", "", "cluster name or ARN (required)")
+	cmd.Flags().StringVar(&node, "node-id", "", "instance id or hostname of the node (required)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")
+	cmd.MarkFlagRequired("cluster-name")
+	cmd.MarkFlagRequired("node-id")
+	return cmd
+}
+
+// resolveNode finds the node's instance id through the API, by instance id or hostname.
+func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (string, error) {
+	c, err := cf.client(ctx)
+	if err != nil {
+		return "", &exitError{255, err}
+	}
+	in := map[string]any{"ClusterName": cluster, "MaxResults": 100}
+	for {
+		var page struct {
+			ClusterNodeSummaries []struct{ InstanceId, PrivateDnsHostname string }
+			NextToken            string
+		}
+		if err := c.CallJSON(ctx, "ListClusterNodes", in, &page); err != nil {
+			return "", &exitError{254, err}
+		}
+		for _, s := range page.ClusterNodeSummaries {
+			host, _, _ := strings.Cut(s.PrivateDnsHostname, ".")
+			if s.InstanceId == node || host == node || s.PrivateDnsHostname == node {
+				return s.InstanceId, nil
+			}
+		}
+		if page.NextToken == "" {
+			return "", &exitError{254, fmt.Errorf("cluster %s has no node %s", cluster, node)}
+		}
+		in["NextToken"] = page.NextToken
+	}
+}
+
+// nodeCommand is the nsenter command line that runs args in the node's namespaces: those of
+// its agent, whose pid the local provider records.
+func nodeCommand(dataDir, id string, args []string) ([]string, error) {
+	dir := filepath.Join(dataDir, "local", "instances", id)
+	b, err := os.ReadFile(filepath.Join(dir, "agent.pid"))
+	if err != nil {
+		return nil, fmt.Errorf("node %s is not a local-provider node of the server at %s (%v)", id, dataDir, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		return nil, fmt.Errorf("the agent of node %s is not running (pid %s); the node is down or rebooting", id, strings.TrimSpace(string(b)))
+	}
+	var setup struct{ Hostname string }
+	if b, err := os.ReadFile(filepath.Join(dir, "setup.json")); err == nil {
+		json.Unmarshal(b, &setup)
+	}
+	if len(args) == 0 {
+		args = []string{"/bin/bash", "-l"}
+	}
+	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--wd=/", "--", "env", "HOSTNAME=" + setup.Hostname}
+	return append(argv, args...), nil
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/store"
+	"github.com/spf13/cobra"
+)
+
+func newUpCommand() *cobra.Command {
+	o := server.Options{Provider: "local"}
+	var nodesFrom string
+	cmd := &cobra.Command{
+		Use:   "up FILE",
+		Short: "Start a server and bring a cluster up from a CreateCluster JSON file, in one command",
+		Long: `Start a hale server with its embedded store and the local provider (every node a set of
+Linux namespaces on this machine; needs root), create the cluster described by FILE (the
+document 'aws sagemaker create-cluster --cli-input-json' takes), show each node's progress,
+and wait at InService with how to reach the cluster. Ctrl-C, or 'hale down' from another
+terminal, tears it all down. Lifecycle scripts are read from --object-store, which defaults to
+an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET/PREFIX).`,
+		Example: `  sudo hale up examples/cluster.json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if nodesFrom != "local" {
+				return fmt.Errorf("--nodes-from %q: this release of hale has the local provider only", nodesFrom)
+			}
+			path := strings.TrimPrefix(args[0], "file://")
+			doc, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			in, err := api.DecodeInput(api.LookupOperation("CreateCluster"), doc)
+			if err == nil {
+				err = api.CheckCreateCluster(in.(*api.CreateClusterRequest))
+			}
+			if err != nil {
+				return &exitError{252, fmt.Errorf("%s: %w", path, err)}
+			}
+			req := in.(*api.CreateClusterRequest)
+			if o.ObjectStore == "" {
+				if d := filepath.Join(filepath.Dir(path), "s3"); isDir(d) {
+					o.ObjectStore = d
+				}
+			}
+			out := cmd.OutOrStdout()
+			if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+				return err
+			}
+			logPath := filepath.Join(o.DataDir, "server.log")
+			logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				return err
+			}
+			defer logf.Close()
+			o.Logger = slog.New(slog.NewTextHandler(logf, nil))
+			app, err := server.Start(o)
+			if err != nil {
+				return err
+			}
+			defer app.Close()
+			fmt.Fprintf(out, "hale server at %s (data %s, log %s); lifecycle scripts from %s\n", app.URL, o.DataDir, logPath, app.ObjectStore)
+
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			name := req.GetClusterName()
+			start := time.Now()
+			if _, err := app.Service.CreateCluster(ctx, req); err != nil {
+				if !api.IsCode(err, api.CodeResourceInUse) {
+					return &exitError{254, err}
+				}
+				fmt.Fprintf(out, "cluster %s exists already; following it\n", name)
+			} else {
+				fmt.Fprintf(out, "CreateCluster %s: %d instance group(s)\n", name, len(req.InstanceGroups))
+			}
+			status, err := watch(ctx, out, app.Store, name, start)
+			failed := status == api.ClusterStatusFailed
+			switch {
+			case err != nil && ctx.Err() == nil:
+				return err
+			case status == api.ClusterStatusInService:
+				printReach(out, app, name, o.DataDir)
+				waitGone(ctx, app.Store, name)
+			case failed:
+				printFailure(out, app.Store, name)
+			}
+			fmt.Fprintf(out, "\ntearing down %s ...\n", name)
+			if err := teardown(app, name); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "down: every node and namespace is gone")
+			if failed {
+				return &exitError{1, fmt.Errorf("cluster %s failed", name)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", server.DefaultListen, "address to serve the API on")
+	f.StringVar(&o.DataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "directory for the database, credentials and nodes (env HALE_DATA_DIR)")
+	f.StringVar(&o.Region, "region", "us-west-2", "region written into cluster ARNs")
+	f.StringVar(&o.AccountID, "account-id", "123456789012", "account id written into cluster ARNs")
+	f.StringVar(&nodesFrom, "nodes-from", "local", "where nodes come from: local (namespaces on this machine)")
+	addProviderFlags(f, &o)
+	return cmd
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// watch prints each node's progress until the cluster is InService or Failed.
+func watch(ctx context.Context, out io.Writer, st store.Store, name string, start time.Time) (api.ClusterStatus, error) {
+	seen := map[string]string{}
+	var last api.ClusterStatus
+	for {
+		var cl *store.Cluster
+		var nodes []*store.Node
+		err := st.Read(ctx, func(tx store.Tx) error {
+			var err error
+			if cl, err = tx.Cluster(name); err != nil {
+				return err
+			}
+			nodes, err = tx.NodesOf(cl.ID)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("cluster %s disappeared", name)
+		}
+		if err != nil {
+			return "", err
+		}
+		stamp := fmt.Sprintf("[%5.1fs]", time.Since(start).Seconds())
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].LogicalID < nodes[j].LogicalID })
+		for _, n := range nodes {
+			line := fmt.Sprintf("%-14s %-20s %-15s %-9s %s", n.LogicalID, n.InstanceID, n.Details.PrivateIP, n.Status, n.StatusMessage)
+			if seen[n.LogicalID] != line {
+				seen[n.LogicalID] = line
+				fmt.Fprintf(out, "%s %s\n", stamp, line)
+			}
+		}
+		if cl.Status != last {
+			fmt.Fprintf(out, "%s cluster %s is %s\n", stamp, name, cl.Status)
+			last = cl.Status
+		}
+		if cl.Status == api.ClusterStatusInService || cl.Status == api.ClusterStatusFailed {
+			return cl.Status, nil
+		}
+		select {
+		case <-ctx.Done():
+			return cl.Status, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func printReach(out io.Writer, app *server.App, name, dataDir string) {
+	var nodes []*store.Node
+	app.Store.Read(context.Background(), func(tx store.Tx) error {
+		cl, err := tx.Cluster(name)
+		if err == nil {
+			nodes, err = tx.NodesOf(cl.ID)
+		}
+		return err
+	})
+	fmt.Fprintf(out, "\nCluster %s is InService with %d nodes:\n", name, len(nodes))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  GROUP\tINSTANCE ID\tHOSTNAME\tADDRESS\tTYPE")
+	for _, n := range nodes {
+		host, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", n.GroupName, n.InstanceID, host, n.Details.PrivateIP, n.InstanceType)
+	}
+	tw.Flush()
+	host := ""
+	if len(nodes) > 0 {
+		host, _, _ = strings.Cut(nodes[len(nodes)-1].Details.PrivateDNSHostname, ".")
+	}
+	fmt.Fprintf(out, `
+Reach it from another terminal:
+  export HALE_DATA_DIR=%[1]s
+  hale list-cluster-nodes --cluster-name %[2]s --output table
+  hale exec --cluster-name %[2]s --node-id %[3]s            # a shell on a node
+  hale logs --cluster-name %[2]s                            # lifecycle and creation logs
+  AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s
+Ctrl-C here, or 'hale down --cluster-name %[2]s', tears the cluster down.
+`, dataDir, name, host, app.CredentialsFile, app.ConfigFile)
+}
+
+func printFailure(out io.Writer, st store.Store, name string) {
+	st.Read(context.Background(), func(tx store.Tx) error {
+		cl, err := tx.Cluster(name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nCluster %s failed: %s\n", name, cl.FailureMessage)
+		if s := cl.State.CreateLogStream; s != "" {
+			events, _ := tx.LogEvents(agentserver.LogGroup(cl.Name, cl.ID), s, 0, 200)
+			fmt.Fprintf(out, "\nLog stream %s:\n", s)
+			for _, e := range events {
+				fmt.Fprintf(out, "  %s\n", strings.ReplaceAll(e.Message, "\n", "\n  "))
+			}
+		}
+		return nil
+	})
+}
+
+// waitGone blocks until ctx ends or the cluster is deleted (by hale down).
+func waitGone(ctx context.Context, st store.Store, name string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		err := st.Read(ctx, func(tx store.Tx) error { _, err := tx.Cluster(name); return err })
+		if errors.Is(err, store.ErrNotFound) {
+			return
+		}
+	}
+}
+
+// teardown deletes the cluster and waits until the reconcilers removed every node.
+func teardown(app *server.App, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := app.Service.DeleteCluster(ctx, &api.DeleteClusterRequest{ClusterName: &name}); err != nil && !api.IsCode(err, api.CodeResourceNotFound) {
+		return err
+	}
+	for {
+		err := app.Store.Read(ctx, func(tx store.Tx) error { _, err := tx.Cluster(name); return err })
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s still not deleted after 2 minutes", name)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
