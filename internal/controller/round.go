@@ -27,10 +27,13 @@ type round struct {
 	actions []*store.Action
 	now     time.Time
 	work    []func()
+	// rebooting are nodes this round started rebooting: their agent is still connected until
+	// the reboot runs, and must not be taken for a newly registered one.
+	rebooting map[int64]bool
 }
 
 func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
-	r := &round{c: c, tx: tx, cl: cl, now: time.Now().UTC().Truncate(time.Millisecond), byGroup: map[string]*store.Group{}}
+	r := &round{c: c, tx: tx, cl: cl, now: time.Now().UTC().Truncate(time.Millisecond), byGroup: map[string]*store.Group{}, rebooting: map[int64]bool{}}
 	var err error
 	if r.groups, err = tx.Groups(cl.ID); err != nil {
 		return nil, err
@@ -309,6 +312,7 @@ func (r *round) reboot(n *store.Node) error {
 		return err
 	}
 	id, cl := n.InstanceID, r.cl.ID
+	r.rebooting[n.Seq] = true
 	r.work = append(r.work, r.c.background("reboot:"+id, cl, func(ctx context.Context) {
 		r.c.cfg.Agents.Disconnect(id)
 		if err := r.c.cfg.Provider.Reboot(ctx, id); err != nil {
@@ -453,7 +457,7 @@ func (r *round) drive() error {
 			}
 		case store.PhaseBooting:
 			switch {
-			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.c.busy("reboot:"+n.InstanceID):
+			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy("reboot:"+n.InstanceID):
 				// Every node of the cluster has its address now, so resource_config.json can
 				// list them all, as HyperPod's does.
 				if err := r.configure(n); err != nil {
@@ -482,6 +486,11 @@ func (r *round) drive() error {
 			r.sendLifecycle(n)
 		case store.PhaseReady:
 			if err := r.watchReachability(n); err != nil {
+				return err
+			}
+		case store.PhaseTerminating:
+			// A termination that failed (or a server that stopped) is tried again.
+			if err := r.terminate(n, ""); err != nil {
 				return err
 			}
 		case store.PhaseFailed:

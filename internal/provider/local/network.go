@@ -30,11 +30,16 @@ func netnsExists(name string) bool {
 	return err == nil
 }
 
+// deleteLink removes a link; one that vanishes meanwhile (a veth goes with its peer's
+// namespace, asynchronously) is fine.
 func deleteLink(name string) error {
 	if !linkExists(name) {
 		return nil
 	}
-	return ip("link", "del", "dev", name)
+	if err := ip("link", "del", "dev", name); err != nil && linkExists(name) {
+		return err
+	}
+	return nil
 }
 
 // ensureBridge creates the bridge with the gateway address, if it is not there.
@@ -44,6 +49,14 @@ func (p *Provider) ensureBridge() error {
 		if err := ip("link", "add", "name", br, "type", "bridge"); err != nil {
 			return err
 		}
+	}
+	// A bridge takes the lowest MAC of its ports unless given one, so its MAC would change as
+	// nodes come and go, and every node's ARP entry for the gateway (where the server is)
+	// would go stale for seconds: the agents would miss heartbeats. A fixed, locally
+	// administered MAC keeps it.
+	g := p.gateway.As4()
+	if err := ip("link", "set", "dev", br, "address", fmt.Sprintf("02:68:61:%02x:%02x:%02x", g[1], g[2], g[3])); err != nil {
+		return err
 	}
 	addr := fmt.Sprintf("%s/%d", p.gateway, p.subnet.Bits())
 	out, _ := exec.Command("ip", "-o", "addr", "show", "dev", br).Output()

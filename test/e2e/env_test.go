@@ -1,0 +1,297 @@
+//go:build e2e
+
+// Package e2e runs hale end to end on this machine, as root: real network namespaces, real
+// agent processes (the hale binary built by TestMain), real lifecycle scripts, the real AWS SDK
+// against a real server. Each test gets its own bridge and subnet, and removes every namespace
+// and process it made, even when it fails.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/server/servertest"
+	"github.com/haleproject/hale/internal/store"
+)
+
+var haleBin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "test/e2e needs root: it creates network namespaces, veths and bind mounts")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "hale-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	haleBin = filepath.Join(dir, "hale")
+	if out, err := exec.Command("go", "build", "-o", haleBin, "github.com/haleproject/hale/cmd/hale").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var netSeq atomic.Int32
+
+// network gives each test its own bridge and /16, so tests never share addresses.
+func network() (bridge, subnet string) {
+	i := netSeq.Add(1)
+	return fmt.Sprintf("hale-e2e%d", i), fmt.Sprintf("10.%d.0.0/16", 200+i)
+}
+
+// env is a server with the local provider and an SDK client.
+type env struct {
+	*servertest.Env
+	t       *testing.T
+	scripts string // the object store: s3://sagemaker-e2e/lc/ is scripts/sagemaker-e2e/lc
+}
+
+// options returns server options for a test: its own network, the built agent binary, short
+// timeouts so failures show quickly.
+func options(t *testing.T, dataDir string) server.Options {
+	bridge, subnet := network()
+	o := server.Options{DataDir: dataDir, Provider: "local", LocalBridge: bridge, LocalSubnet: subnet, AgentBinary: haleBin,
+		ObjectStore: filepath.Join(dataDir, "s3"), BootTimeout: 30 * time.Second, LifecycleTimeout: 60 * time.Second}
+	switch {
+	case os.Getenv("HALE_E2E_LOG") != "": // the servers' logs in a file, without -v's timing
+		f, err := os.OpenFile(os.Getenv("HALE_E2E_LOG"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		o.Logger = slog.New(slog.NewTextHandler(f, nil)).With("test", t.Name())
+	case testing.Verbose():
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	t.Cleanup(func() { cleanupProvider(t, o) })
+	return o
+}
+
+func start(t *testing.T) *env {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	return e
+}
+
+// cleanupProvider terminates whatever instance the test's provider still has (a failed test may
+// leave some) and removes its bridge.
+func cleanupProvider(t *testing.T, o server.Options) {
+	p, err := local.New(local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet, AgentBinary: haleBin})
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	insts, _ := p.List(context.Background())
+	for _, in := range insts {
+		if t.Failed() {
+			t.Logf("agent log of %s:\n%s", in.ID, p.ConsoleOutput(in.ID, 15))
+		}
+		if err := p.Terminate(context.Background(), in.ID); err != nil {
+			t.Errorf("cleanup: terminate %s: %v", in.ID, err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+	if len(insts) > 0 {
+		t.Errorf("the test left %d instances behind (removed now)", len(insts))
+	}
+}
+
+// script writes a lifecycle script into the object store at s3://sagemaker-e2e/<prefix>/<name>.
+func (e *env) script(prefix, name, body string) string {
+	dir := filepath.Join(e.scripts, "sagemaker-e2e", prefix)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	return "s3://sagemaker-e2e/" + prefix + "/"
+}
+
+const role = "arn:aws:iam::123456789012:role/HyperPodRole"
+
+// group is an instance group spec for the SDK.
+func group(name, typ string, count int32, nodeType types.ClusterSlurmNodeType, lc string, partition ...string) types.ClusterInstanceGroupSpecification {
+	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String(name), InstanceType: types.ClusterInstanceType(typ),
+		InstanceCount: aws.Int32(count), ExecutionRole: aws.String(role),
+		SlurmConfig: &types.ClusterSlurmConfig{NodeType: nodeType, PartitionNames: partition}}
+	if lc != "" {
+		g.LifeCycleConfig = &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}
+	}
+	return g
+}
+
+// waitStatus polls DescribeCluster until the cluster has status want, or fails the test.
+func (e *env) waitStatus(name string, want types.ClusterStatus, within time.Duration) *sagemaker.DescribeClusterOutput {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	var last *sagemaker.DescribeClusterOutput
+	for time.Now().Before(deadline) {
+		d, err := e.SDK.DescribeCluster(context.Background(), &sagemaker.DescribeClusterInput{ClusterName: &name})
+		if err != nil {
+			e.t.Fatalf("DescribeCluster: %v", err)
+		}
+		last = d
+		if d.ClusterStatus == want {
+			return d
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	msg := ""
+	if last != nil && last.FailureMessage != nil {
+		msg = *last.FailureMessage
+	}
+	e.t.Fatalf("cluster %s is %s after %s, want %s; %s\n%s", name, last.ClusterStatus, within, want, msg, e.events(name))
+	return nil
+}
+
+// waitGone polls until DescribeCluster answers ResourceNotFound.
+func (e *env) waitGone(name string, within time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		_, err := e.SDK.DescribeCluster(context.Background(), &sagemaker.DescribeClusterInput{ClusterName: &name})
+		if err != nil && strings.Contains(err.Error(), "ResourceNotFound") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("cluster %s still exists after %s", name, within)
+}
+
+func (e *env) events(name string) string {
+	out, err := e.SDK.ListClusterEvents(context.Background(), &sagemaker.ListClusterEventsInput{ClusterName: &name, SortOrder: types.SortOrderAscending})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, ev := range out.Events {
+		fmt.Fprintf(&b, "  %s %s %s\n", ev.EventTime.Format("15:04:05.000"), ev.EventLevel, *ev.Description)
+	}
+	return b.String()
+}
+
+func (e *env) nodes(name string) []types.ClusterNodeSummary {
+	e.t.Helper()
+	var all []types.ClusterNodeSummary
+	p := sagemaker.NewListClusterNodesPaginator(e.SDK, &sagemaker.ListClusterNodesInput{ClusterName: &name, IncludeNodeLogicalIds: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		all = append(all, page.ClusterNodeSummaries...)
+	}
+	return all
+}
+
+// onNode runs a shell command inside a node's namespaces, as hale exec does.
+func (e *env) onNode(instanceID, shell string) (string, error) {
+	pid, err := e.agentPID(instanceID)
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--", "sh", "-c", shell).CombinedOutput()
+	return string(out), err
+}
+
+func (e *env) agentPID(instanceID string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(e.Options.DataDir, "local", "instances", instanceID, "agent.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// netnsOf lists the network namespaces of instances of this test's provider.
+func (e *env) instanceDirs() []string {
+	entries, _ := os.ReadDir(filepath.Join(e.Options.DataDir, "local", "instances"))
+	var out []string
+	for _, en := range entries {
+		out = append(out, en.Name())
+	}
+	return out
+}
+
+func netnsExists(instanceID string) bool {
+	_, err := os.Stat("/run/netns/hale-" + instanceID)
+	return err == nil
+}
+
+// logStream reads one log stream of a cluster through the logs endpoint, as hale logs does.
+func (e *env) logStream(name, stream string) string {
+	e.t.Helper()
+	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.App.URL})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	q := map[string][]string{"cluster": {name}, "stream": {stream}}
+	body, err := c.Get(context.Background(), server.LogsPath, q)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ans server.LogsAnswer
+	json.Unmarshal(body, &ans)
+	var b strings.Builder
+	for _, ev := range ans.Events {
+		b.WriteString(ev.Message + "\n")
+	}
+	return b.String()
+}
+
+func (e *env) logStreams(name string) []string {
+	e.t.Helper()
+	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.App.URL})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body, err := c.Get(context.Background(), server.LogsPath, map[string][]string{"cluster": {name}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ans server.LogsAnswer
+	json.Unmarshal(body, &ans)
+	var out []string
+	for _, s := range ans.LogStreams {
+		out = append(out, s.LogStreamName)
+	}
+	return out
+}
+
+// storeNodes reads the node records directly (for bookkeeping the API does not show).
+func (e *env) storeNodes(name string) []*store.Node {
+	var nodes []*store.Node
+	e.App.Store.Read(context.Background(), func(tx store.Tx) error {
+		c, err := tx.Cluster(name)
+		if err == nil {
+			nodes, err = tx.NodesOf(c.ID)
+		}
+		return err
+	})
+	return nodes
+}
+
