@@ -294,4 +294,3 @@ func (e *env) storeNodes(name string) []*store.Node {
 	})
 	return nodes
 }
-
