@@ -49,6 +49,9 @@ type Agent struct {
 	mu    sync.Mutex
 	busy  map[string]bool // command ids running now
 	sendq chan *agentproto.AgentMessage
+	// root is the agent's life: commands run under it, not under a session, so a lost
+	// connection never kills a lifecycle script half-way.
+	root context.Context
 }
 
 // Run runs the agent until ctx ends.
@@ -61,7 +64,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}}
+	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx}
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
@@ -172,7 +175,7 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 				return
 			}
 			if cmd := m.GetCommand(); cmd != nil {
-				go a.handle(ctx, cmd)
+				go a.handle(a.root, cmd)
 			}
 			if g := m.GetGoodbye(); g != nil {
 				errc <- fmt.Errorf("server said goodbye: %s", g.Reason)

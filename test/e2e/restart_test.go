@@ -1,0 +1,125 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/server/servertest"
+)
+
+// TestServerKilledMidCreateConverges runs the real hale binary, kills it with SIGKILL while a
+// cluster is being created (instances launched, lifecycle scripts running), starts it again,
+// and checks the cluster converges to InService with exactly its nodes (no duplicate node or
+// instance) and every event recorded before the kill still there.
+func TestServerKilledMidCreateConverges(t *testing.T) {
+	dir := t.TempDir()
+	o := options(t, dir)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	run := func() *exec.Cmd {
+		cmd := exec.Command(haleBin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
+			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
+		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				return cmd
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("server did not start")
+		return nil
+	}
+	srv := run()
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithSharedCredentialsFiles([]string{filepath.Join(dir, "credentials")}),
+		config.WithSharedConfigFiles([]string{filepath.Join(dir, "config")}), config.WithSharedConfigProfile(server.Profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore}
+	// Slow scripts, so the kill lands in the middle of the creation.
+	lc := e.script("slow", "on_create.sh", "#!/bin/bash\nsleep 2\necho configured $(hostname) >> /var/log/provision/runs\n")
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("crash"), InstanceGroups: fourNodes(lc)}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the instances run and their scripts have started.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && countConfiguring(e) < 4 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, _ := e.SDK.ListClusterEvents(ctx, &sagemaker.ListClusterEventsInput{ClusterName: aws.String("crash")})
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	d, _ := os.ReadDir(filepath.Join(dir, "local", "instances"))
+	t.Logf("killed the server with %d events recorded and %d instances running", len(before.Events), len(d))
+
+	run()
+	e.waitStatus("crash", types.ClusterStatusInservice, 60*time.Second)
+	nodes := e.nodes("crash")
+	seenLogical := map[string]bool{}
+	for _, n := range nodes {
+		if seenLogical[*n.NodeLogicalId] || n.InstanceStatus.Status != types.ClusterInstanceStatusRunning {
+			t.Errorf("node %s (%s) %s", *n.NodeLogicalId, *n.InstanceId, n.InstanceStatus.Status)
+		}
+		seenLogical[*n.NodeLogicalId] = true
+		if out, err := e.onNode(*n.InstanceId, "wc -l < /var/log/provision/runs"); err != nil || out != "1\n" {
+			t.Errorf("on %s the lifecycle scripts ran %q times, want once (%v)", *n.InstanceId, out, err)
+		}
+	}
+	if len(nodes) != 4 {
+		t.Errorf("%d nodes after the restart, want 4", len(nodes))
+	}
+	if d, _ := os.ReadDir(filepath.Join(dir, "local", "instances")); len(d) != 4 {
+		t.Errorf("%d instances on the provider, want 4 (no duplicates)", len(d))
+	}
+	after, _ := e.SDK.ListClusterEvents(ctx, &sagemaker.ListClusterEventsInput{ClusterName: aws.String("crash"), MaxResults: aws.Int32(100)})
+	have := map[string]bool{}
+	for _, ev := range after.Events {
+		have[*ev.EventId] = true
+	}
+	for _, ev := range before.Events {
+		if !have[*ev.EventId] {
+			t.Errorf("event lost across the crash: %s", *ev.Description)
+		}
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("crash")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("crash", 30*time.Second)
+}
+
+// countConfiguring counts nodes whose lifecycle scripts are running (status message).
+func countConfiguring(e *env) int {
+	n := 0
+	for _, s := range e.nodes("crash") {
+		if s.InstanceStatus.Message != nil && len(*s.InstanceStatus.Message) > 7 && (*s.InstanceStatus.Message)[:7] == "Running" {
+			n++
+		}
+	}
+	return n
+}
