@@ -75,6 +75,7 @@ func envOr(name, def string) string {
 func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), or empty for none")
 	f.IntVar(&o.AgentPort, "agent-port", server.DefaultAgentPort, "port agents connect to, on the provider's network")
+	f.StringVar(&o.AgentListen, "agent-listen", "", "serve agents on this host:port too (agents the server does not launch)")
 	f.StringVar(&o.LocalSubnet, "local-subnet", local.DefaultSubnet, "local provider: the private subnet nodes get addresses from")
 	f.StringVar(&o.LocalBridge, "local-bridge", local.DefaultBridge, "local provider: the bridge the nodes are attached to")
 	f.StringVar(&o.ObjectStore, "object-store", "", "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default DATA_DIR/s3)")

@@ -53,6 +53,9 @@ type Options struct {
 	Provider string
 	// AgentPort is where agents connect, on the provider's agent address (the local bridge).
 	AgentPort int
+	// AgentListen, when set, is the host:port to serve agents on, whatever the provider (for
+	// agents the server does not launch itself, and for benchmarks).
+	AgentListen string
 	// LocalSubnet and LocalBridge configure the local provider's network.
 	LocalSubnet string
 	LocalBridge string
@@ -173,6 +176,12 @@ func Start(o Options) (*App, error) {
 		}
 	default:
 		return fail(fmt.Errorf("unknown provider %q (hale has: local)", o.Provider))
+	}
+	if o.AgentListen != "" && agentLn == nil {
+		if agentLn, err = net.Listen("tcp", o.AgentListen); err != nil {
+			return fail(fmt.Errorf("listen for agents on %s: %w", o.AgentListen, err))
+		}
+		a.AgentEndpoint = agentLn.Addr().String()
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
 		Lifecycle: lifecycle.DirSource{Root: o.ObjectStore}, Logger: log,

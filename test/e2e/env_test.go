@@ -62,13 +62,13 @@ func network() (bridge, subnet string) {
 // env is a server with the local provider and an SDK client.
 type env struct {
 	*servertest.Env
-	t       *testing.T
+	t       testing.TB
 	scripts string // the object store: s3://sagemaker-e2e/lc/ is scripts/sagemaker-e2e/lc
 }
 
 // options returns server options for a test: its own network, the built agent binary, short
 // timeouts so failures show quickly.
-func options(t *testing.T, dataDir string) server.Options {
+func options(t testing.TB, dataDir string) server.Options {
 	bridge, subnet := network()
 	o := server.Options{DataDir: dataDir, Provider: "local", LocalBridge: bridge, LocalSubnet: subnet, AgentBinary: haleBin,
 		ObjectStore: filepath.Join(dataDir, "s3"), BootTimeout: 30 * time.Second, LifecycleTimeout: 60 * time.Second}
@@ -88,6 +88,12 @@ func options(t *testing.T, dataDir string) server.Options {
 }
 
 func start(t *testing.T) *env {
+	return startB(t)
+}
+
+// startB starts a server for a test or a benchmark; HALE_DATA_DIR points at it, so clients
+// find its [hale] profile.
+func startB(t testing.TB) *env {
 	dir := t.TempDir()
 	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
@@ -97,7 +103,7 @@ func start(t *testing.T) *env {
 
 // cleanupProvider terminates whatever instance the test's provider still has (a failed test may
 // leave some) and removes its bridge.
-func cleanupProvider(t *testing.T, o server.Options) {
+func cleanupProvider(t testing.TB, o server.Options) {
 	p, err := local.New(local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet, AgentBinary: haleBin})
 	if err != nil {
 		t.Errorf("cleanup: %v", err)

@@ -1,0 +1,175 @@
+package agentserver_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/store/sqlite"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fixture is a real store, a real gRPC agent server on loopback and nodes with tokens.
+type fixture struct {
+	st      *sqlite.Store
+	srv     *agentserver.Server
+	addr    string
+	tokens  map[string]string // instance id -> bootstrap token
+	notify  chan string
+	cluster string
+}
+
+func newFixture(t testing.TB, nodes int, interval time.Duration) *fixture {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "hale.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &fixture{st: st, tokens: map[string]string{}, notify: make(chan string, 100000), cluster: "abcdefghijkl"}
+	now := time.Now()
+	err = st.Write(context.Background(), func(tx store.Tx) error {
+		if err := tx.InsertCluster(&store.Cluster{ID: f.cluster, Name: "c", ARN: "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefghijkl",
+			Status: api.ClusterStatusInService, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		for i := 0; i < nodes; i++ {
+			token, hash := agentserver.NewToken()
+			id := fmt.Sprintf("i-%017d", i)
+			f.tokens[id] = token
+			n := &store.Node{ClusterID: f.cluster, InstanceID: id, LogicalID: fmt.Sprintf("g-%d", i), GroupName: "g", InstanceType: "ml.c5.xlarge",
+				Status: api.ClusterInstanceStatusRunning, LaunchTime: now}
+			n.Details.AgentTokenHash = hash
+			if err := tx.InsertNode(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: interval, MissedHeartbeats: 3, Logger: quiet,
+		Notify: func(id string) { f.notify <- id }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	agentproto.RegisterAgentServer(g, f.srv)
+	go g.Serve(ln)
+	ctx, cancel := context.WithCancel(context.Background())
+	go f.srv.Watch(ctx)
+	t.Cleanup(func() { cancel(); g.Stop() })
+	f.addr = ln.Addr().String()
+	return f
+}
+
+// startAgent runs a real agent in-process for an instance, with its token in a file.
+func (f *fixture) startAgent(t testing.TB, id, dir string) (stop func()) {
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(f.tokens[id]), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		agent.Run(ctx, agent.Config{Server: f.addr, InstanceID: id, InstanceType: "ml.g5.12xlarge", StateDir: filepath.Join(dir, "state"),
+			BootstrapTokenFile: tokenFile, Logger: quiet})
+		close(done)
+	}()
+	return func() { cancel(); <-done }
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func node(t testing.TB, st store.Store, id string) *store.Node {
+	var n *store.Node
+	st.Read(context.Background(), func(tx store.Tx) error {
+		var err error
+		n, err = tx.NodeByAnyInstanceID(id)
+		return err
+	})
+	return n
+}
+
+// TestRegistrationHeartbeatsAndCommands drives one real agent against the server: the token
+// registers once and is spent, inventory arrives, a command runs once even when sent twice,
+// and a stopped agent goes silent.
+func TestRegistrationHeartbeatsAndCommands(t *testing.T) {
+	f := newFixture(t, 1, 100*time.Millisecond)
+	id := "i-00000000000000000"
+	agentDir := t.TempDir()
+	stop := f.startAgent(t, id, agentDir)
+	waitFor(t, "registration", func() bool { return f.srv.Connected(id) })
+	waitFor(t, "inventory", func() bool { n := node(t, f.st, id); return n.Details.Inventory != nil })
+	n := node(t, f.st, id)
+	if n.Details.AgentTokenHash != "" || n.Details.NodeSecretHash == "" {
+		t.Fatalf("after registration: token hash %q, secret hash %q", n.Details.AgentTokenHash, n.Details.NodeSecretHash)
+	}
+	if inv := n.Details.Inventory; len(inv.Accelerators) != 4 || !inv.Accelerators[0].Simulated || inv.CPUs <= 0 {
+		t.Fatalf("inventory %+v", inv)
+	}
+
+	// The spent token is refused.
+	conn, _ := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer conn.Close()
+	stream, _ := agentproto.NewAgentClient(conn).Connect(context.Background())
+	stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: &agentproto.Hello{InstanceId: id, BootstrapToken: f.tokens[id]}}})
+	if _, err := stream.Recv(); err == nil || !strings.Contains(err.Error(), "Unauthenticated") {
+		t.Fatalf("reusing the bootstrap token: %v", err)
+	}
+
+	// A command runs once; sent again with the same id, the stored result comes back.
+	probe := filepath.Join(t.TempDir(), "count")
+	cmd := &agentproto.Command{Id: "c1", Kind: &agentproto.Command_Run{Run: &agentproto.RunCommand{Argv: []string{"sh", "-c", "echo x >> " + probe + "; echo done; exit 7"}}}}
+	for i := 0; i < 2; i++ {
+		ch, err := f.srv.Send(id, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-ch:
+			if r.ExitCode != 7 || string(r.StdoutTail) != "done\n" {
+				t.Fatalf("result %+v", r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no result")
+		}
+	}
+	if b, _ := os.ReadFile(probe); string(b) != "x\n" {
+		t.Fatalf("command ran %d times", strings.Count(string(b), "x"))
+	}
+
+	// A stopped agent is silent after 3 missed heartbeats; the server tells the reconcilers.
+	stop()
+	waitFor(t, "silence", func() bool { return f.srv.Silent(id) })
+	if f.srv.Reachable(id) {
+		t.Fatal("a silent node is reachable")
+	}
+	// Restarted, it registers with its node secret (the token is gone).
+	stop = f.startAgent(t, id, agentDir)
+	defer stop()
+	waitFor(t, "re-registration", func() bool { return f.srv.Reachable(id) })
+}
