@@ -1,80 +1,104 @@
 #!/usr/bin/env bash
-# hale's demo, as far as hale goes today: start a server with an embedded store, then drive the
-# SageMaker cluster API with the hale CLI, the AWS SDK for Go and (if installed) the AWS CLI.
-# Everything runs on loopback in a temporary directory that is removed at the end.
+# hale's demo, as far as hale goes today (run as root: nodes are Linux namespaces):
+#   1. `hale up examples/cluster.json` brings a 4-node cluster (controller, login, two compute
+#      groups) to InService: every node a network/UTS/mount namespace running `hale agent`,
+#      which runs the HyperPod-style lifecycle scripts of examples/s3/.
+#   2. A shell on a worker shows the HyperPod files; the API is driven with the hale CLI, the
+#      AWS SDK for Go and (if installed) the AWS CLI: describe, tags, events, logs, a broken
+#      CreateCluster file, scale-up, a node replacement that keeps its address.
+#   3. `hale down` tears it all down; nothing is left on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+  echo "demo: run as root (sudo ./scripts/demo.sh): the local provider creates network namespaces" >&2
+  exit 1
+fi
 ./scripts/setup.sh >/dev/null
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 HALE="$PWD/bin/hale"
 
 data=$(mktemp -d /tmp/hale-demo.XXXXXX)
-server_pid=""
+up_pid=""
 cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
+    kill -INT "$up_pid" 2>/dev/null || true # hale up tears the cluster down on Ctrl-C
+    wait "$up_pid" 2>/dev/null || true
+  fi
   rm -rf "$data"
 }
 trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
-
-step "Start hale server (data in $data)"
-"$HALE" server --data-dir "$data" --listen 127.0.0.1:0 >"$data/server.log" 2>&1 &
-server_pid=$!
 export HALE_DATA_DIR="$data"
-for _ in $(seq 100); do
-  [ -f "$data/config" ] && "$HALE" list-clusters >/dev/null 2>&1 && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$data/server.log"; exit 1; }
+
+step "hale up examples/cluster.json (data in $data)"
+# A port of its own, so the demo never meets another hale server.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$HALE" up examples/cluster.json --data-dir "$data" --listen "127.0.0.1:$port" \
+  --local-bridge hale-demo0 --local-subnet 10.229.0.0/16 >"$data/up.log" 2>&1 &
+up_pid=$!
+for _ in $(seq 300); do
+  grep -q "is InService with" "$data/up.log" && break
+  if ! kill -0 "$up_pid" 2>/dev/null; then cat "$data/up.log"; exit 1; fi
   sleep 0.1
 done
-sed -n 's/^time=[^ ]* //p' "$data/server.log"
-endpoint=$(sed -n 's/^endpoint_url *= *//p' "$data/config")
-echo "endpoint: $endpoint; AWS profile [hale] in $data/credentials and $data/config"
+grep -q "is InService with" "$data/up.log" || { cat "$data/up.log"; echo "demo: the cluster did not come up" >&2; exit 1; }
+sed -n '1,/^Ctrl-C here/p' "$data/up.log"
 
-step "Create a cluster with the hale CLI from a CreateCluster JSON file"
-run "$HALE" create-cluster --cli-input-json file://examples/cluster.json
+step "Every node is Running"
+run "$HALE" list-cluster-nodes --cluster-name demo --output table
+worker=$("$HALE" list-cluster-nodes --cluster-name demo --output text | awk '$2 == "gpu" {print $3}')
+
+step "A shell on worker $worker shows the HyperPod files"
+run "$HALE" exec --cluster-name demo --node-id "$worker" -- sh -c \
+  'hostname; echo; cat /opt/ml/config/resource_config.json | head -24; echo ...; echo; cat /opt/ml/config/provisioning_parameters.json; echo; tail -3 /var/log/provision/provisioning.log; echo; df -h /fsx | tail -1'
+
+step "Logs: every node's lifecycle output and what the creation did, per host"
+run "$HALE" logs --cluster-name demo
+stream=$("$HALE" logs --cluster-name demo | awk '$1 ~ /^demo-/ {print $1}')
+run "$HALE" logs --cluster-name demo --log-stream-name "$stream"
+
+step "The API: events, tags, a broken file"
+run "$HALE" list-cluster-events --cluster-name demo --max-results 5 --output table
 arn=$("$HALE" describe-cluster --cluster-name demo | sed -n 's/.*"ClusterArn": "\(.*\)".*/\1/p' | head -1)
-
-step "Create another from the same file with the AWS SDK for Go (examples/sdk-create-cluster)"
-AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" \
-  run go run ./examples/sdk-create-cluster -file examples/cluster.json -name demo-sdk
-
-step "List and describe"
-run "$HALE" list-clusters --output table
-run "$HALE" describe-cluster --cluster-name demo
-run "$HALE" list-cluster-events --cluster-name demo --output table
-
-step "Tag the cluster"
-run "$HALE" add-tags --resource-arn "$arn" --tags Key=owner,Value=demo Key=cost-center,Value=42
-run "$HALE" list-tags --resource-arn "$arn"
-
-step "A broken CreateCluster file gets a ValidationException that names each member"
+run "$HALE" add-tags --resource-arn "$arn" --tags Key=owner,Value=demo
 set +e
 "$HALE" create-cluster --cli-input-json file://examples/broken-cluster.json
 rc=$?
 set -e
 [ "$rc" -eq 254 ] || { echo "expected the service error exit status 254, got $rc" >&2; exit 1; }
-
+AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" \
+  run go run ./examples/sdk-create-cluster -file examples/broken-cluster.json -name sdk-demo 2>&1 | grep -v '^exit status' || true
 if command -v aws >/dev/null 2>&1; then
-  step "The AWS CLI works against the same server"
   AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" \
     run aws --profile hale sagemaker list-clusters --output table
 fi
 
-step "Delete both clusters"
-run "$HALE" delete-cluster --cluster-name demo
-run "$HALE" delete-cluster --cluster-name demo-sdk
-for _ in $(seq 100); do
-  n=$("$HALE" list-clusters | grep -c '"ClusterArn"' || true)
-  [ "$n" -eq 0 ] && break
+step "Scale the gpu group from 1 to 2 nodes"
+run "$HALE" update-cluster --cluster-name demo --instance-groups \
+  '[{"InstanceGroupName":"gpu","InstanceCount":2,"ExecutionRole":"arn:aws:iam::123456789012:role/HyperPodRole"}]'
+for _ in $(seq 200); do
+  "$HALE" describe-cluster --cluster-name demo | grep -q '"ClusterStatus": "InService"' && break
   sleep 0.1
 done
-[ "$n" -eq 0 ] || { echo "clusters still listed after DeleteCluster" >&2; exit 1; }
-set +e
-"$HALE" describe-cluster --cluster-name demo
-rc=$?
-set -e
-[ "$rc" -eq 254 ] || { echo "describe-cluster of a deleted cluster should fail with ResourceNotFound" >&2; exit 1; }
+run "$HALE" list-cluster-nodes --cluster-name demo --instance-group-name-contains gpu --output table
 
-step "Demo finished: the server stops and $data is removed"
+step "Replace $worker: a new instance id, the same address and logical id"
+run "$HALE" batch-replace-cluster-nodes --cluster-name demo --node-ids "$worker"
+for _ in $(seq 200); do
+  n=$("$HALE" list-cluster-nodes --cluster-name demo --output text | grep -c Running || true)
+  [ "$n" -eq 5 ] && ! "$HALE" list-cluster-nodes --cluster-name demo --output text | grep -q "$worker" && break
+  sleep 0.1
+done
+run "$HALE" list-cluster-nodes --cluster-name demo --include-node-logical-ids --instance-group-name-contains gpu --output table
+
+step "hale down"
+run "$HALE" down --cluster-name demo
+wait "$up_pid" || true
+up_pid=""
+tail -3 "$data/up.log"
+left=$(ip netns list | grep -c "^hale-" || true)
+echo "namespaces left: $left"
+[ "$left" -eq 0 ] || exit 1
+step "Demo finished"

@@ -19,9 +19,10 @@ if [ "$(printf '%s\n%s\n' "$need_go" "$have" | sort -V | head -1)" != "$need_go"
   exit 1
 fi
 
-# Debian packages hale uses at run time or in tests. None yet beyond a C-free Go toolchain:
-# the store is pure-Go SQLite. Later layers add slurm-wlm and munge here.
-apt_packages=(ca-certificates)
+# Debian packages hale uses at run time or in tests: iproute2 (ip: bridges, veths, network
+# namespaces) and util-linux (nsenter, unshare) for the local provider, python3 for the example
+# lifecycle scripts. The store is pure-Go SQLite: no C library.
+apt_packages=(ca-certificates iproute2 util-linux python3)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
