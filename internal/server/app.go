@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/google/uuid"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
@@ -64,6 +65,9 @@ type Options struct {
 	// ObjectStore maps s3://BUCKET/PREFIX to ObjectStore/BUCKET/PREFIX for lifecycle scripts
 	// (default DATA_DIR/s3).
 	ObjectStore string
+	// ObjectStoreEndpoint, when set, fetches lifecycle scripts from that S3-compatible endpoint
+	// instead (credentials from the AWS SDK's usual chain; "aws" means AWS S3 itself).
+	ObjectStoreEndpoint string
 	// Timeouts and heartbeats; zero takes the defaults of internal/controller and agentserver.
 	BootTimeout       time.Duration
 	LifecycleTimeout  time.Duration
@@ -183,8 +187,21 @@ func Start(o Options) (*App, error) {
 		}
 		a.AgentEndpoint = agentLn.Addr().String()
 	}
+	var source lifecycle.Source = lifecycle.DirSource{Root: o.ObjectStore}
+	if o.ObjectStoreEndpoint != "" {
+		awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
+		if err != nil {
+			return fail(fmt.Errorf("object store %s: %w", o.ObjectStoreEndpoint, err))
+		}
+		endpoint := o.ObjectStoreEndpoint
+		if endpoint == "aws" {
+			endpoint = ""
+		}
+		source = lifecycle.NewS3Source(awsCfg, endpoint)
+		a.ObjectStore = o.ObjectStoreEndpoint
+	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
-		Lifecycle: lifecycle.DirSource{Root: o.ObjectStore}, Logger: log,
+		Lifecycle: source, Logger: log,
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
@@ -244,7 +261,7 @@ func Start(o Options) (*App, error) {
 		}
 	}()
 	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
-		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", o.ObjectStore)
+		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
 }
 
