@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/provider"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
 )
@@ -122,4 +124,35 @@ func countConfiguring(e *env) int {
 		}
 	}
 	return n
+}
+
+// TestOrphansAreReapedOnStart: an instance no node owns (a crash between launch and record
+// leaves one) is terminated when the server starts; nothing is left of it.
+func TestOrphansAreReapedOnStart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	p, err := local.New(local.Config{Root: filepath.Join(dir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet, AgentBinary: haleBin, AgentPort: server.DefaultAgentPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := p.Launch(context.Background(), provider.LaunchSpec{InstanceID: provider.NewInstanceID(), ClusterID: "ghostghostgh",
+		ClusterName: "ghost", GroupName: "g", LogicalID: "g-1", InstanceType: "ml.c5.xlarge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !netnsExists(orphan.ID) {
+		t.Fatal("the orphan's namespace was not made")
+	}
+	servertest.Start(t, o)
+	deadline := time.Now().Add(10 * time.Second)
+	for netnsExists(orphan.ID) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if netnsExists(orphan.ID) {
+		t.Fatal("the server did not reap an instance no node owns")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "local", "instances", orphan.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the orphan's directory survives: %v", err)
+	}
 }

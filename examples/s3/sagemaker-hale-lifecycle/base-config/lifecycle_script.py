@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""lifecycle_script.py: what HyperPod's sample lifecycle script does first: find this node in
+resource_config.json by its address, learn its instance group and role from
+provisioning_parameters.json, and set the node up for that role. hale's later layers (Slurm)
+start the daemons themselves; this example records the role in /opt/ml/config/node_role."""
+import argparse
+import json
+import socket
+import subprocess
+import sys
+
+
+def my_addresses():
+    addrs = set(subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split())
+    try:
+        addrs |= set(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        pass
+    return addrs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-rc", "--resource-config", required=True)
+    ap.add_argument("-pp", "--provisioning-parameters", required=True)
+    args = ap.parse_args()
+
+    rc = json.load(open(args.resource_config))
+    try:
+        pp = json.load(open(args.provisioning_parameters))
+    except FileNotFoundError:
+        pp = {}
+
+    me = None
+    addrs = my_addresses()
+    for group in rc["InstanceGroups"]:
+        for inst in group["Instances"]:
+            if inst["CustomerIpAddress"] in addrs:
+                me = (group["Name"], inst)
+    if me is None:
+        sys.exit(f"[lifecycle] none of {sorted(addrs)} is in {args.resource_config}")
+    group, inst = me
+
+    role = "compute"
+    if group == pp.get("controller_group"):
+        role = "controller"
+    elif group == pp.get("login_group"):
+        role = "login"
+    controllers = [i["CustomerIpAddress"] for g in rc["InstanceGroups"] if g["Name"] == pp.get("controller_group") for i in g["Instances"]]
+    total = sum(len(g["Instances"]) for g in rc["InstanceGroups"])
+    print(f"[lifecycle] cluster {rc['ClusterConfig']['ClusterName']}: I am {inst['InstanceName']} "
+          f"({inst['InstanceId']}, {inst['CustomerIpAddress']}), group {group}, role {role}; "
+          f"controller at {','.join(controllers) or 'none'}; {total} nodes in all")
+    with open("/opt/ml/config/node_role", "w") as f:
+        f.write(role + "\n")
+
+
+if __name__ == "__main__":
+    main()
