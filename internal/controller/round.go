@@ -87,11 +87,19 @@ func (r *round) event(group, instanceID string, rt api.ClusterEventResourceType,
 }
 
 func (r *round) nodeEvent(n *store.Node, level api.ClusterEventLevel, format string, args ...any) error {
+	return instanceEvent(r.tx, r.cl, n, r.now, level, format, args...)
+}
+
+// instanceEvent appends an Instance event about n, with its logical id and, for errors, its
+// failure message in the metadata.
+func instanceEvent(tx store.Tx, cl *store.Cluster, n *store.Node, at time.Time, level api.ClusterEventLevel, format string, args ...any) error {
 	meta := &api.EventMetadata{Instance: &api.InstanceMetadata{NodeLogicalId: new(n.LogicalID)}}
 	if level == api.ClusterEventLevelError && n.StatusMessage != "" {
 		meta.Instance.FailureMessage = new(n.StatusMessage)
 	}
-	return r.event(n.GroupName, n.InstanceID, api.ClusterEventResourceTypeInstance, level, meta, format, args...)
+	return tx.AppendEvent(&store.Event{ID: uuid.NewString(), ClusterID: cl.ID, ClusterName: cl.Name, ClusterARN: cl.ARN,
+		GroupName: n.GroupName, InstanceID: n.InstanceID, ResourceType: api.ClusterEventResourceTypeInstance, Level: level,
+		Time: at, Description: fmt.Sprintf(format, args...), Metadata: meta})
 }
 
 func (r *round) clusterEvent(level api.ClusterEventLevel, format string, args ...any) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
@@ -37,13 +36,7 @@ func (c *Controller) nodeTx(ctx context.Context, clusterID, logicalID string, fn
 }
 
 func (c *Controller) appendEvent(tx store.Tx, cl *store.Cluster, n *store.Node, level api.ClusterEventLevel, format string, args ...any) error {
-	meta := &api.EventMetadata{Instance: &api.InstanceMetadata{NodeLogicalId: new(n.LogicalID)}}
-	if level == api.ClusterEventLevelError && n.StatusMessage != "" {
-		meta.Instance.FailureMessage = new(n.StatusMessage)
-	}
-	return tx.AppendEvent(&store.Event{ID: uuid.NewString(), ClusterID: cl.ID, ClusterName: cl.Name, ClusterARN: cl.ARN,
-		GroupName: n.GroupName, InstanceID: n.InstanceID, ResourceType: api.ClusterEventResourceTypeInstance, Level: level,
-		Time: time.Now().UTC().Truncate(time.Millisecond), Description: fmt.Sprintf(format, args...), Metadata: meta})
+	return instanceEvent(tx, cl, n, time.Now().UTC().Truncate(time.Millisecond), level, format, args...)
 }
 
 // launched records the outcome of a provider launch: the node is Booting at its address, or
