@@ -87,7 +87,7 @@ run "$HALE" list-cluster-nodes --cluster-name demo --instance-group-name-contain
 step "Replace $worker: a new instance id, the same address and logical id"
 run "$HALE" batch-replace-cluster-nodes --cluster-name demo --node-ids "$worker"
 for _ in $(seq 200); do
-  n=$("$HALE" list-cluster-nodes --cluster-name demo --output text | grep -c Running || true)
+  n=$("$HALE" list-cluster-nodes --cluster-name demo --output text | grep -cx $'INSTANCESTATUS\tRunning' || true)
   [ "$n" -eq 5 ] && ! "$HALE" list-cluster-nodes --cluster-name demo --output text | grep -q "$worker" && break
   sleep 0.1
 done

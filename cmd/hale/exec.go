@@ -23,7 +23,7 @@ func newExecCommand() *cobra.Command {
 		Short: "Run a command (default: a login shell) on a node of a local-provider cluster",
 		Long: `Run a command on a node, inside its network, UTS and mount namespaces: it sees the node's
 hostname, address, /opt/ml, /fsx and the rest as the node's own processes do. --node-id takes an
-instance id or a hostname (ip-a-b-c-d). Without a command it starts a login shell. It works for
+instance id, a hostname (ip-a-b-c-d) or a logical id (<group>-<n>). Without a command it starts a login shell. It works for
 clusters of the local provider on the server's machine, as root.`,
 		Example: `  hale exec --cluster-name demo --node-id ip-10-222-0-10
   hale exec --cluster-name demo --node-id i-0123456789abcdef0 -- cat /opt/ml/config/resource_config.json`,
@@ -59,10 +59,10 @@ func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (st
 	if err != nil {
 		return "", &exitError{255, err}
 	}
-	in := map[string]any{"ClusterName": cluster, "MaxResults": 100}
+	in := map[string]any{"ClusterName": cluster, "MaxResults": 100, "IncludeNodeLogicalIds": true}
 	for {
 		var page struct {
-			ClusterNodeSummaries []struct{ InstanceId, PrivateDnsHostname string }
+			ClusterNodeSummaries []struct{ InstanceId, PrivateDnsHostname, NodeLogicalId string }
 			NextToken            string
 		}
 		if err := c.CallJSON(ctx, "ListClusterNodes", in, &page); err != nil {
@@ -70,7 +70,7 @@ func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (st
 		}
 		for _, s := range page.ClusterNodeSummaries {
 			host, _, _ := strings.Cut(s.PrivateDnsHostname, ".")
-			if s.InstanceId == node || host == node || s.PrivateDnsHostname == node {
+			if s.InstanceId != "" && (s.InstanceId == node || host == node || s.PrivateDnsHostname == node || s.NodeLogicalId == node) {
 				return s.InstanceId, nil
 			}
 		}
@@ -100,6 +100,13 @@ func nodeCommand(dataDir, id string, args []string) ([]string, error) {
 	if len(args) == 0 {
 		args = []string{"/bin/bash", "-l"}
 	}
-	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--wd=/", "--", "env", "HOSTNAME=" + setup.Hostname}
+	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--wd=" + homeDir(), "--", "env", "HOSTNAME=" + setup.Hostname}
 	return append(argv, args...), nil
+}
+
+func homeDir() string {
+	if h, err := os.UserHomeDir(); err == nil && isDir(h) {
+		return h
+	}
+	return "/"
 }

@@ -55,6 +55,9 @@ that stream; --follow keeps printing new lines.`,
 				return &exitError{255, err}
 			}
 			q := url.Values{"cluster": {cluster}}
+			if follow && stream == "" {
+				return &exitError{252, fmt.Errorf("--follow needs --log-stream-name (hale logs --cluster-name %s lists the streams)", cluster)}
+			}
 			if stream == "" {
 				q.Set("prefix", prefix)
 				var ans server.LogsAnswer

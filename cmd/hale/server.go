@@ -38,10 +38,12 @@ works with no other step. The hale CLI reads those files by itself.`,
 				level = slog.LevelDebug
 			}
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			recallSettings(cmd.Flags(), &o)
 			app, err := server.Start(o)
 			if err != nil {
 				return err
 			}
+			rememberSettings(o, app.ObjectStore)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			<-sig

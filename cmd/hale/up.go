@@ -37,6 +37,9 @@ an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET
 		Example: `  sudo hale up examples/cluster.json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("hale up runs the local provider, which needs root (it creates network namespaces, veths and bind mounts); run it as root")
+			}
 			if nodesFrom != "local" {
 				return fmt.Errorf("--nodes-from %q: this release of hale has the local provider only", nodesFrom)
 			}
@@ -74,6 +77,7 @@ an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET
 				return err
 			}
 			defer app.Close()
+			rememberSettings(o, app.ObjectStore)
 			fmt.Fprintf(out, "hale server at %s (data %s, log %s); lifecycle scripts from %s\n", app.URL, o.DataDir, logPath, app.ObjectStore)
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -103,7 +107,7 @@ an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET
 			if err := teardown(app, name); err != nil {
 				return err
 			}
-			fmt.Fprintln(out, "down: every node and namespace is gone")
+			fmt.Fprintf(out, "down: cluster %s and its nodes are gone\n", name)
 			if failed {
 				return &exitError{1, fmt.Errorf("cluster %s failed", name)}
 			}

@@ -52,7 +52,12 @@ type Agent struct {
 	// root is the agent's life: commands run under it, not under a session, so a lost
 	// connection never kills a lifecycle script half-way.
 	root context.Context
+	// pending holds log lines produced while no session was open, sent when one opens.
+	pending []*agentproto.AgentMessage
 }
+
+// maxPending bounds the log messages kept while disconnected.
+const maxPending = 10000
 
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
@@ -135,7 +140,16 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	sendq := make(chan *agentproto.AgentMessage, 64)
 	a.mu.Lock()
 	a.sendq = sendq
+	backlog := a.pending
+	a.pending = nil
 	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		if a.sendq == sendq {
+			a.sendq = nil
+		}
+		a.mu.Unlock()
+	}()
 	errc := make(chan error, 2)
 	go func() { // the only sender on the stream
 		for {
@@ -151,6 +165,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 		}
 	}()
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Inventory{Inventory: a.inventory()}})
+	for _, m := range backlog {
+		a.send(m)
+	}
 	go func() {
 		interval := time.Duration(w.HeartbeatIntervalMs) * time.Millisecond
 		if interval <= 0 {
@@ -186,15 +203,20 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	return <-errc
 }
 
-// send queues a message for the current session; it is dropped if there is none (a result
-// is kept on disk and sent again when the server repeats the command).
+// send queues a message for the current session. Without one, log lines wait for the next
+// session; other messages are dropped (a result is kept on disk and sent again when the
+// server repeats the command; heartbeats and inventory are sent afresh).
 func (a *Agent) send(m *agentproto.AgentMessage) {
 	a.mu.Lock()
 	q := a.sendq
-	a.mu.Unlock()
 	if q == nil {
+		if m.GetLogs() != nil && len(a.pending) < maxPending {
+			a.pending = append(a.pending, m)
+		}
+		a.mu.Unlock()
 		return
 	}
+	a.mu.Unlock()
 	select {
 	case q <- m:
 	case <-time.After(5 * time.Second):

@@ -35,6 +35,7 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 	if b, err := os.ReadFile(resultPath); err == nil {
 		var r agentproto.CommandResult
 		if json.Unmarshal(b, &r) == nil {
+			r.Replayed = true
 			a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Result{Result: &r}})
 			return
 		}
@@ -53,6 +54,7 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 	}()
 
 	var r *agentproto.CommandResult
+	start := time.Now()
 	switch k := cmd.Kind.(type) {
 	case *agentproto.Command_RunLifecycle:
 		r = a.runLifecycle(ctx, k.RunLifecycle)
@@ -64,6 +66,7 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 		r = &agentproto.CommandResult{ExitCode: -1, Error: fmt.Sprintf("unknown command %T", cmd.Kind)}
 	}
 	r.Id = cmd.Id
+	r.DurationMs = uint64(time.Since(start).Milliseconds())
 	if b, err := json.Marshal(r); err == nil {
 		writeFileAtomic(resultPath, b, 0o600)
 	}

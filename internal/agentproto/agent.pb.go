@@ -1045,8 +1045,10 @@ type CommandResult struct {
 	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`                             // set when the command could not run at all
 	OutputTail    []byte                 `protobuf:"bytes,4,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"` // the last lines of stdout and stderr, interleaved
 	TimedOut      bool                   `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	StdoutTail    []byte                 `protobuf:"bytes,6,opt,name=stdout_tail,json=stdoutTail,proto3" json:"stdout_tail,omitempty"` // the last lines of stdout alone
-	StderrTail    []byte                 `protobuf:"bytes,7,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"` // the last lines of stderr alone
+	StdoutTail    []byte                 `protobuf:"bytes,6,opt,name=stdout_tail,json=stdoutTail,proto3" json:"stdout_tail,omitempty"`  // the last lines of stdout alone
+	StderrTail    []byte                 `protobuf:"bytes,7,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`  // the last lines of stderr alone
+	DurationMs    uint64                 `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"` // how long the command ran
+	Replayed      bool                   `protobuf:"varint,9,opt,name=replayed,proto3" json:"replayed,omitempty"`                       // answered from the stored result of an earlier run
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1128,6 +1130,20 @@ func (x *CommandResult) GetStderrTail() []byte {
 		return x.StderrTail
 	}
 	return nil
+}
+
+func (x *CommandResult) GetDurationMs() uint64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *CommandResult) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type LogLines struct {
@@ -1324,7 +1340,7 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"RunCommand\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12'\n" +
-	"\x0ftimeout_seconds\x18\x02 \x01(\rR\x0etimeoutSeconds\"\xd2\x01\n" +
+	"\x0ftimeout_seconds\x18\x02 \x01(\rR\x0etimeoutSeconds\"\x8f\x02\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
@@ -1335,7 +1351,10 @@ const file_agent_proto_rawDesc = "" +
 	"\vstdout_tail\x18\x06 \x01(\fR\n" +
 	"stdoutTail\x12\x1f\n" +
 	"\vstderr_tail\x18\a \x01(\fR\n" +
-	"stderrTail\"P\n" +
+	"stderrTail\x12\x1f\n" +
+	"\vduration_ms\x18\b \x01(\x04R\n" +
+	"durationMs\x12\x1a\n" +
+	"\breplayed\x18\t \x01(\bR\breplayed\"P\n" +
 	"\bLogLines\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12,\n" +
 	"\x05lines\x18\x02 \x03(\v2\x16.hale.agent.v1.LogLineR\x05lines\"<\n" +

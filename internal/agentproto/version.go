@@ -9,5 +9,6 @@ package agentproto
 // CapabilityVersion is what this build of the protocol can do. An agent announces it in Hello
 // and the server in Welcome; each side only uses what both know.
 //
-//	1: Hello/Welcome, heartbeats, inventory, RunLifecycle, WriteFiles, RunCommand, log lines.
+//	1: Hello/Welcome, heartbeats, inventory, RunLifecycle, WriteFiles, RunCommand, log lines;
+//	   CommandResult carries duration_ms and replayed.
 const CapabilityVersion = 1

@@ -38,6 +38,8 @@ type Config struct {
 	Store             store.Store
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
+	// ReconnectGrace: see DefaultReconnectGrace.
+	ReconnectGrace time.Duration
 	// Notify is told the cluster id whenever one of its nodes connects, disconnects, goes
 	// silent or speaks again.
 	Notify func(clusterID string)
@@ -73,6 +75,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MissedHeartbeats <= 0 {
 		cfg.MissedHeartbeats = DefaultMissedHeartbeats
+	}
+	if cfg.ReconnectGrace <= 0 {
+		cfg.ReconnectGrace = DefaultReconnectGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -217,7 +222,6 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *
 		default:
 			return status.Errorf(codes.Unauthenticated, "instance %s presented neither its bootstrap token nor its node secret", h.InstanceId)
 		}
-		n.Details.Unreachable = false
 		if err := tx.UpdateNode(n); err != nil {
 			return err
 		}
@@ -294,16 +298,20 @@ func (s *Server) Connected(instanceID string) bool {
 	return s.sessions[instanceID] != nil
 }
 
+// DefaultReconnectGrace is how long after the server starts a node without a session is still
+// given to reconnect (agents back off up to 2 s between attempts) before it counts as silent.
+const DefaultReconnectGrace = 10 * time.Second
+
 // Silent reports whether a node that should talk has been quiet for longer than the
-// threshold: no session and the server has run longer than the threshold (so agents had time
-// to reconnect after a restart), or a session without a message for that long.
+// threshold: a session without a message for that long, or no session at all once the server
+// has run long enough for agents to reconnect after a restart.
 func (s *Server) Silent(instanceID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess := s.sessions[instanceID]; sess != nil {
 		return time.Since(sess.lastSeen) > s.SilenceThreshold()
 	}
-	return time.Since(s.started) > s.SilenceThreshold()
+	return time.Since(s.started) > max(s.SilenceThreshold(), s.cfg.ReconnectGrace)
 }
 
 // Watch checks heartbeats until ctx ends, telling Notify about each node that goes silent.

@@ -63,7 +63,7 @@ func newFixture(t testing.TB, nodes int, interval time.Duration) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: interval, MissedHeartbeats: 3, Logger: quiet,
+	f.srv = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: interval, MissedHeartbeats: 3, ReconnectGrace: interval, Logger: quiet,
 		Notify: func(id string) { f.notify <- id }})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -401,6 +401,7 @@ func (r *round) addNode(g *store.Group) error {
 	n.Details.Ordinal = ord
 	n.Details.ImageID = g.State.DesiredImageID
 	n.Details.ImageReleaseVersion = g.State.DesiredImageReleaseVersion
+	n.Details.SoftwareGeneration = g.State.SoftwareGeneration
 	n.Details.ThreadsPerCore = g.Spec.GetThreadsPerCore()
 	n.Details.Phase, n.Details.PhaseSince = store.PhasePending, r.now
 	n.Status = api.ClusterInstanceStatusPending
@@ -530,7 +531,8 @@ func (r *round) launch(n *store.Node) error {
 		return r.fail(n, "its instance group is gone")
 	}
 	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
-		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token}
+		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
+		DNSDomain: dnsDomain(r.cl.ARN)}
 	old := n.Details.OldInstanceID
 	r.work = append(r.work, r.c.background(key, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
@@ -549,16 +551,22 @@ func (r *round) launch(n *store.Node) error {
 // configure moves a node whose agent registered to Configuring, with the id of the lifecycle
 // command it is to run.
 func (r *round) configure(n *store.Node) error {
-	n.Details.CommandID = "lifecycle-" + n.InstanceID
+	id := "lifecycle-" + n.InstanceID
+	again := n.Details.CommandID == id // a reboot: the instance ran its scripts before
+	n.Details.CommandID = id
 	g := r.byGroup[n.GroupName]
 	script := "no lifecycle scripts"
 	if g != nil && g.Spec.LifeCycleConfig != nil {
 		script = "lifecycle script " + entryPoint(g.Spec.LifeCycleConfig)
 	}
-	if err := r.setPhase(n, store.PhaseConfiguring, "Running "+script); err != nil {
+	msg, event := "Running "+script, "Instance %s registered its agent; running %s."
+	if again {
+		msg, event = "Agent back; its "+script+" ran before", "Instance %s is back: its agent registered again (its %s ran before and does not run again)."
+	}
+	if err := r.setPhase(n, store.PhaseConfiguring, msg); err != nil {
 		return err
 	}
-	if err := r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s registered its agent; running %s.", n.InstanceID, script); err != nil {
+	if err := r.nodeEvent(n, api.ClusterEventLevelInfo, event, n.InstanceID, script); err != nil {
 		return err
 	}
 	r.sendLifecycle(n)
@@ -580,11 +588,14 @@ func (r *round) watchReachability(n *store.Node) error {
 	switch {
 	case !n.Details.Unreachable && agents.Silent(n.InstanceID):
 		n.Details.Unreachable = true
-		msg := fmt.Sprintf("Node unreachable: its agent missed heartbeats for more than %s.", agents.SilenceThreshold())
-		if err := r.setPhase(n, store.PhaseReady, msg); err != nil {
+		why := fmt.Sprintf("no heartbeat from its agent for more than %s", agents.SilenceThreshold())
+		if !agents.Connected(n.InstanceID) {
+			why = "its agent's connection is gone and has not come back"
+		}
+		if err := r.setPhase(n, store.PhaseReady, "Node unreachable: "+why+"."); err != nil {
 			return err
 		}
-		return r.nodeEvent(n, api.ClusterEventLevelWarn, "Instance %s (%s) is unreachable: no heartbeat for more than %s.", n.InstanceID, n.Details.PrivateDNSHostname, agents.SilenceThreshold())
+		return r.nodeEvent(n, api.ClusterEventLevelWarn, "Instance %s (%s) is unreachable: %s.", n.InstanceID, n.Details.PrivateDNSHostname, why)
 	case n.Details.Unreachable && agents.Reachable(n.InstanceID):
 		n.Details.Unreachable = false
 		if err := r.setPhase(n, store.PhaseReady, ""); err != nil {
@@ -621,13 +632,14 @@ func (r *round) softwareUpdate() error {
 		for _, n := range r.live(g.Name) {
 			if isBringUp(n.Details.Phase) {
 				inFlight++
-			} else if n.Details.ImageID != st.DesiredImageID || n.Details.ImageReleaseVersion != st.DesiredImageReleaseVersion {
+			} else if n.Details.SoftwareGeneration < st.SoftwareGeneration {
 				outdated = append(outdated, n)
 			}
 		}
 		for i := 0; i < len(outdated) && inFlight < batchSize(g); i++ {
 			n := outdated[i]
 			n.Details.ImageID, n.Details.ImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion
+			n.Details.SoftwareGeneration = st.SoftwareGeneration
 			t := r.now
 			n.Details.LastSoftwareUpdateTime = &t
 			if err := r.replace(n, "UpdateClusterSoftware"); err != nil {

@@ -60,8 +60,8 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 		n.Details.OldInstanceID = ""
 		n.Details.PrivateIP = inst.IP
 		n.Details.PrivateDNSHostname = inst.Hostname
-		if region := regionOf(cl.ARN); region != "" {
-			n.Details.PrivateDNSHostname = inst.Hostname + "." + region + ".compute.internal"
+		if d := dnsDomain(cl.ARN); d != "" {
+			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
 		}
 		n.LaunchTime = inst.LaunchTime
 		n.Details.Phase = store.PhaseBooting
@@ -72,6 +72,19 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 		}
 		return c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s launched for node %s at %s (%s).", n.InstanceID, n.LogicalID, inst.IP, inst.Hostname)
 	})
+}
+
+// dnsDomain is the domain of the cluster's private host names, <region>.compute.internal as EC2
+// names them (research hyperpod-api-slurm.md §2.5; us-east-1's ec2.internal aside).
+func dnsDomain(arn string) string {
+	region := regionOf(arn)
+	switch region {
+	case "":
+		return ""
+	case "us-east-1":
+		return "ec2.internal"
+	}
+	return region + ".compute.internal"
 }
 
 // regionOf reads the region out of a cluster ARN.
@@ -157,12 +170,14 @@ func (r *round) sendLifecycle(n *store.Node) {
 	node := *n
 	clusterID, createStream := r.cl.ID, r.cl.State.CreateLogStream
 	r.work = append(r.work, c.background(key, clusterID, func(ctx context.Context) {
+		var fetchErr error
 		if lc != nil && lc.SourceS3Uri != nil {
 			files, err := c.cfg.Lifecycle.Fetch(ctx, *lc.SourceS3Uri)
 			if err != nil {
-				c.lifecycleDone(ctx, &node, createStream, "", &agentproto.CommandResult{ExitCode: -1,
-					Error: fmt.Sprintf("the lifecycle scripts could not be fetched from %s: %v", *lc.SourceS3Uri, err)}, 0)
-				return
+				// The agent may have run them already (a restart after the scripts ran, with
+				// an object store that has moved): it answers a known command id from its stored
+				// result, and the fetch error is what a new run reports.
+				fetchErr = fmt.Errorf("the lifecycle scripts could not be fetched from %s: %v", *lc.SourceS3Uri, err)
 			}
 			cmd.Files = files
 			cmd.EntryPoint = entryPoint(lc)
@@ -170,7 +185,6 @@ func (r *round) sendLifecycle(n *store.Node) {
 				cmd.ProvisioningParameters = pp // the operator's own file wins, as on HyperPod
 			}
 		}
-		start := time.Now()
 		res, err := c.cfg.Agents.Send(node.InstanceID, &agentproto.Command{Id: node.Details.CommandID,
 			Kind: &agentproto.Command_RunLifecycle{RunLifecycle: cmd}})
 		if err != nil {
@@ -181,7 +195,10 @@ func (r *round) sendLifecycle(n *store.Node) {
 		for {
 			select {
 			case result := <-res:
-				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result, time.Since(start))
+				if fetchErr != nil && !result.Replayed {
+					result = &agentproto.CommandResult{ExitCode: -1, Error: fetchErr.Error()}
+				}
+				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result)
 				return
 			case <-tick.C:
 				if !c.cfg.Agents.Connected(node.InstanceID) {
@@ -197,7 +214,8 @@ func (r *round) sendLifecycle(n *store.Node) {
 // lifecycleDone records a lifecycle result: Running, or Failure with a message naming the
 // group, the host, the script, the exit code and the last lines of output. Either way the
 // cluster's CreateCluster log stream gets a line for the host.
-func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, createStream, script string, res *agentproto.CommandResult, took time.Duration) {
+func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, createStream, script string, res *agentproto.CommandResult) {
+	took := time.Duration(res.DurationMs) * time.Millisecond
 	c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
 		if n.InstanceID != node.InstanceID || n.Details.Phase != store.PhaseConfiguring {
 			return nil
@@ -211,6 +229,9 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		}
 		ok := res.Error == "" && res.ExitCode == 0 && !res.TimedOut
 		switch {
+		case ok && res.Replayed:
+			n.StatusMessage = ""
+			add("%s (%s, group %s): agent back; its lifecycle scripts had succeeded (%.1fs) and did not run again", host, n.InstanceID, n.GroupName, took.Seconds())
 		case ok && script == "":
 			n.StatusMessage = ""
 			add("%s (%s, group %s): no lifecycle scripts configured; configuration files written", host, n.InstanceID, n.GroupName)
@@ -240,7 +261,7 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		if err := tx.UpdateNode(n); err != nil {
 			return err
 		}
-		if createStream != "" && cl.Status == api.ClusterStatusCreating {
+		if createStream != "" && cl.Status == api.ClusterStatusCreating && !res.Replayed {
 			if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), createStream, cl.ID, lines); err != nil {
 				return err
 			}

@@ -64,7 +64,7 @@ func BuildResourceConfig(arn, name string, groups []api.ClusterInstanceGroupSpec
 		rc.InstanceGroups = append(rc.InstanceGroups, rg)
 	}
 	b, _ := json.MarshalIndent(rc, "", "    ")
-	return b
+	return append(b, '\n')
 }
 
 // ProvisioningParameters is the legacy provisioning_parameters.json, which HyperPod's sample
@@ -123,5 +123,5 @@ func BuildProvisioningParameters(groups []api.ClusterInstanceGroupSpecification)
 		return nil
 	}
 	b, _ := json.MarshalIndent(pp, "", "    ")
-	return b
+	return append(b, '\n')
 }

@@ -65,6 +65,9 @@ type LaunchSpec struct {
 	Mounts []Mount
 	// AgentToken is the one-time bootstrap token the instance's agent registers with.
 	AgentToken string
+	// DNSDomain makes the node's full name <hostname>.<DNSDomain> (us-west-2.compute.internal,
+	// as EC2 names private hosts); it resolves on the cluster's nodes.
+	DNSDomain string
 }
 
 // Provider launches and manages instances.

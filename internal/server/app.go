@@ -73,6 +73,7 @@ type Options struct {
 	LifecycleTimeout  time.Duration
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
+	ReconnectGrace    time.Duration
 }
 
 // DefaultAgentPort is the port agents connect to.
@@ -160,7 +161,7 @@ func Start(o Options) (*App, error) {
 	var ctl *controller.Controller
 	notify := func(id string) { ctl.Enqueue(id) }
 	a.Agents = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: o.HeartbeatInterval,
-		MissedHeartbeats: o.MissedHeartbeats, Notify: notify, Logger: log})
+		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, Logger: log})
 	var agentLn net.Listener
 	switch o.Provider {
 	case "":

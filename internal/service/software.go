@@ -61,6 +61,7 @@ func (s *Service) UpdateClusterSoftware(ctx context.Context, in *api.UpdateClust
 				g.State.DesiredImageID = "default"
 			}
 			g.State.DesiredImageReleaseVersion = release[g.Name]
+			g.State.SoftwareGeneration++ // every node is re-imaged, even onto the same image
 			g.State.SoftwareUpdateStatus = api.SoftwareUpdateStatusPending
 			g.State.ActiveSoftwareUpdateConfig = in.DeploymentConfig
 			g.State.Status = api.InstanceGroupStatusSystemUpdating

@@ -182,7 +182,10 @@ type GroupState struct {
 	ActiveSoftwareUpdateConfig *api.DeploymentConfiguration `json:",omitempty"`
 	TrainingPlanStatus         string                       `json:",omitempty"`
 	NextLogicalOrdinal         int                          `json:",omitempty"` // next NodeLogicalId suffix
-	Scaling                    bool                         `json:",omitempty"` // a scaling operation is in progress
+	// SoftwareGeneration counts the group's UpdateClusterSoftware calls; a node launched
+	// before the latest one is re-imaged by it.
+	SoftwareGeneration int  `json:",omitempty"`
+	Scaling            bool `json:",omitempty"` // a scaling operation is in progress
 	// Previous is the specification before the UpdateCluster in progress, and AddedByUpdate
 	// marks a group that update created: a failed update rolls back to them.
 	Previous      *api.ClusterInstanceGroupSpecification `json:",omitempty"`
@@ -220,15 +223,17 @@ type NodeDetails struct {
 	UltraServerType        string     `json:",omitempty"`
 
 	// What the reconcilers keep about the node's bring-up (see internal/controller).
-	Phase          NodePhase      `json:",omitempty"`
-	PhaseSince     time.Time      `json:",omitzero"`
-	AgentTokenHash string         `json:",omitempty"` // sha256 of the one-time bootstrap token
-	NodeSecretHash string         `json:",omitempty"` // sha256 of the secret the agent reconnects with
-	CommandID      string         `json:",omitempty"` // the lifecycle command sent to the agent
-	OldInstanceID  string         `json:",omitempty"` // the instance a replacement retires first
-	Ordinal        int            `json:",omitempty"` // the node's place in its group, from 1
-	Unreachable    bool           `json:",omitempty"` // the agent missed its heartbeats
-	Inventory      *NodeInventory `json:",omitempty"`
+	Phase          NodePhase `json:",omitempty"`
+	PhaseSince     time.Time `json:",omitzero"`
+	AgentTokenHash string    `json:",omitempty"` // sha256 of the one-time bootstrap token
+	NodeSecretHash string    `json:",omitempty"` // sha256 of the secret the agent reconnects with
+	CommandID      string    `json:",omitempty"` // the lifecycle command sent to the agent
+	OldInstanceID  string    `json:",omitempty"` // the instance a replacement retires first
+	Ordinal        int       `json:",omitempty"` // the node's place in its group, from 1
+	// SoftwareGeneration is the group's software generation the node was imaged with.
+	SoftwareGeneration int            `json:",omitempty"`
+	Unreachable        bool           `json:",omitempty"` // the agent missed its heartbeats
+	Inventory          *NodeInventory `json:",omitempty"`
 }
 
 // NodePhase is where a node's bring-up stands; ClusterInstanceStatus is what the API shows.

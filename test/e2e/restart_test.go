@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -155,4 +157,52 @@ func TestOrphansAreReapedOnStart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "local", "instances", orphan.ID)); !os.IsNotExist(err) {
 		t.Fatalf("the orphan's directory survives: %v", err)
 	}
+}
+
+// TestRestartAdoptsRunningNodes: a server stopped and started again on the same data directory
+// adopts its nodes; a node its agent took a moment to reach again is Running again, not left
+// unreachable. A second server on the first one's bridge is refused.
+func TestRestartAdoptsRunningNodes(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	o.ReconnectGrace = time.Millisecond // nodes count as silent at once, to exercise the way back
+	first := servertest.Start(t, o)
+	e := &env{Env: first, t: t, scripts: o.ObjectStore}
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("adopt"), InstanceGroups: fourNodes("")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("adopt", types.ClusterStatusInservice, 60*time.Second)
+	before := ids(e.nodes("adopt"))
+
+	other := options(t, t.TempDir())
+	other.LocalBridge, other.LocalSubnet = o.LocalBridge, "10.250.0.0/16"
+	if _, err := server.Start(other); err == nil || !strings.Contains(err.Error(), "belongs to another hale server") {
+		t.Fatalf("a second server on the same bridge: %v", err)
+	}
+
+	first.App.Close()
+	e.Env = servertest.Start(t, o)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nodes := e.nodes("adopt")
+		running := 0
+		for _, n := range nodes {
+			if n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+				running++
+			}
+		}
+		if running == 4 && slices.Equal(ids(nodes), before) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart %d of 4 nodes Running (%v, was %v):\n%s", running, ids(nodes), before, e.events("adopt"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("adopt")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("adopt", 30*time.Second)
 }

@@ -142,6 +142,7 @@ type record struct {
 	Mounts       []provider.Mount `json:"Mounts,omitempty"`
 	LaunchTime   time.Time        `json:"LaunchTime"`
 	AgentToken   string           `json:"AgentToken,omitempty"`
+	DNSDomain    string           `json:"DnsDomain,omitempty"`
 }
 
 func (p *Provider) dir(id string) string { return filepath.Join(p.cfg.Root, "instances", id) }
@@ -298,7 +299,7 @@ func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
 	r := &record{ID: spec.InstanceID, ClusterID: spec.ClusterID, ClusterName: spec.ClusterName, GroupName: spec.GroupName,
 		LogicalID: spec.LogicalID, InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip),
 		Netns: "hale-" + spec.InstanceID, HostVeth: vethName(ip), Mounts: spec.Mounts,
-		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken}
+		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, DNSDomain: spec.DNSDomain}
 	if err := os.MkdirAll(p.dir(r.ID), 0o700); err != nil {
 		return nil, err
 	}
@@ -388,7 +389,12 @@ func (p *Provider) writeHosts(clusterID string) error {
 	var b strings.Builder
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 	for _, r := range rs {
-		if r.ClusterID == clusterID {
+		if r.ClusterID != clusterID {
+			continue
+		}
+		if r.DNSDomain != "" {
+			fmt.Fprintf(&b, "%s\t%s.%s %s\n", r.IP, r.Hostname, r.DNSDomain, r.Hostname)
+		} else {
 			fmt.Fprintf(&b, "%s\t%s\n", r.IP, r.Hostname)
 		}
 	}

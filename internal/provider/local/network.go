@@ -42,13 +42,28 @@ func deleteLink(name string) error {
 	return nil
 }
 
-// ensureBridge creates the bridge with the gateway address, if it is not there.
+// ensureBridge creates the bridge with the gateway address, if it is not there. A bridge (or
+// subnet) another hale server uses is refused: two servers on one bridge would give the same
+// addresses and interface names to different nodes and tear down each other's network.
 func (p *Provider) ensureBridge() error {
 	br := p.cfg.Bridge
-	if !linkExists(br) {
+	owner := "hale " + p.cfg.Root
+	if linkExists(br) {
+		b, _ := os.ReadFile(filepath.Join("/sys/class/net", br, "ifalias"))
+		if a := strings.TrimSpace(string(b)); a != "" && a != owner {
+			return fmt.Errorf("local provider: bridge %s belongs to another hale server (%s); give this one its own --local-bridge and --local-subnet (and --agent-port)", br, a)
+		}
+	} else {
+		out, _ := exec.Command("ip", "-o", "addr", "show", "to", p.gateway.String()+"/32").Output()
+		if f := strings.Fields(string(out)); len(f) > 1 {
+			return fmt.Errorf("local provider: %s (the gateway of --local-subnet %s) is already on interface %s; choose another --local-subnet", p.gateway, p.subnet, f[1])
+		}
 		if err := ip("link", "add", "name", br, "type", "bridge"); err != nil {
 			return err
 		}
+	}
+	if err := ip("link", "set", "dev", br, "alias", owner); err != nil {
+		return err
 	}
 	// A bridge takes the lowest MAC of its ports unless given one, so its MAC would change as
 	// nodes come and go, and every node's ARP entry for the gateway (where the server is)
