@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/topology"
+	"golang.org/x/sys/unix"
 )
 
 // SimulatedDevicesFile holds a node's simulated accelerators, in the agent's state directory:
@@ -24,7 +26,10 @@ func (a *Agent) accelerators() ([]*agentproto.Accelerator, error) {
 	var devs []*agentproto.Accelerator
 	b, err := os.ReadFile(path)
 	if err == nil {
-		return devs, json.Unmarshal(b, &devs)
+		if err := json.Unmarshal(b, &devs); err != nil {
+			return nil, err
+		}
+		return devs, a.deviceNodes(devs)
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -40,10 +45,41 @@ func (a *Agent) accelerators() ([]*agentproto.Accelerator, error) {
 		if it.Accelerators.Kind == "neuron" {
 			prefix = "NEURON"
 		}
-		devs = append(devs, &agentproto.Accelerator{Index: int32(i), Kind: it.Accelerators.Kind, Model: it.Accelerators.Model,
+		d := &agentproto.Accelerator{Index: int32(i), Kind: it.Accelerators.Kind, Model: it.Accelerators.Model,
 			Uuid:      fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]),
-			MemoryMib: it.Accelerators.MemoryMiB, Simulated: true, Healthy: true})
+			MemoryMib: it.Accelerators.MemoryMiB, Simulated: true, Healthy: true}
+		if d.Kind == "gpu" {
+			d.DevicePath = filepath.Join(a.cfg.StateDir, "dev", fmt.Sprintf("nvidia%d", i))
+		}
+		devs = append(devs, d)
 	}
 	out, _ := json.MarshalIndent(devs, "", "  ")
-	return devs, writeFileAtomic(path, out, 0o644)
+	if err := writeFileAtomic(path, out, 0o644); err != nil {
+		return nil, err
+	}
+	return devs, a.deviceNodes(devs)
+}
+
+// nvidiaMajor is the character device major number of NVIDIA GPUs (/dev/nvidia0 is 195, 0).
+const nvidiaMajor = 195
+
+// deviceNodes makes the simulated GPUs' device files: character devices with NVIDIA's numbers
+// in the agent's own directory, so Slurm's gres.conf can name them as File= (it checks that
+// they are devices) while nothing can open them.
+func (a *Agent) deviceNodes(devs []*agentproto.Accelerator) error {
+	for _, d := range devs {
+		if !d.Simulated || d.DevicePath == "" {
+			continue
+		}
+		if _, err := os.Stat(d.DevicePath); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(d.DevicePath), 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mknod(d.DevicePath, syscall.S_IFCHR|0o600, int(unix.Mkdev(nvidiaMajor, uint32(d.Index)))); err != nil {
+			return fmt.Errorf("simulated device %s: %w", d.DevicePath, err)
+		}
+	}
+	return nil
 }

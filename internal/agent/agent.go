@@ -54,6 +54,7 @@ type Agent struct {
 	root context.Context
 	// pending holds log lines produced while no session was open, sent when one opens.
 	pending []*agentproto.AgentMessage
+	daemons daemons
 }
 
 // maxPending bounds the log messages kept while disconnected.
@@ -70,6 +71,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx}
+	a.daemons.a = a
+	if _, err := a.accelerators(); err != nil {
+		a.log.Error("accelerators", "error", err)
+	}
+	a.daemons.startEnabled()
+	defer a.daemons.stopAll()
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))

@@ -60,6 +60,16 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 		r = a.runLifecycle(ctx, k.RunLifecycle)
 	case *agentproto.Command_WriteFiles:
 		r = writeFiles(k.WriteFiles)
+	case *agentproto.Command_Daemon:
+		r = &agentproto.CommandResult{}
+		if err := a.daemons.apply(k.Daemon); err != nil {
+			r = &agentproto.CommandResult{ExitCode: -1, Error: err.Error()}
+		}
+	case *agentproto.Command_RestartDaemon:
+		r = &agentproto.CommandResult{}
+		if err := a.daemons.restartDaemon(k.RestartDaemon.Name); err != nil {
+			r = &agentproto.CommandResult{ExitCode: -1, Error: err.Error()}
+		}
 	case *agentproto.Command_Run:
 		r = a.run(ctx, k.Run.Argv, "", nil, time.Duration(k.Run.TimeoutSeconds)*time.Second, "")
 	default:

@@ -597,6 +597,7 @@ type Accelerator struct {
 	MemoryMib     int64                  `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	Simulated     bool                   `protobuf:"varint,6,opt,name=simulated,proto3" json:"simulated,omitempty"`
 	Healthy       bool                   `protobuf:"varint,7,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	DevicePath    string                 `protobuf:"bytes,8,opt,name=device_path,json=devicePath,proto3" json:"device_path,omitempty"` // the device file, e.g. /dev/nvidia0 (simulated: a device node of the agent's own)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +681,13 @@ func (x *Accelerator) GetHealthy() bool {
 	return false
 }
 
+func (x *Accelerator) GetDevicePath() string {
+	if x != nil {
+		return x.DevicePath
+	}
+	return ""
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is unique per command; an agent that gets a command id it already ran answers with the
@@ -690,6 +698,8 @@ type Command struct {
 	//	*Command_RunLifecycle
 	//	*Command_WriteFiles
 	//	*Command_Run
+	//	*Command_Daemon
+	//	*Command_RestartDaemon
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -766,6 +776,24 @@ func (x *Command) GetRun() *RunCommand {
 	return nil
 }
 
+func (x *Command) GetDaemon() *Daemon {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Daemon); ok {
+			return x.Daemon
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRestartDaemon() *RestartDaemon {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_RestartDaemon); ok {
+			return x.RestartDaemon
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -782,11 +810,148 @@ type Command_Run struct {
 	Run *RunCommand `protobuf:"bytes,4,opt,name=run,proto3,oneof"`
 }
 
+type Command_Daemon struct {
+	Daemon *Daemon `protobuf:"bytes,5,opt,name=daemon,proto3,oneof"`
+}
+
+type Command_RestartDaemon struct {
+	RestartDaemon *RestartDaemon `protobuf:"bytes,6,opt,name=restart_daemon,json=restartDaemon,proto3,oneof"`
+}
+
 func (*Command_RunLifecycle) isCommand_Kind() {}
 
 func (*Command_WriteFiles) isCommand_Kind() {}
 
 func (*Command_Run) isCommand_Kind() {}
+
+func (*Command_Daemon) isCommand_Kind() {}
+
+func (*Command_RestartDaemon) isCommand_Kind() {}
+
+// Daemon enables (or, with enabled false, stops and disables) a long-running process the
+// agent supervises: started now and at every agent start (as a systemd unit that is enabled),
+// restarted when it exits, its output appended to log_path.
+type Daemon struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Enabled       bool                   `protobuf:"varint,4,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	LogPath       string                 `protobuf:"bytes,5,opt,name=log_path,json=logPath,proto3" json:"log_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Daemon) Reset() {
+	*x = Daemon{}
+	mi := &file_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Daemon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Daemon) ProtoMessage() {}
+
+func (x *Daemon) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Daemon.ProtoReflect.Descriptor instead.
+func (*Daemon) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Daemon) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Daemon) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *Daemon) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *Daemon) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *Daemon) GetLogPath() string {
+	if x != nil {
+		return x.LogPath
+	}
+	return ""
+}
+
+// RestartDaemon stops a supervised daemon and starts it again (e.g. slurmctld after its
+// node set changed).
+type RestartDaemon struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartDaemon) Reset() {
+	*x = RestartDaemon{}
+	mi := &file_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartDaemon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartDaemon) ProtoMessage() {}
+
+func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartDaemon.ProtoReflect.Descriptor instead.
+func (*RestartDaemon) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RestartDaemon) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
 
 // RunLifecycle prepares /opt/ml/config and runs the group's lifecycle entry point as HyperPod
 // does: files are the script bundle fetched from LifeCycleConfig.SourceS3Uri.
@@ -805,7 +970,7 @@ type RunLifecycle struct {
 
 func (x *RunLifecycle) Reset() {
 	*x = RunLifecycle{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +982,7 @@ func (x *RunLifecycle) String() string {
 func (*RunLifecycle) ProtoMessage() {}
 
 func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +995,7 @@ func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLifecycle.ProtoReflect.Descriptor instead.
 func (*RunLifecycle) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunLifecycle) GetFiles() map[string][]byte {
@@ -891,7 +1056,7 @@ type WriteFiles struct {
 
 func (x *WriteFiles) Reset() {
 	*x = WriteFiles{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1068,7 @@ func (x *WriteFiles) String() string {
 func (*WriteFiles) ProtoMessage() {}
 
 func (x *WriteFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1081,7 @@ func (x *WriteFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFiles.ProtoReflect.Descriptor instead.
 func (*WriteFiles) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteFiles) GetFiles() []*File {
@@ -937,7 +1102,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1114,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1127,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *File) GetPath() string {
@@ -996,7 +1161,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1173,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1186,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunCommand) GetArgv() []string {
@@ -1055,7 +1220,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1232,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1245,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1156,7 +1321,7 @@ type LogLines struct {
 
 func (x *LogLines) Reset() {
 	*x = LogLines{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1333,7 @@ func (x *LogLines) String() string {
 func (*LogLines) ProtoMessage() {}
 
 func (x *LogLines) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1346,7 @@ func (x *LogLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLines.ProtoReflect.Descriptor instead.
 func (*LogLines) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LogLines) GetStream() string {
@@ -1208,7 +1373,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1385,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1398,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LogLine) GetUnixMs() int64 {
@@ -1296,7 +1461,7 @@ const file_agent_proto_rawDesc = "" +
 	"memory_mib\x18\x02 \x01(\x03R\tmemoryMib\x12>\n" +
 	"\faccelerators\x18\x03 \x03(\v2\x1a.hale.agent.v1.AcceleratorR\faccelerators\x12\x16\n" +
 	"\x06kernel\x18\x04 \x01(\tR\x06kernel\x12#\n" +
-	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\"\xb8\x01\n" +
+	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\"\xd9\x01\n" +
 	"\vAccelerator\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -1305,14 +1470,29 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x05 \x01(\x03R\tmemoryMib\x12\x1c\n" +
 	"\tsimulated\x18\x06 \x01(\bR\tsimulated\x12\x18\n" +
-	"\ahealthy\x18\a \x01(\bR\ahealthy\"\xd2\x01\n" +
+	"\ahealthy\x18\a \x01(\bR\ahealthy\x12\x1f\n" +
+	"\vdevice_path\x18\b \x01(\tR\n" +
+	"devicePath\"\xca\x02\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12B\n" +
 	"\rrun_lifecycle\x18\x02 \x01(\v2\x1b.hale.agent.v1.RunLifecycleH\x00R\frunLifecycle\x12<\n" +
 	"\vwrite_files\x18\x03 \x01(\v2\x19.hale.agent.v1.WriteFilesH\x00R\n" +
 	"writeFiles\x12-\n" +
-	"\x03run\x18\x04 \x01(\v2\x19.hale.agent.v1.RunCommandH\x00R\x03runB\x06\n" +
-	"\x04kind\"\xc1\x03\n" +
+	"\x03run\x18\x04 \x01(\v2\x19.hale.agent.v1.RunCommandH\x00R\x03run\x12/\n" +
+	"\x06daemon\x18\x05 \x01(\v2\x15.hale.agent.v1.DaemonH\x00R\x06daemon\x12E\n" +
+	"\x0erestart_daemon\x18\x06 \x01(\v2\x1c.hale.agent.v1.RestartDaemonH\x00R\rrestartDaemonB\x06\n" +
+	"\x04kind\"\xcf\x01\n" +
+	"\x06Daemon\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04argv\x18\x02 \x03(\tR\x04argv\x120\n" +
+	"\x03env\x18\x03 \x03(\v2\x1e.hale.agent.v1.Daemon.EnvEntryR\x03env\x12\x18\n" +
+	"\aenabled\x18\x04 \x01(\bR\aenabled\x12\x19\n" +
+	"\blog_path\x18\x05 \x01(\tR\alogPath\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
+	"\rRestartDaemon\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xc1\x03\n" +
 	"\fRunLifecycle\x12<\n" +
 	"\x05files\x18\x01 \x03(\v2&.hale.agent.v1.RunLifecycle.FilesEntryR\x05files\x12\x1f\n" +
 	"\ventry_point\x18\x02 \x01(\tR\n" +
@@ -1376,7 +1556,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),  // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil), // 1: hale.agent.v1.ServerMessage
@@ -1387,40 +1567,46 @@ var file_agent_proto_goTypes = []any{
 	(*Inventory)(nil),     // 6: hale.agent.v1.Inventory
 	(*Accelerator)(nil),   // 7: hale.agent.v1.Accelerator
 	(*Command)(nil),       // 8: hale.agent.v1.Command
-	(*RunLifecycle)(nil),  // 9: hale.agent.v1.RunLifecycle
-	(*WriteFiles)(nil),    // 10: hale.agent.v1.WriteFiles
-	(*File)(nil),          // 11: hale.agent.v1.File
-	(*RunCommand)(nil),    // 12: hale.agent.v1.RunCommand
-	(*CommandResult)(nil), // 13: hale.agent.v1.CommandResult
-	(*LogLines)(nil),      // 14: hale.agent.v1.LogLines
-	(*LogLine)(nil),       // 15: hale.agent.v1.LogLine
-	nil,                   // 16: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                   // 17: hale.agent.v1.RunLifecycle.EnvEntry
+	(*Daemon)(nil),        // 9: hale.agent.v1.Daemon
+	(*RestartDaemon)(nil), // 10: hale.agent.v1.RestartDaemon
+	(*RunLifecycle)(nil),  // 11: hale.agent.v1.RunLifecycle
+	(*WriteFiles)(nil),    // 12: hale.agent.v1.WriteFiles
+	(*File)(nil),          // 13: hale.agent.v1.File
+	(*RunCommand)(nil),    // 14: hale.agent.v1.RunCommand
+	(*CommandResult)(nil), // 15: hale.agent.v1.CommandResult
+	(*LogLines)(nil),      // 16: hale.agent.v1.LogLines
+	(*LogLine)(nil),       // 17: hale.agent.v1.LogLine
+	nil,                   // 18: hale.agent.v1.Daemon.EnvEntry
+	nil,                   // 19: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                   // 20: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
 	5,  // 1: hale.agent.v1.AgentMessage.heartbeat:type_name -> hale.agent.v1.Heartbeat
 	6,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
-	13, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
-	14, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
+	15, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
+	16, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
 	3,  // 5: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
 	8,  // 6: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
 	4,  // 7: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
 	7,  // 8: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	9,  // 9: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	10, // 10: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	12, // 11: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	16, // 12: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	17, // 13: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	11, // 14: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	15, // 15: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	0,  // 16: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	1,  // 17: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 9: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	12, // 10: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	14, // 11: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	9,  // 12: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	10, // 13: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	18, // 14: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	19, // 15: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	20, // 16: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	13, // 17: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	17, // 18: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	0,  // 19: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	1,  // 20: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	20, // [20:21] is the sub-list for method output_type
+	19, // [19:20] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1444,6 +1630,8 @@ func file_agent_proto_init() {
 		(*Command_RunLifecycle)(nil),
 		(*Command_WriteFiles)(nil),
 		(*Command_Run)(nil),
+		(*Command_Daemon)(nil),
+		(*Command_RestartDaemon)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1451,7 +1639,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -11,4 +11,5 @@ package agentproto
 //
 //	1: Hello/Welcome, heartbeats, inventory, RunLifecycle, WriteFiles, RunCommand, log lines;
 //	   CommandResult carries duration_ms and replayed.
-const CapabilityVersion = 1
+//	2: Daemon and RestartDaemon commands (supervised processes); Accelerator.device_path.
+const CapabilityVersion = 2

@@ -381,7 +381,7 @@ func (s *Server) saveInventory(ctx context.Context, sess *session, inv *agentpro
 		ni := &store.NodeInventory{CPUs: inv.Cpus, MemoryMiB: inv.MemoryMib, Kernel: inv.Kernel, AgentVersion: inv.AgentVersion}
 		for _, a := range inv.Accelerators {
 			ni.Accelerators = append(ni.Accelerators, store.Accelerator{Index: a.Index, Kind: a.Kind, Model: a.Model, UUID: a.Uuid,
-				MemoryMiB: a.MemoryMib, Simulated: a.Simulated, Healthy: a.Healthy})
+				MemoryMiB: a.MemoryMib, Simulated: a.Simulated, Healthy: a.Healthy, DevicePath: a.DevicePath})
 		}
 		n.Details.Inventory = ni
 		return tx.UpdateNode(n)

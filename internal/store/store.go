@@ -261,13 +261,14 @@ type NodeInventory struct {
 
 // Accelerator is one GPU or Neuron device of a node.
 type Accelerator struct {
-	Index     int32  `json:",omitempty"`
-	Kind      string `json:",omitempty"`
-	Model     string `json:",omitempty"`
-	UUID      string `json:",omitempty"`
-	MemoryMiB int64  `json:",omitempty"`
-	Simulated bool   `json:",omitempty"`
-	Healthy   bool   `json:",omitempty"`
+	Index      int32  `json:",omitempty"`
+	Kind       string `json:",omitempty"`
+	Model      string `json:",omitempty"`
+	UUID       string `json:",omitempty"`
+	MemoryMiB  int64  `json:",omitempty"`
+	Simulated  bool   `json:",omitempty"`
+	Healthy    bool   `json:",omitempty"`
+	DevicePath string `json:",omitempty"`
 }
 
 // ActionKind is what an action asks a node to do.

@@ -27,7 +27,12 @@ type Bind struct {
 }
 
 // nodeDirs are the node's own directories, bound over the same paths inside it.
-var nodeDirs = []string{"/opt/ml", "/var/log/provision", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent"}
+var nodeDirs = []string{"/opt/ml", "/var/log/provision", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent",
+	"/var/log/slurm", "/etc/munge", "/run/munge", "/var/lib/munge", "/var/log/munge", "/etc/slurm"}
+
+// sameAs are more mount points of a node directory: HyperPod's scripts read Slurm's
+// configuration from /opt/slurm/etc, Debian's Slurm from /etc/slurm; they are one directory.
+var sameAs = map[string][]string{"/etc/slurm": {"/opt/slurm/etc"}}
 
 // prepareDirs makes the instance's directories and writes its setup.json.
 func (p *Provider) prepareDirs(r *record) error {
@@ -39,6 +44,9 @@ func (p *Provider) prepareDirs(r *record) error {
 			return err
 		}
 		setup.Binds = append(setup.Binds, Bind{Source: src, Target: d})
+		for _, also := range sameAs[d] {
+			setup.Binds = append(setup.Binds, Bind{Source: src, Target: also})
+		}
 	}
 	for _, m := range r.Mounts {
 		var src string

@@ -1,0 +1,262 @@
+// Package slurm is hale's Slurm orchestration: which node plays which Slurm role, the parts of
+// slurm.conf and gres.conf hale owns, how they merge with the operator's part under each
+// SlurmConfigStrategy, and reading Slurm's view of the nodes back.
+//
+// hale owns ClusterName, SlurmctldHost=<host>(<ip>), the NodeName lines, the partitions (dev
+// with every compute node, Default=YES, and one per compute group) and gres.conf, as HyperPod
+// does (research hyperpod-api-slurm.md §2.4); they live between the BEGIN and END marker
+// lines. Everything else in slurm.conf is the operator's: hale writes working defaults there
+// when it creates the file, and afterwards keeps, merges or overwrites it per
+// SlurmConfigStrategy.
+package slurm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/haleproject/hale/api"
+)
+
+// Paths inside a node. /opt/slurm/etc is where HyperPod's scripts look; Debian's Slurm reads
+// /etc/slurm; the local provider binds one directory over both.
+const (
+	ConfDir   = "/etc/slurm"
+	ConfPath  = ConfDir + "/slurm.conf"
+	GresPath  = ConfDir + "/gres.conf"
+	MungeKey  = "/etc/munge/munge.key"
+	BeginMark = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
+	EndMark   = "# ---- END hale ----"
+)
+
+// Node is a Slurm node as slurm.conf describes it.
+type Node struct {
+	Name       string // ip-a-b-c-d, the node's hostname
+	Addr       string
+	CPUs       int
+	RealMemory int64 // MiB
+	GPUs       []string
+	Group      string
+	Partition  string // the compute group's partition
+}
+
+// Config is what hale renders.
+type Config struct {
+	ClusterName    string
+	ControllerName string
+	ControllerAddr string
+	Nodes          []Node // compute nodes
+}
+
+// Block renders hale's part of slurm.conf, between the markers.
+func (c *Config) Block() string {
+	var b strings.Builder
+	b.WriteString(BeginMark + "\n")
+	fmt.Fprintf(&b, "ClusterName=%s\n", c.ClusterName)
+	fmt.Fprintf(&b, "SlurmctldHost=%s(%s)\n", c.ControllerName, c.ControllerAddr)
+	nodes := append([]Node(nil), c.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	if anyGPU(nodes) {
+		b.WriteString("GresTypes=gpu\n")
+	}
+	byPart := map[string][]string{}
+	var parts []string
+	var all []string
+	for _, n := range nodes {
+		line := fmt.Sprintf("NodeName=%s NodeHostname=%s NodeAddr=%s CPUs=%d RealMemory=%d", n.Name, n.Name, n.Addr, n.CPUs, n.RealMemory)
+		if len(n.GPUs) > 0 {
+			line += fmt.Sprintf(" Gres=gpu:%d", len(n.GPUs))
+		}
+		b.WriteString(line + "\n")
+		all = append(all, n.Name)
+		if _, ok := byPart[n.Partition]; !ok {
+			parts = append(parts, n.Partition)
+		}
+		byPart[n.Partition] = append(byPart[n.Partition], n.Name)
+	}
+	sort.Strings(parts)
+	// Slurm refuses a partition without nodes at start; an empty cluster gets none.
+	if len(all) > 0 {
+		fmt.Fprintf(&b, "PartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", Hostlist(all))
+		for _, p := range parts {
+			if p == "dev" {
+				continue
+			}
+			fmt.Fprintf(&b, "PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP\n", p, Hostlist(byPart[p]))
+		}
+	}
+	b.WriteString(EndMark + "\n")
+	return b.String()
+}
+
+// Gres renders gres.conf: one line per simulated or real GPU device of each node.
+func (c *Config) Gres() string {
+	var b strings.Builder
+	b.WriteString("# gres.conf written by hale: the GPUs of the cluster's compute nodes.\n")
+	nodes := append([]Node(nil), c.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		for _, f := range n.GPUs {
+			fmt.Fprintf(&b, "NodeName=%s Name=gpu File=%s\n", n.Name, f)
+		}
+	}
+	return b.String()
+}
+
+func anyGPU(nodes []Node) bool {
+	for _, n := range nodes {
+		if len(n.GPUs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultOperatorPart is the operator's part of a new slurm.conf: settings that work on hale's
+// nodes (root daemons, no cgroup-based task containment, per-node spool, log and pid paths),
+// with the scheduler settings HyperPod's auto-resume relies on (permit_job_expansion) and a
+// short cred_expire so a requeued job starts again in seconds (research slurm-local-cluster.md §3.2).
+const DefaultOperatorPart = `# slurm.conf of a hale cluster. The block hale manages (cluster name, controller, nodes,
+# partitions) is marked below; the rest is yours, kept, merged or overwritten per the
+# cluster's SlurmConfigStrategy (Managed, Merge, Overwrite).
+SlurmctldPort=6817
+SlurmdPort=6818
+AuthType=auth/munge
+AuthInfo=cred_expire=10
+CryptoType=crypto/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/var/spool/slurmctld/slurmctld.pid
+SlurmdPidFile=/var/spool/slurmd/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerParameters=permit_job_expansion,sched_interval=5,bf_interval=5
+ReturnToService=2
+SlurmdTimeout=10
+MessageTimeout=10
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+`
+
+// hale owns these keys wherever they appear: an operator line that sets one is dropped when
+// hale merges (it would fight hale's own).
+var haleKeys = []string{"clustername", "slurmctldhost", "nodename", "partitionname", "grestypes"}
+
+// OperatorPart returns a slurm.conf's lines outside hale's block.
+func OperatorPart(conf string) string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(conf, "\n") {
+		switch strings.TrimSpace(line) {
+		case BeginMark:
+			in = true
+			continue
+		case EndMark:
+			in = false
+			continue
+		}
+		if !in {
+			out = append(out, line)
+		}
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n") + "\n"
+}
+
+// withoutHaleKeys drops operator lines that set a key hale owns.
+func withoutHaleKeys(part string) string {
+	var out []string
+	for _, line := range strings.Split(part, "\n") {
+		key, _, _ := strings.Cut(strings.TrimSpace(line), "=")
+		if slicesContains(haleKeys, strings.ToLower(key)) {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Compose builds the slurm.conf to write, per strategy:
+//   - Overwrite: hale's defaults and hale's block; the live file's edits are discarded.
+//   - Merge: the live file's operator lines (less any that set a hale-owned key) and hale's block.
+//   - Managed: the operator part hale last wrote (the file is hale's; drift was refused
+//     before) and hale's block.
+//
+// last is the file hale last wrote ("" for a new cluster); live the file on the controller now
+// ("" when unknown).
+func Compose(strategy api.ClusterSlurmConfigStrategy, cfg *Config, last, live string) string {
+	operator := DefaultOperatorPart
+	switch strategy {
+	case api.ClusterSlurmConfigStrategyOverwrite:
+	case api.ClusterSlurmConfigStrategyMerge:
+		switch {
+		case live != "":
+			operator = withoutHaleKeys(OperatorPart(live))
+		case last != "":
+			operator = OperatorPart(last)
+		}
+	default: // Managed
+		if last != "" {
+			operator = OperatorPart(last)
+		}
+	}
+	return strings.TrimRight(operator, "\n") + "\n" + cfg.Block()
+}
+
+// Hash names a rendering, to tell whether nodes have the latest one.
+func Hash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Drift lists how live differs from what hale wrote: lines only in live with "+", lines only
+// in want with "-", in file order.
+func Drift(want, live string) []string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+			m[strings.TrimRight(l, " \t")]++
+		}
+		return m
+	}
+	w, l := count(want), count(live)
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(want, "\n"), "\n") {
+		line = strings.TrimRight(line, " \t")
+		if l[line] < w[line] {
+			out = append(out, "- "+line)
+			l[line]++
+		}
+	}
+	w2 := count(want)
+	for _, line := range strings.Split(strings.TrimRight(live, "\n"), "\n") {
+		line = strings.TrimRight(line, " \t")
+		if w2[line] > 0 {
+			w2[line]--
+			continue
+		}
+		out = append(out, "+ "+line)
+	}
+	return out
+}
