@@ -32,7 +32,10 @@ const (
 // running now (its result will come).
 func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 	resultPath := filepath.Join(a.cfg.StateDir, "results", safe(cmd.Id)+".json")
-	if b, err := os.ReadFile(resultPath); err == nil {
+	if cmd.Ephemeral {
+		resultPath = ""
+	}
+	if b, err := os.ReadFile(resultPath); resultPath != "" && err == nil {
 		var r agentproto.CommandResult
 		if json.Unmarshal(b, &r) == nil {
 			r.Replayed = true
@@ -77,7 +80,7 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 	}
 	r.Id = cmd.Id
 	r.DurationMs = uint64(time.Since(start).Milliseconds())
-	if b, err := json.Marshal(r); err == nil {
+	if b, err := json.Marshal(r); err == nil && resultPath != "" {
 		writeFileAtomic(resultPath, b, 0o600)
 	}
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Result{Result: r}})
@@ -146,10 +149,14 @@ func (a *Agent) run(ctx context.Context, argv []string, dir string, env []string
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	cmd := newCmd()
 	// Pipes of our own rather than StdoutPipe: a script may leave a daemon behind that keeps
 	// them open, and the result must not wait for that daemon.
 	outR, outW, err := os.Pipe()
@@ -164,6 +171,15 @@ func (a *Agent) run(ctx context.Context, argv []string, dir string, env []string
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	err = cmd.Start()
+	// A script just written may still be open for writing in a child another goroutine forked
+	// at that moment (until that child execs): exec then fails with ETXTBSY for a moment
+	// (golang.org/issue/22315). Try again briefly.
+	for try := 0; errors.Is(err, syscall.ETXTBSY) && try < 50; try++ {
+		time.Sleep(20 * time.Millisecond)
+		cmd = newCmd()
+		cmd.Stdout, cmd.Stderr = outW, errW
+		err = cmd.Start()
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {

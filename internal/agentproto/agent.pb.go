@@ -700,7 +700,10 @@ type Command struct {
 	//	*Command_Run
 	//	*Command_Daemon
 	//	*Command_RestartDaemon
-	Kind          isCommand_Kind `protobuf_oneof:"kind"`
+	Kind isCommand_Kind `protobuf_oneof:"kind"`
+	// ephemeral commands (queries such as scontrol show node, rewrites of configuration files)
+	// are run every time they are sent, and their results are not stored.
+	Ephemeral     bool `protobuf:"varint,7,opt,name=ephemeral,proto3" json:"ephemeral,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -792,6 +795,13 @@ func (x *Command) GetRestartDaemon() *RestartDaemon {
 		}
 	}
 	return nil
+}
+
+func (x *Command) GetEphemeral() bool {
+	if x != nil {
+		return x.Ephemeral
+	}
+	return false
 }
 
 type isCommand_Kind interface {
@@ -1472,7 +1482,7 @@ const file_agent_proto_rawDesc = "" +
 	"\tsimulated\x18\x06 \x01(\bR\tsimulated\x12\x18\n" +
 	"\ahealthy\x18\a \x01(\bR\ahealthy\x12\x1f\n" +
 	"\vdevice_path\x18\b \x01(\tR\n" +
-	"devicePath\"\xca\x02\n" +
+	"devicePath\"\xe8\x02\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12B\n" +
 	"\rrun_lifecycle\x18\x02 \x01(\v2\x1b.hale.agent.v1.RunLifecycleH\x00R\frunLifecycle\x12<\n" +
@@ -1480,7 +1490,8 @@ const file_agent_proto_rawDesc = "" +
 	"writeFiles\x12-\n" +
 	"\x03run\x18\x04 \x01(\v2\x19.hale.agent.v1.RunCommandH\x00R\x03run\x12/\n" +
 	"\x06daemon\x18\x05 \x01(\v2\x15.hale.agent.v1.DaemonH\x00R\x06daemon\x12E\n" +
-	"\x0erestart_daemon\x18\x06 \x01(\v2\x1c.hale.agent.v1.RestartDaemonH\x00R\rrestartDaemonB\x06\n" +
+	"\x0erestart_daemon\x18\x06 \x01(\v2\x1c.hale.agent.v1.RestartDaemonH\x00R\rrestartDaemon\x12\x1c\n" +
+	"\tephemeral\x18\a \x01(\bR\tephemeralB\x06\n" +
 	"\x04kind\"\xcf\x01\n" +
 	"\x06Daemon\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +

@@ -41,7 +41,7 @@ type Config struct {
 	// ReconnectGrace: see DefaultReconnectGrace.
 	ReconnectGrace time.Duration
 	// Notify is told the cluster id whenever one of its nodes connects, disconnects, goes
-	// silent or speaks again.
+	// silent or speaks again, and when its inventory is saved.
 	Notify func(clusterID string)
 	Logger *slog.Logger
 }
@@ -386,7 +386,10 @@ func (s *Server) saveInventory(ctx context.Context, sess *session, inv *agentpro
 		n.Details.Inventory = ni
 		return tx.UpdateNode(n)
 	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	switch {
+	case err == nil:
+		s.cfg.Notify(sess.clusterID) // a Slurm node configures once its inventory is known
+	case !errors.Is(err, store.ErrNotFound):
 		s.log.Error("save inventory", "instance_id", sess.instanceID, "error", err)
 	}
 }

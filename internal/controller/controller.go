@@ -67,10 +67,12 @@ type Controller struct {
 	// RetryDelay is how long a cluster whose reconcile failed waits before the next try.
 	RetryDelay time.Duration
 
-	mu       sync.Mutex
-	inflight map[string]bool // background work running now, by "<kind>:<instance id>"
-	wg       sync.WaitGroup
-	ctx      context.Context
+	mu        sync.Mutex
+	inflight  map[string]bool          // background work running now, by "<kind>:<instance id>"
+	polled    map[string]time.Time     // when each cluster's Slurm state was last read
+	fileLocks map[string]chan struct{} // one Slurm file write per instance at a time
+	wg        sync.WaitGroup
+	ctx       context.Context
 }
 
 // New returns a Controller; call Run to start it.
@@ -88,7 +90,7 @@ func New(cfg Config) *Controller {
 		cfg.ResyncInterval = DefaultResyncInterval
 	}
 	return &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[string]bool{}, ctx: context.Background()}
+		inflight: map[string]bool{}, polled: map[string]time.Time{}, fileLocks: map[string]chan struct{}{}, ctx: context.Background()}
 }
 
 // Enqueue asks for the cluster to be reconciled. It never blocks.

@@ -30,6 +30,10 @@ type round struct {
 	// rebooting are nodes this round started rebooting: their agent is still connected until
 	// the reboot runs, and must not be taken for a newly registered one.
 	rebooting map[int64]bool
+	// slurmOK: the cluster's Slurm roles are known (nodes configure only then); sl is its Slurm
+	// state when it is a Slurm cluster (see slurm.go).
+	slurmOK bool
+	sl      *store.SlurmState
 }
 
 func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
@@ -67,7 +71,7 @@ func (r *round) run() error {
 			return err
 		}
 	}
-	steps := []func() error{r.doActions, r.softwareUpdate, r.converge, r.drive, r.aggregate}
+	steps := []func() error{r.slurmPrepare, r.doActions, r.softwareUpdate, r.converge, r.slurmPrepare, r.drive, r.slurmSteps, r.aggregate}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -202,7 +206,9 @@ func (r *round) teardown(deleteCluster bool) error {
 // terminate moves a node to ShuttingDown (once) and starts its termination; when the instance
 // is gone the node record is removed.
 func (r *round) terminate(n *store.Node, why string) error {
+	var takeOut func(context.Context)
 	if n.Details.Phase != store.PhaseTerminating {
+		takeOut = r.slurmTakeOut(n, "removed ("+why+")")
 		if err := r.setPhase(n, store.PhaseTerminating, "Shutting down: "+why); err != nil {
 			return err
 		}
@@ -220,6 +226,9 @@ func (r *round) terminate(n *store.Node, why string) error {
 	}
 	node := *n
 	r.work = append(r.work, r.c.background("terminate:"+n.LogicalID, r.cl.ID, func(ctx context.Context) {
+		if takeOut != nil {
+			takeOut(ctx)
+		}
 		for _, id := range ids {
 			if id == "" {
 				continue
@@ -298,6 +307,9 @@ func (r *round) doActions() error {
 // replace retires the node's instance for a new one with the same address, hostname and logical
 // id (HyperPod's replacement): the node goes back to Pending under a new instance id.
 func (r *round) replace(n *store.Node, why string) error {
+	if takeOut := r.slurmTakeOut(n, "replacing instance "+n.InstanceID+" ("+why+")"); takeOut != nil {
+		r.work = append(r.work, r.c.background("slurm-out:"+n.InstanceID, r.cl.ID, takeOut))
+	}
 	old := n.InstanceID
 	if n.Details.OldInstanceID == "" {
 		n.Details.OldInstanceID = old
@@ -305,6 +317,7 @@ func (r *round) replace(n *store.Node, why string) error {
 	n.InstanceID = provider.NewInstanceID()
 	n.Details.CommandID, n.Details.NodeSecretHash, n.Details.AgentTokenHash = "", "", ""
 	n.Details.Inventory, n.Details.Unreachable = nil, false
+	n.Details.SlurmConf = "" // the new instance has none of the files yet
 	if err := r.setPhase(n, store.PhasePending, fmt.Sprintf("Replacing %s (%s)", old, why)); err != nil {
 		return err
 	}
@@ -316,12 +329,16 @@ func (r *round) replace(n *store.Node, why string) error {
 // its agent registers; the lifecycle command it already ran is answered from the node's stored
 // result, so the scripts do not run again.
 func (r *round) reboot(n *store.Node) error {
+	takeOut := r.slurmTakeOut(n, "rebooting (BatchRebootClusterNodes)")
 	if err := r.setPhase(n, store.PhaseBooting, "Rebooting (BatchRebootClusterNodes)"); err != nil {
 		return err
 	}
 	id, cl := n.InstanceID, r.cl.ID
 	r.rebooting[n.Seq] = true
 	r.work = append(r.work, r.c.background("reboot:"+id, cl, func(ctx context.Context) {
+		if takeOut != nil {
+			takeOut(ctx)
+		}
 		r.c.cfg.Agents.Disconnect(id)
 		if err := r.c.cfg.Provider.Reboot(ctx, id); err != nil {
 			r.c.log.Error("reboot", "instance_id", id, "error", err)
@@ -466,7 +483,7 @@ func (r *round) drive() error {
 			}
 		case store.PhaseBooting:
 			switch {
-			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy("reboot:"+n.InstanceID):
+			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy("reboot:"+n.InstanceID) && r.slurmGate(n):
 				// Every node of the cluster has its address now, so resource_config.json can
 				// list them all, as HyperPod's does.
 				if err := r.configure(n); err != nil {

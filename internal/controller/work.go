@@ -169,7 +169,14 @@ func (r *round) sendLifecycle(n *store.Node) {
 	lc := g.Spec.LifeCycleConfig
 	node := *n
 	clusterID, createStream := r.cl.ID, r.cl.State.CreateLogStream
+	role, name := r.slurmRole(n), slurmName(n)
 	r.work = append(r.work, c.background(key, clusterID, func(ctx context.Context) {
+		if role != "" {
+			if err := c.slurmBefore(ctx, &node); err != nil {
+				c.slurmSetupFailed(ctx, &node, createStream, err)
+				return
+			}
+		}
 		var fetchErr error
 		if lc != nil && lc.SourceS3Uri != nil {
 			files, err := c.cfg.Lifecycle.Fetch(ctx, *lc.SourceS3Uri)
@@ -197,6 +204,13 @@ func (r *round) sendLifecycle(n *store.Node) {
 			case result := <-res:
 				if fetchErr != nil && !result.Replayed {
 					result = &agentproto.CommandResult{ExitCode: -1, Error: fetchErr.Error()}
+				}
+				ok := result.Error == "" && result.ExitCode == 0 && !result.TimedOut
+				if ok && role != "" {
+					if err := c.slurmAfter(ctx, &node, role, name); err != nil {
+						c.slurmSetupFailed(ctx, &node, createStream, err)
+						return
+					}
 				}
 				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result)
 				return

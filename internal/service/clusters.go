@@ -188,6 +188,9 @@ func (s *Service) ListClusters(ctx context.Context, in *api.ListClustersRequest)
 // Errors: ValidationException, ResourceNotFound, ConflictException (the cluster is not
 // InService), ResourceLimitExceeded.
 func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterRequest) (*api.UpdateClusterResponse, error) {
+	if err := s.checkSlurmDrift(ctx, in); err != nil {
+		return nil, err
+	}
 	var arn string
 	err := s.write(ctx, func(tx store.Tx) (string, error) {
 		c, err := s.cluster(ctx, tx, in.GetClusterName(), "UpdateCluster")
@@ -276,6 +279,9 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 		}
 		c.Status = api.ClusterStatusUpdating
 		c.UpdatedAt = now
+		if c.State.Slurm != nil {
+			c.State.Slurm.Generation++ // the update writes the Slurm files again
+		}
 		if err := tx.UpdateCluster(c); err != nil {
 			return "", err
 		}
@@ -289,6 +295,53 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 		return nil, err
 	}
 	return &api.UpdateClusterResponse{ClusterArn: &arn}, nil
+}
+
+// checkSlurmDrift refuses an update of a Slurm cluster whose slurm.conf was edited on the
+// controller outside hale while its SlurmConfigStrategy (the request's, else the cluster's) is
+// Managed: the ConflictException names the drifting lines. Merge keeps such edits, Overwrite
+// discards them (research hyperpod-api-slurm.md §2.4).
+func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequest) error {
+	if s.cfg.SlurmDrift == nil {
+		return nil
+	}
+	var c *store.Cluster
+	err := s.read(ctx, func(tx store.Tx) error {
+		var err error
+		c, err = s.cluster(ctx, tx, in.GetClusterName(), "UpdateCluster")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.State.Slurm == nil || c.State.Slurm.Controller == "" || c.State.Slurm.Hash == "" || c.Status != api.ClusterStatusInService {
+		return nil
+	}
+	strategy := api.ClusterSlurmConfigStrategyManaged
+	if o := c.Spec.Orchestrator; o != nil && o.Slurm != nil && o.Slurm.SlurmConfigStrategy != nil {
+		strategy = *o.Slurm.SlurmConfigStrategy
+	}
+	if o := in.Orchestrator; o != nil && o.Slurm != nil && o.Slurm.SlurmConfigStrategy != nil {
+		strategy = *o.Slurm.SlurmConfigStrategy
+	}
+	if strategy != api.ClusterSlurmConfigStrategyManaged {
+		return nil
+	}
+	drift, err := s.cfg.SlurmDrift(ctx, c.ID)
+	if err != nil {
+		return api.Errorf(api.CodeConflictException, "Cluster %s: slurm.conf on the controller could not be read to check it for changes made outside hale (SlurmConfigStrategy Managed): %v. Retry, or set Orchestrator.Slurm.SlurmConfigStrategy to Overwrite or Merge.", c.Name, err)
+	}
+	if len(drift) == 0 {
+		return nil
+	}
+	const most = 20
+	shown := drift
+	if len(shown) > most {
+		shown = append(shown[:most:most], fmt.Sprintf("... and %d more", len(drift)-most))
+	}
+	return api.Errorf(api.CodeConflictException, "Cluster %s: slurm.conf on the controller was changed outside hale, and SlurmConfigStrategy is Managed, which does not proceed over drift. "+
+		"Drifting lines (+ added on the controller, - removed or changed): %s. Undo the changes, or update with Orchestrator.Slurm.SlurmConfigStrategy "+
+		"Merge (keep them) or Overwrite (discard them).", c.Name, strings.Join(shown, "; "))
 }
 
 // noOpenDeepHealthChecks: UpdateCluster is refused while deep health checks run (research §6

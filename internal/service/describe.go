@@ -1,6 +1,8 @@
 package service
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/haleproject/hale/api"
@@ -126,8 +128,24 @@ func clusterSummary(c *store.Cluster, groups []*store.Group) api.ClusterSummary 
 
 func statusDetails(n *store.Node) *api.ClusterInstanceStatusDetails {
 	d := &api.ClusterInstanceStatusDetails{Status: new(n.Status)}
-	if n.StatusMessage != "" {
-		d.Message = new(n.StatusMessage)
+	msg := n.StatusMessage
+	if st := n.Details.SlurmState; st != "" && n.Status == api.ClusterInstanceStatusRunning {
+		// Slurm's view of the node (scontrol show node), in sinfo's lowercase words.
+		host, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
+		slurm := fmt.Sprintf("Slurm node %s: %s", host, strings.ToLower(st))
+		if n.Details.SlurmReason != "" {
+			slurm += " (reason: " + n.Details.SlurmReason + ")"
+		}
+		if n.Details.RepairRequest != "" {
+			slurm += "; Action:" + n.Details.RepairRequest + " requested"
+		}
+		if msg != "" {
+			msg += "; "
+		}
+		msg += slurm
+	}
+	if msg != "" {
+		d.Message = new(msg)
 	}
 	return d
 }

@@ -40,6 +40,10 @@ type Config struct {
 	Provider string
 	// Notify is called after a change to a cluster is committed, so reconcilers can act on it.
 	Notify func(clusterID string)
+	// SlurmDrift lists the lines by which slurm.conf on a Slurm cluster's controller differs
+	// from what hale last wrote ("+ line", "- line"); UpdateCluster refuses to proceed over
+	// drift while the SlurmConfigStrategy is Managed. Nil skips the check.
+	SlurmDrift func(ctx context.Context, clusterID string) ([]string, error)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }

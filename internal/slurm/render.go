@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/haleproject/hale/api"
 )
 
 // Paths inside a node. /opt/slurm/etc is where HyperPod's scripts look; Debian's Slurm reads
@@ -193,31 +191,26 @@ func slicesContains(s []string, v string) bool {
 	return false
 }
 
-// Compose builds the slurm.conf to write, per strategy:
-//   - Overwrite: hale's defaults and hale's block; the live file's edits are discarded.
-//   - Merge: the live file's operator lines (less any that set a hale-owned key) and hale's block.
-//   - Managed: the operator part hale last wrote (the file is hale's; drift was refused
-//     before) and hale's block.
-//
-// last is the file hale last wrote ("" for a new cluster); live the file on the controller now
-// ("" when unknown).
-func Compose(strategy api.ClusterSlurmConfigStrategy, cfg *Config, last, live string) string {
-	operator := DefaultOperatorPart
-	switch strategy {
-	case api.ClusterSlurmConfigStrategyOverwrite:
-	case api.ClusterSlurmConfigStrategyMerge:
-		switch {
-		case live != "":
-			operator = withoutHaleKeys(OperatorPart(live))
-		case last != "":
-			operator = OperatorPart(last)
-		}
-	default: // Managed
-		if last != "" {
-			operator = OperatorPart(last)
-		}
+// Conf is the slurm.conf hale writes: the operator's part (DefaultOperatorPart for a new
+// cluster) followed by hale's block.
+func Conf(operator string, cfg *Config) string {
+	if strings.TrimSpace(operator) == "" {
+		operator = DefaultOperatorPart
 	}
 	return strings.TrimRight(operator, "\n") + "\n" + cfg.Block()
+}
+
+// Merged is the operator part a Merge keeps from the live file: its lines outside hale's block,
+// less any that set a key hale owns (they would fight hale's own).
+func Merged(live string) string {
+	return withoutHaleKeys(OperatorPart(live))
+}
+
+// OperatorDrift lists how the operator's part of the live file differs from the one hale
+// wrote ("+ line" added, "- line" removed or changed); hale's block is left out, since it
+// changes with the membership.
+func OperatorDrift(written, live string) []string {
+	return Drift(OperatorPart(written), OperatorPart(live))
 }
 
 // Hash names a rendering, to tell whether nodes have the latest one.
@@ -259,4 +252,17 @@ func Drift(want, live string) []string {
 		out = append(out, "+ "+line)
 	}
 	return out
+}
+
+// BlockOf returns hale's block of a slurm.conf, markers included ("" when it has none).
+func BlockOf(conf string) string {
+	i := strings.Index(conf, BeginMark)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(conf[i:], EndMark)
+	if j < 0 {
+		return conf[i:]
+	}
+	return conf[i:i+j+len(EndMark)] + "\n"
 }

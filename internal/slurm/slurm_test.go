@@ -4,8 +4,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/haleproject/hale/api"
 )
 
 func TestHostlist(t *testing.T) {
@@ -49,9 +47,9 @@ func TestBlockAndGres(t *testing.T) {
 	}
 }
 
-func TestStrategies(t *testing.T) {
+func TestConfMergeAndDrift(t *testing.T) {
 	c := cfg()
-	first := Compose(api.ClusterSlurmConfigStrategyManaged, c, "", "")
+	first := Conf("", c)
 	if !strings.HasPrefix(first, DefaultOperatorPart[:40]) || !strings.Contains(first, "SlurmctldHost=ip-10-222-0-11(10.222.0.11)") {
 		t.Fatalf("new file:\n%s", first)
 	}
@@ -59,27 +57,23 @@ func TestStrategies(t *testing.T) {
 	live := strings.Replace(first, "MpiDefault=none", "MpiDefault=none\nPreemptMode=REQUEUE\nPartitionName=mine Nodes=ALL", 1)
 	c.Nodes = append(c.Nodes, Node{Name: "ip-10-222-0-14", Addr: "10.222.0.14", CPUs: 2, RealMemory: 2048, Group: "cpu", Partition: "cpu"})
 
-	merged := Compose(api.ClusterSlurmConfigStrategyMerge, c, first, live)
+	merged := Conf(Merged(live), c)
 	if !strings.Contains(merged, "PreemptMode=REQUEUE") || strings.Contains(merged, "PartitionName=mine") || !strings.Contains(merged, "ip-10-222-0-14") {
 		t.Errorf("Merge keeps the operator's settings, drops their hale-owned keys and adds the node:\n%s", merged)
 	}
-	managed := Compose(api.ClusterSlurmConfigStrategyManaged, c, first, live)
-	if strings.Contains(managed, "PreemptMode") || !strings.Contains(managed, "ip-10-222-0-14") {
-		t.Errorf("Managed writes what hale manages:\n%s", managed)
-	}
-	over := Compose(api.ClusterSlurmConfigStrategyOverwrite, c, live, live)
-	if strings.Contains(over, "PreemptMode") || !strings.HasPrefix(over, DefaultOperatorPart[:40]) {
-		t.Errorf("Overwrite starts again from hale's defaults:\n%s", over)
+	kept := Conf(OperatorPart(first), c)
+	if strings.Contains(kept, "PreemptMode") || !strings.Contains(kept, "ip-10-222-0-14") || strings.Count(kept, BeginMark) != 1 {
+		t.Errorf("Managed and Overwrite write hale's last operator part and the new block:\n%s", kept)
 	}
 
-	drift := Drift(first, live)
+	drift := OperatorDrift(first, live)
 	if len(drift) != 2 || drift[0] != "+ PreemptMode=REQUEUE" || drift[1] != "+ PartitionName=mine Nodes=ALL" {
 		t.Errorf("Drift = %q", drift)
 	}
-	if d := Drift(first, first); len(d) != 0 {
-		t.Errorf("no drift expected: %q", d)
+	if d := OperatorDrift(first, kept); len(d) != 0 {
+		t.Errorf("a new block is not drift: %q", d)
 	}
-	if d := Drift(first, strings.Replace(first, "SlurmdTimeout=10", "SlurmdTimeout=300", 1)); len(d) != 2 || d[0] != "- SlurmdTimeout=10" {
+	if d := OperatorDrift(first, strings.Replace(first, "SlurmdTimeout=10", "SlurmdTimeout=300", 1)); len(d) != 2 || d[0] != "- SlurmdTimeout=10" {
 		t.Errorf("changed line: %q", d)
 	}
 }

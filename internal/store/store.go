@@ -144,6 +144,48 @@ type ClusterState struct {
 	RollbackReason string `json:",omitempty"`
 	// Extra is free-form bookkeeping of the reconcilers.
 	Extra map[string]string `json:",omitempty"`
+	// Slurm is the cluster's Slurm configuration, for a cluster whose orchestrator is Slurm.
+	Slurm *SlurmState `json:",omitempty"`
+}
+
+// SlurmState is what hale keeps about a Slurm cluster: the roles of its groups, the munge key,
+// the configuration it renders and how far it has been applied.
+type SlurmState struct {
+	// Resolved is set once the roles are known; a cluster with no Slurm role at all (EKS, or
+	// neither SlurmConfig nor a Slurm provisioning_parameters.json) has Resolved and no
+	// Controller.
+	Resolved   bool              `json:",omitempty"`
+	Controller string            `json:",omitempty"` // the controller group
+	Login      string            `json:",omitempty"` // the login group, if any
+	Workers    map[string]string `json:",omitempty"` // compute group -> its partition
+	Source     string            `json:",omitempty"` // "SlurmConfig" or "provisioning_parameters.json"
+	RolesError string            `json:",omitempty"` // why the roles could not be read
+
+	// Generation goes up with every accepted UpdateCluster, so the update writes the files
+	// again (and the strategy merges or overwrites an operator's edits).
+	Generation int         `json:",omitempty"`
+	MungeKey   []byte      `json:",omitempty"` // the cluster's munge key
+	Conf       string      `json:",omitempty"` // the slurm.conf hale wrote last
+	Gres       string      `json:",omitempty"` // the gres.conf hale wrote last
+	Hash       string      `json:",omitempty"` // names Conf+Gres+MungeKey
+	Nodes      []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
+	// CtldHash is the configuration slurmctld last started with; Applied the one slurmctld and
+	// every slurmd were last told to read (restart, scontrol reconfigure), with AppliedNodes
+	// the node names it lists.
+	CtldHash     string   `json:",omitempty"`
+	Applied      string   `json:",omitempty"`
+	AppliedNodes []string `json:",omitempty"`
+}
+
+// SlurmNode is one compute node as slurm.conf lists it.
+type SlurmNode struct {
+	Name       string
+	Addr       string
+	CPUs       int
+	RealMemory int64    // MiB
+	GPUs       []string `json:",omitempty"` // device files
+	Group      string
+	Partition  string
 }
 
 // LogStream is one log stream of a log group (CloudWatch Logs' model).
@@ -234,6 +276,15 @@ type NodeDetails struct {
 	SoftwareGeneration int            `json:",omitempty"`
 	Unreachable        bool           `json:",omitempty"` // the agent missed its heartbeats
 	Inventory          *NodeInventory `json:",omitempty"`
+
+	// Slurm: the configuration the node's files hold (SlurmState.Hash), and the node's state
+	// and reason as slurmctld reports them (scontrol show node).
+	SlurmConf   string `json:",omitempty"`
+	SlurmState  string `json:",omitempty"` // e.g. IDLE, ALLOCATED, IDLE+DRAIN, DOWN+NOT_RESPONDING
+	SlurmReason string `json:",omitempty"`
+	// RepairRequest is an operator's Action:Replace or Action:Reboot reason picked up from
+	// Slurm ("Replace" or "Reboot"), recorded for the repair flow.
+	RepairRequest string `json:",omitempty"`
 }
 
 // NodePhase is where a node's bring-up stands; ClusterInstanceStatus is what the API shows.

@@ -1,0 +1,62 @@
+package slurm
+
+// The daemons and commands hale runs on the nodes. munged runs on its default socket path
+// (/run/munge/munge.socket.2, private to each node): slurmctld 22.05 briefly falls back to
+// that path around `scontrol reconfigure` whatever AuthInfo says (research
+// slurm-local-cluster.md §4, trap 2). Daemons run in the foreground (-D, -F) so the agent
+// supervises them and keeps their output.
+
+// Daemon is a long-running process of a Slurm node.
+type Daemon struct {
+	Name string
+	Argv []string
+	Log  string // where the agent appends the daemon's own output
+}
+
+// Munged is the node's munge daemon, with the cluster's key.
+func Munged() Daemon {
+	return Daemon{Name: "munged", Log: "/var/log/munge/munged.out", Argv: []string{"munged", "--foreground", "--force",
+		"--key-file=" + MungeKey, "--socket=/run/munge/munge.socket.2", "--pid-file=/run/munge/munged.pid",
+		"--log-file=/var/log/munge/munged.log", "--seed-file=/var/lib/munge/munge.seed"}}
+}
+
+// Slurmctld is the controller daemon. Without -c it recovers the state it saved, so a restart
+// (after the node set changed) keeps the queue.
+func Slurmctld() Daemon {
+	return Daemon{Name: "slurmctld", Log: "/var/log/slurm/slurmctld.out", Argv: []string{"slurmctld", "-D", "-f", ConfPath}}
+}
+
+// Slurmd is a compute node's daemon, named as slurm.conf names the node.
+func Slurmd(node string) Daemon {
+	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"slurmd", "-D", "-f", ConfPath, "-N", node}}
+}
+
+// ShowNodes reads every node's state in one line each (scontrol has no --json in 22.05).
+func ShowNodes() []string { return []string{"scontrol", "show", "node", "-o"} }
+
+// Reconfigure makes slurmctld and every slurmd read slurm.conf again.
+func Reconfigure() []string { return []string{"scontrol", "reconfigure"} }
+
+// WaitUp waits up to about 15 s for slurmctld to answer (after a start or restart).
+func WaitUp() []string {
+	return []string{"/bin/sh", "-c", "for i in $(seq 150); do scontrol ping 2>/dev/null | grep -q 'is UP' && exit 0; sleep 0.1; done; scontrol ping; exit 1"}
+}
+
+// Drain stops new jobs on a node; its running jobs finish.
+func Drain(node, reason string) []string {
+	return []string{"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason}
+}
+
+// Down takes a node out at once: its jobs are requeued (or fail) now rather than after
+// SlurmdTimeout. With ReturnToService=2 it returns when its slurmd registers again.
+func Down(node, reason string) []string {
+	return []string{"scontrol", "update", "nodename=" + node, "state=down", "reason=" + reason}
+}
+
+// Resume returns a drained or down node to service.
+func Resume(node string) []string {
+	return []string{"scontrol", "update", "nodename=" + node, "state=resume"}
+}
+
+// HaleReason prefixes the reasons hale itself sets, so it resumes only the nodes it took out.
+const HaleReason = "hale: "
