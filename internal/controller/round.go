@@ -318,6 +318,7 @@ func (r *round) replace(n *store.Node, why string) error {
 	n.Details.CommandID, n.Details.NodeSecretHash, n.Details.AgentTokenHash = "", "", ""
 	n.Details.Inventory, n.Details.Unreachable = nil, false
 	n.Details.SlurmConf = "" // the new instance has none of the files yet
+	n.Details.RepairRequest = ""
 	if err := r.setPhase(n, store.PhasePending, fmt.Sprintf("Replacing %s (%s)", old, why)); err != nil {
 		return err
 	}
@@ -330,6 +331,9 @@ func (r *round) replace(n *store.Node, why string) error {
 // result, so the scripts do not run again.
 func (r *round) reboot(n *store.Node) error {
 	takeOut := r.slurmTakeOut(n, "rebooting (BatchRebootClusterNodes)")
+	if n.Details.RepairRequest == "Reboot" {
+		n.Details.RepairRequest = "" // this reboot answers it
+	}
 	if err := r.setPhase(n, store.PhaseBooting, "Rebooting (BatchRebootClusterNodes)"); err != nil {
 		return err
 	}

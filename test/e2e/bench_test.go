@@ -5,12 +5,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // BenchmarkCreateToInService measures CreateCluster until DescribeCluster says InService, for
@@ -55,4 +57,145 @@ func BenchmarkCreateToInService(b *testing.B) {
 			b.ReportMetric(total.Seconds()/float64(b.N), "s-to-InService")
 		})
 	}
+}
+
+// slurmStates reads `sinfo -N` on a node: Slurm node name -> state (idle, alloc, down...).
+func (e *env) slurmStates(instanceID string) map[string]string {
+	out, _ := e.onNode(instanceID, "sinfo -h -N -o '%N %t' 2>/dev/null")
+	states := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			states[f[0]] = f[1]
+		}
+	}
+	return states
+}
+
+// BenchmarkSlurmCreateToIdle measures CreateCluster until sinfo on the controller shows every
+// compute node idle, for 4 and 16 nodes (a controller and 3 or 15 workers): real slurmctld,
+// slurmd and munged in namespace nodes. Run as root:
+// go test -tags e2e ./test/e2e -run '^$' -bench SlurmCreateToIdle -benchtime 3x
+func BenchmarkSlurmCreateToIdle(b *testing.B) {
+	for _, n := range []int32{4, 16} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			e := startB(b)
+			lc := e.script("bench", "on_create.sh", recordScript)
+			ctx := context.Background()
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				name := fmt.Sprintf("bench-%d", i)
+				start := time.Now()
+				if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+					group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+					group("workers", "ml.c5.2xlarge", n-1, types.ClusterSlurmNodeTypeCompute, lc, "batch"),
+				}}); err != nil {
+					b.Fatal(err)
+				}
+				ctl := ""
+				for time.Since(start) < 2*time.Minute {
+					if ctl == "" {
+						for _, nd := range e.storeNodes(name) {
+							if nd.GroupName == "controller" && nd.Status == "Running" {
+								ctl = nd.InstanceID
+							}
+						}
+					}
+					idle := 0
+					if ctl != "" {
+						for _, s := range e.slurmStates(ctl) {
+							if s == "idle" {
+								idle++
+							}
+						}
+					}
+					if idle == int(n-1) {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				total += time.Since(start)
+				b.StopTimer()
+				e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)})
+				e.waitGone(name, time.Minute)
+				b.StartTimer()
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "s-to-all-idle")
+		})
+	}
+}
+
+// BenchmarkSlurmMembershipChange measures a membership change until Slurm shows it: an
+// UpdateCluster that adds a worker until sinfo lists it idle (slurm.conf rewritten on every
+// node, slurmctld restarted, scontrol reconfigure, the new slurmd registered), and a
+// BatchDeleteClusterNodes until sinfo no longer lists it. Run as root:
+// go test -tags e2e ./test/e2e -run '^$' -bench SlurmMembershipChange -benchtime 3x
+func BenchmarkSlurmMembershipChange(b *testing.B) {
+	e := startB(b)
+	lc := e.script("bench", "on_create.sh", recordScript)
+	ctx := context.Background()
+	workers := group("workers", "ml.c5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "batch")
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("members"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc), workers}}); err != nil {
+		b.Fatal(err)
+	}
+	e.waitStatus("members", types.ClusterStatusInservice, time.Minute)
+	var ctl string
+	for _, nd := range e.storeNodes("members") {
+		if nd.GroupName == "controller" {
+			ctl = nd.InstanceID
+		}
+	}
+	wait := func(cond func(map[string]string) bool) {
+		for start := time.Now(); time.Since(start) < 2*time.Minute; time.Sleep(20 * time.Millisecond) {
+			if cond(e.slurmStates(ctl)) {
+				return
+			}
+		}
+		b.Fatalf("Slurm did not get there:\n%s", e.events("members"))
+	}
+	wait(func(s map[string]string) bool { return len(s) == 2 })
+	var up, down time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		workers.InstanceCount = aws.Int32(3)
+		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("members"),
+			InstanceGroups: []types.ClusterInstanceGroupSpecification{workers}}); err != nil {
+			b.Fatal(err)
+		}
+		wait(func(s map[string]string) bool {
+			idle := 0
+			for _, st := range s {
+				if st == "idle" {
+					idle++
+				}
+			}
+			return idle == 3
+		})
+		up += time.Since(start)
+		b.StopTimer()
+		e.waitStatus("members", types.ClusterStatusInservice, time.Minute)
+		var newest *store.Node
+		for _, nd := range e.storeNodes("members") {
+			if nd.GroupName == "workers" && (newest == nil || nd.Details.Ordinal > newest.Details.Ordinal) {
+				newest = nd
+			}
+		}
+		b.StartTimer()
+		start = time.Now()
+		if _, err := e.SDK.BatchDeleteClusterNodes(ctx, &sagemaker.BatchDeleteClusterNodesInput{ClusterName: aws.String("members"), NodeIds: []string{newest.InstanceID}}); err != nil {
+			b.Fatal(err)
+		}
+		wait(func(s map[string]string) bool { return len(s) == 2 })
+		down += time.Since(start)
+		b.StopTimer()
+		workers.InstanceCount = aws.Int32(2)
+		e.waitStatus("members", types.ClusterStatusInservice, time.Minute)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(up.Seconds()/float64(b.N), "s-scale-up-to-idle")
+	b.ReportMetric(down.Seconds()/float64(b.N), "s-delete-to-removed")
+	e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("members")})
+	e.waitGone("members", time.Minute)
 }

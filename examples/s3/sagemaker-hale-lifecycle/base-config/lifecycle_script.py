@@ -1,13 +1,33 @@
 #!/usr/bin/env python3
 """lifecycle_script.py: what HyperPod's sample lifecycle script does first: find this node in
 resource_config.json by its address, learn its instance group and role from
-provisioning_parameters.json, and set the node up for that role. hale's later layers (Slurm)
-start the daemons themselves; this example records the role in /opt/ml/config/node_role."""
+provisioning_parameters.json, wait until slurm.conf names the controller's address (HyperPod's
+sample waits the same way before it starts slurmd), and set the node up for that role. hale
+writes slurm.conf and the munge key before the scripts run and starts slurmctld or slurmd after
+them; this example records the role in /opt/ml/config/node_role."""
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
+import time
+
+SLURM_CONF = "/opt/slurm/etc/slurm.conf"
+
+
+def wait_for_slurm_conf(controller_ip, timeout=60):
+    """Waits until slurm.conf names the controller's address (SlurmctldHost=<host>(<ip>))."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with open(SLURM_CONF) as f:
+                if any(line.startswith("SlurmctldHost=") and f"({controller_ip})" in line for line in f):
+                    return True
+        except FileNotFoundError:
+            pass
+        time.sleep(1)
+    return False
 
 
 def my_addresses():
@@ -51,6 +71,11 @@ def main():
     print(f"[lifecycle] cluster {rc['ClusterConfig']['ClusterName']}: I am {inst['InstanceName']} "
           f"({inst['InstanceId']}, {inst['CustomerIpAddress']}), group {group}, role {role}; "
           f"controller at {','.join(controllers) or 'none'}; {total} nodes in all")
+    if pp.get("workload_manager") == "slurm" and controllers:
+        if not wait_for_slurm_conf(controllers[0]):
+            sys.exit(f"[lifecycle] {SLURM_CONF} does not name the controller {controllers[0]} after 60 s")
+        print(f"[lifecycle] {SLURM_CONF} names the controller {controllers[0]}; munge key present: "
+              f"{os.path.exists('/etc/munge/munge.key')}")
     with open("/opt/ml/config/node_role", "w") as f:
         f.write(role + "\n")
 

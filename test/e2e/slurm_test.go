@@ -1,0 +1,361 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/slurm"
+)
+
+// The tests here run real slurmctld, slurmd and munged (Debian's slurm-wlm and munge) inside
+// the namespace nodes, started by hale's agents, and drive them from the login node as a user
+// would: sinfo, srun, sbatch, scontrol.
+
+// exampleBundle copies examples/s3/sagemaker-hale-lifecycle/base-config (the README's
+// lifecycle scripts, whose lifecycle_script.py waits for the controller address in slurm.conf)
+// into the test's object store and returns its S3 URI.
+func (e *env) exampleBundle() string {
+	src := filepath.Join("..", "..", "examples", "s3", "sagemaker-hale-lifecycle", "base-config")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var uri string
+	for _, en := range entries {
+		b, err := os.ReadFile(filepath.Join(src, en.Name()))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		uri = e.script("base-config", en.Name(), string(b))
+	}
+	return uri
+}
+
+// eventually polls cond until it holds or within has passed; it fails the test with cond's
+// last explanation.
+func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not so after %s; last: %s", what, within, last)
+}
+
+// host is a node's Slurm name, its host name.
+func host(n types.ClusterNodeSummary) string {
+	h, _, _ := strings.Cut(aws.ToString(n.PrivateDnsHostname), ".")
+	return h
+}
+
+func byGroup(nodes []types.ClusterNodeSummary, group string) []types.ClusterNodeSummary {
+	var out []types.ClusterNodeSummary
+	for _, n := range nodes {
+		if aws.ToString(n.InstanceGroupName) == group {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// sinfoIdle waits until sinfo on the login node shows every listed node idle.
+func (e *env) waitIdle(t *testing.T, login string, names ...string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "nodes "+strings.Join(names, ",")+" idle", func() (bool, string) {
+		out, err := e.onNode(login, "sinfo -h -N -o '%N %t'")
+		if err != nil {
+			return false, out
+		}
+		state := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(l); len(f) == 2 {
+				state[f[0]] = f[1]
+			}
+		}
+		for _, n := range names {
+			if state[n] != "idle" {
+				return false, out
+			}
+		}
+		return true, ""
+	})
+}
+
+// TestSlurmCluster: a cluster with a controller, a login node and three workers in two
+// partitions is a working Slurm cluster. srun and sbatch run on the workers, the partitions
+// match the groups, a GPU is handed to a job, a scale-up node joins dev and its partition
+// and runs a job, BatchDelete removes a node from Slurm, Managed drift is refused (and Merge
+// keeps the operator's edit), Action:Replace is recorded and drained, and a replaced node
+// comes back under its Slurm name.
+func TestSlurmCluster(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	lc := e.exampleBundle()
+	groups := withFSx([]types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+		group("login", "ml.m5.xlarge", 1, types.ClusterSlurmNodeTypeLogin, lc),
+		group("gpu", "ml.g5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "gpu"),
+		group("cpu", "ml.c5.2xlarge", 1, types.ClusterSlurmNodeTypeCompute, lc, "cpu"),
+	})
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("slurm"), InstanceGroups: groups, VpcConfig: vpc,
+		Orchestrator: &types.ClusterOrchestrator{Slurm: &types.ClusterOrchestratorSlurmConfig{SlurmConfigStrategy: types.ClusterSlurmConfigStrategyManaged}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("slurm", types.ClusterStatusInservice, 90*time.Second)
+	nodes := e.nodes("slurm")
+	login := aws.ToString(byGroup(nodes, "login")[0].InstanceId)
+	ctl := aws.ToString(byGroup(nodes, "controller")[0].InstanceId)
+	var workers, gpus []string
+	for _, n := range append(byGroup(nodes, "gpu"), byGroup(nodes, "cpu")...) {
+		workers = append(workers, host(n))
+	}
+	for _, n := range byGroup(nodes, "gpu") {
+		gpus = append(gpus, host(n))
+	}
+	sort.Strings(workers)
+	sort.Strings(gpus)
+	cpuHost := host(byGroup(nodes, "cpu")[0])
+	e.waitIdle(t, login, workers...)
+
+	// The example lifecycle script found the controller's address in slurm.conf.
+	if out := e.logStream("slurm", "LifecycleConfig/cpu/"+aws.ToString(byGroup(nodes, "cpu")[0].InstanceId)); !strings.Contains(out, "names the controller") {
+		t.Errorf("the lifecycle script did not see slurm.conf:\n%s", out)
+	}
+
+	t.Run("partitions", func(t *testing.T) {
+		out, err := e.onNode(login, "sinfo -h -o '%R %N' | sort; scontrol show partition dev | grep -o 'Default=[A-Z]*'")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		want := "cpu " + cpuHost + "\ndev " + slurm.Hostlist(workers) + "\ngpu " + slurm.Hostlist(gpus) + "\nDefault=YES\n"
+		if out != want {
+			t.Errorf("sinfo:\n%s\nwant:\n%s", out, want)
+		}
+	})
+
+	t.Run("srun", func(t *testing.T) {
+		out, err := e.onNode(login, "srun -N3 hostname | sort")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		if got := strings.Fields(out); !slices.Equal(got, workers) {
+			t.Errorf("srun -N3 hostname = %q, want %q", got, workers)
+		}
+		out, err = e.onNode(login, "srun -p gpu --gres=gpu:1 sh -c 'echo $CUDA_VISIBLE_DEVICES'")
+		if err != nil || strings.TrimSpace(out) != "0" {
+			t.Errorf("a GPU job sees CUDA_VISIBLE_DEVICES=%q (%v)", out, err)
+		}
+	})
+
+	t.Run("sbatch", func(t *testing.T) {
+		script := "#!/bin/bash\n#SBATCH -N 2 -p gpu -o /fsx/job-%j.out\nsrun hostname | sort\necho finished\n"
+		out, err := e.onNode(login, "cat > /fsx/job.sh <<'EOF'\n"+script+"EOF\nsbatch --parsable /fsx/job.sh")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		id := strings.TrimSpace(out)
+		eventually(t, 30*time.Second, "job "+id+" output", func() (bool, string) {
+			out, _ := e.onNode(login, "cat /fsx/job-"+id+".out 2>&1")
+			return strings.HasSuffix(out, "finished\n") && strings.Contains(out, gpus[0]) && strings.Contains(out, gpus[1]), out
+		})
+	})
+
+	t.Run("describe shows the Slurm state", func(t *testing.T) {
+		eventually(t, 10*time.Second, "Slurm state in DescribeClusterNode", func() (bool, string) {
+			d, err := e.SDK.DescribeClusterNode(ctx, &sagemaker.DescribeClusterNodeInput{ClusterName: aws.String("slurm"), NodeId: byGroup(nodes, "cpu")[0].InstanceId})
+			if err != nil {
+				return false, err.Error()
+			}
+			msg := aws.ToString(d.NodeDetails.InstanceStatus.Message)
+			return msg == "Slurm node "+cpuHost+": idle", msg
+		})
+	})
+
+	t.Run("Managed drift is refused, Merge keeps the edit", func(t *testing.T) {
+		if out, err := e.onNode(ctl, "echo 'PriorityWeightAge=1000' >> /opt/slurm/etc/slurm.conf"); err != nil {
+			t.Fatal(err, out)
+		}
+		scale := func(strategy types.ClusterSlurmConfigStrategy) error {
+			g := groups[3]
+			g.InstanceCount = aws.Int32(2)
+			in := &sagemaker.UpdateClusterInput{ClusterName: aws.String("slurm"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}
+			if strategy != "" {
+				in.Orchestrator = &types.ClusterOrchestrator{Slurm: &types.ClusterOrchestratorSlurmConfig{SlurmConfigStrategy: strategy}}
+			}
+			_, err := e.SDK.UpdateCluster(ctx, in)
+			return err
+		}
+		err := scale("")
+		var conflict *types.ConflictException
+		if !errors.As(err, &conflict) || !strings.Contains(err.Error(), "+ PriorityWeightAge=1000") {
+			t.Fatalf("UpdateCluster over drift with Managed: %v", err)
+		}
+		if d := e.waitStatus("slurm", types.ClusterStatusInservice, time.Second); len(byGroup(e.nodes("slurm"), "cpu")) != 1 {
+			t.Fatalf("the refused update changed the cluster: %v", d.ClusterStatus)
+		}
+		if err := scale(types.ClusterSlurmConfigStrategyMerge); err != nil {
+			t.Fatalf("UpdateCluster with Merge: %v", err)
+		}
+		e.waitStatus("slurm", types.ClusterStatusInservice, 60*time.Second)
+		conf, err := e.onNode(ctl, "cat /opt/slurm/etc/slurm.conf")
+		if err != nil || !strings.Contains(conf, "PriorityWeightAge=1000") {
+			t.Errorf("Merge lost the operator's line: %v\n%s", err, conf)
+		}
+	})
+
+	var added string
+	t.Run("scale-up node joins dev and its partition", func(t *testing.T) {
+		for _, n := range byGroup(e.nodes("slurm"), "cpu") {
+			if host(n) != cpuHost {
+				added = host(n)
+			}
+		}
+		if added == "" {
+			t.Fatal("no new cpu node")
+		}
+		e.waitIdle(t, login, added)
+		out, err := e.onNode(login, "sinfo -h -o '%R %N' | sort")
+		if err != nil || !strings.Contains(out, "cpu "+slurm.Hostlist([]string{cpuHost, added})) || !strings.Contains(out, "dev "+slurm.Hostlist(append([]string{added}, workers...))) {
+			t.Errorf("sinfo after scale-up: %v\n%s", err, out)
+		}
+		out, err = e.onNode(login, "srun -p cpu -w "+added+" hostname")
+		if err != nil || strings.TrimSpace(out) != added {
+			t.Errorf("srun on the new node: %q %v", out, err)
+		}
+	})
+
+	t.Run("BatchDelete removes the node from Slurm", func(t *testing.T) {
+		var id *string
+		for _, n := range e.nodes("slurm") {
+			if host(n) == added {
+				id = n.InstanceId
+			}
+		}
+		if id == nil {
+			t.Skip("no scale-up node to delete") // the scale-up subtest failed and says why
+		}
+		if _, err := e.SDK.BatchDeleteClusterNodes(ctx, &sagemaker.BatchDeleteClusterNodesInput{ClusterName: aws.String("slurm"), NodeIds: []string{*id}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, added+" out of Slurm", func() (bool, string) {
+			out, _ := e.onNode(login, "sinfo -h -o '%R %N' | sort; grep -c "+added+" /etc/slurm/slurm.conf")
+			return !strings.Contains(out, added) && strings.HasSuffix(out, "\n0\n"), out
+		})
+		e.waitIdle(t, login, workers...)
+		out, err := e.onNode(login, "srun -N3 hostname | sort")
+		if err != nil || !slices.Equal(strings.Fields(out), workers) {
+			t.Errorf("srun -N3 after the delete: %v %q", err, out)
+		}
+	})
+
+	t.Run("Action:Replace is recorded and drained; the replacement keeps its name", func(t *testing.T) {
+		target, other := byGroup(nodes, "gpu")[0], byGroup(nodes, "gpu")[1]
+		// Only the exact, case-sensitive reason asks for a repair.
+		cmd := "scontrol update nodename=" + host(target) + " state=fail reason=Action:Replace && " +
+			"scontrol update nodename=" + host(other) + " state=drain reason=action:replace"
+		if out, err := e.onNode(login, cmd); err != nil {
+			t.Fatal(err, out)
+		}
+		eventually(t, 15*time.Second, "the request recorded", func() (bool, string) {
+			d, err := e.SDK.DescribeClusterNode(ctx, &sagemaker.DescribeClusterNodeInput{ClusterName: aws.String("slurm"), NodeId: target.InstanceId})
+			if err != nil {
+				return false, err.Error()
+			}
+			msg := aws.ToString(d.NodeDetails.InstanceStatus.Message)
+			return strings.Contains(msg, "Action:Replace requested") && strings.Contains(msg, "drain"), msg
+		})
+		if ev := e.events("slurm"); !strings.Contains(ev, "is marked Action:Replace by an operator") {
+			t.Errorf("no event for the request:\n%s", ev)
+		}
+		for _, n := range e.storeNodes("slurm") {
+			if n.InstanceID == aws.ToString(other.InstanceId) && n.Details.RepairRequest != "" {
+				t.Errorf("a lowercase reason was taken for a request: %q", n.Details.RepairRequest)
+			}
+		}
+		if out, err := e.onNode(login, "scontrol update nodename="+host(other)+" state=resume"); err != nil {
+			t.Fatal(err, out)
+		}
+
+		// The repair flow (hale's health layer) replaces such nodes; BatchReplaceClusterNodes
+		// does the same here: the new instance keeps the address and so the Slurm name.
+		if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("slurm"), NodeIds: []string{*target.InstanceId}}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitStatus("slurm", types.ClusterStatusInservice, 60*time.Second)
+		e.waitIdle(t, login, workers...)
+		out, err := e.onNode(login, "srun -w "+host(target)+" hostname")
+		if err != nil || strings.TrimSpace(out) != host(target) {
+			t.Errorf("srun on the replaced node: %q %v", out, err)
+		}
+	})
+
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("slurm")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("slurm", 60*time.Second)
+}
+
+// TestSlurmRolesFromProvisioningParameters: a cluster without SlurmConfig whose lifecycle
+// bundle has a provisioning_parameters.json (the older way to declare roles) becomes a Slurm
+// cluster with the controller, login and worker groups and partitions it names.
+func TestSlurmRolesFromProvisioningParameters(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	e.script("legacy", "provisioning_parameters.json", `{
+  "version": "1.0.0",
+  "workload_manager": "slurm",
+  "controller_group": "head",
+  "login_group": "entry",
+  "worker_groups": [{"instance_group_name": "workers", "partition_name": "batch"}]
+}
+`)
+	lc := e.script("legacy", "on_create.sh", "#!/bin/bash\nset -e\ngrep -q '^SlurmctldHost=' /opt/slurm/etc/slurm.conf\necho ok\n")
+	plain := func(name, typ string, count int32) types.ClusterInstanceGroupSpecification {
+		return types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String(name), InstanceType: types.ClusterInstanceType(typ),
+			InstanceCount: aws.Int32(count), ExecutionRole: aws.String(role),
+			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
+	}
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("legacy"), VpcConfig: vpc,
+		InstanceGroups: []types.ClusterInstanceGroupSpecification{plain("head", "ml.c5.xlarge", 1), plain("entry", "ml.m5.xlarge", 1), plain("workers", "ml.c5.2xlarge", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("legacy", types.ClusterStatusInservice, 90*time.Second)
+	nodes := e.nodes("legacy")
+	entry := aws.ToString(byGroup(nodes, "entry")[0].InstanceId)
+	var workers []string
+	for _, n := range byGroup(nodes, "workers") {
+		workers = append(workers, host(n))
+	}
+	sort.Strings(workers)
+	e.waitIdle(t, entry, workers...)
+	out, err := e.onNode(entry, "sinfo -h -o '%R %N' | sort; srun -N2 -p batch hostname | sort")
+	want := "batch " + slurm.Hostlist(workers) + "\ndev " + slurm.Hostlist(workers) + "\n" + strings.Join(workers, "\n") + "\n"
+	if err != nil || out != want {
+		t.Errorf("from the login group: %v\n%s\nwant:\n%s", err, out, want)
+	}
+	if ev := e.events("legacy"); !strings.Contains(ev, "Slurm roles (from provisioning_parameters.json): controller group head; login group entry; compute groups workers (partition batch)") {
+		t.Errorf("events:\n%s", ev)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("legacy")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("legacy", 60*time.Second)
+}
