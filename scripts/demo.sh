@@ -3,7 +3,8 @@
 #   1. `hale up examples/cluster.json` brings a 4-node cluster (controller, login, two compute
 #      groups) to InService: every node a network/UTS/mount namespace running `hale agent`,
 #      which runs the HyperPod-style lifecycle scripts of examples/s3/.
-#   2. A shell on a worker shows the HyperPod files; the API is driven with the hale CLI, the
+#   2. Slurm runs on it: sinfo, srun and sbatch from the login node. A shell on a worker shows
+#      the HyperPod files; the API is driven with the hale CLI, the
 #      AWS SDK for Go and (if installed) the AWS CLI: describe, tags, events, logs, a broken
 #      CreateCluster file, scale-up, a node replacement that keeps its address.
 #   3. `hale down` tears it all down; nothing is left on the machine.
@@ -54,6 +55,15 @@ step "A shell on worker $worker shows the HyperPod files"
 run "$HALE" exec --cluster-name demo --node-id "$worker" -- sh -c \
   'hostname; echo; cat /opt/ml/config/resource_config.json | head -24; echo ...; echo; cat /opt/ml/config/provisioning_parameters.json; echo; tail -3 /var/log/provision/provisioning.log; echo; df -h /fsx | tail -1'
 
+login=$("$HALE" list-cluster-nodes --cluster-name demo --output text | awk '$2 == "login" {print $3}')
+step "Slurm, from the login node $login: sinfo, srun -N2 hostname, a GPU job, an sbatch job on /fsx"
+run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo
+run "$HALE" exec --cluster-name demo --node-id "$login" -- srun -N2 hostname
+run "$HALE" exec --cluster-name demo --node-id "$login" -- srun -p gpu --gres=gpu:1 sh -c 'echo "$(hostname): CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+run "$HALE" exec --cluster-name demo --node-id "$login" -- sh -c \
+  'printf "#!/bin/bash\n#SBATCH -N 2 -o /fsx/hello-%%j.out\nsrun hostname\n" > /fsx/hello.sh && id=$(sbatch --parsable /fsx/hello.sh) && echo "job $id submitted" &&
+   for i in $(seq 100); do [ -s /fsx/hello-$id.out ] && ! squeue -h -j $id | grep -q . && break; sleep 0.1; done; cat /fsx/hello-$id.out'
+
 step "Logs: every node's lifecycle output and what the creation did, per host"
 run "$HALE" logs --cluster-name demo
 stream=$("$HALE" logs --cluster-name demo | awk '$1 ~ /^demo-/ {print $1}')
@@ -83,6 +93,12 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 run "$HALE" list-cluster-nodes --cluster-name demo --instance-group-name-contains gpu --output table
+# The new node is in slurm.conf on every node, slurmctld knows it, and its slurmd registered.
+for _ in $(seq 100); do
+  [ "$("$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -h -p gpu -t idle -o %D)" = 2 ] && break
+  sleep 0.1
+done
+run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo
 
 step "Replace $worker: a new instance id, the same address and logical id"
 run "$HALE" batch-replace-cluster-nodes --cluster-name demo --node-ids "$worker"
@@ -92,6 +108,11 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 run "$HALE" list-cluster-nodes --cluster-name demo --include-node-logical-ids --instance-group-name-contains gpu --output table
+for _ in $(seq 100); do
+  [ "$("$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -h -p gpu -t idle -o %D)" = 2 ] && break
+  sleep 0.1
+done
+run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
 
 step "hale down"
 run "$HALE" down --cluster-name demo

@@ -21,8 +21,9 @@ fi
 
 # Debian packages hale uses at run time or in tests: iproute2 (ip: bridges, veths, network
 # namespaces) and util-linux (nsenter, unshare) for the local provider, python3 for the example
-# lifecycle scripts. The store is pure-Go SQLite: no C library.
-apt_packages=(ca-certificates iproute2 util-linux python3)
+# lifecycle scripts, slurm-wlm (slurmctld, slurmd, srun, sbatch, scontrol) and munge for the
+# Slurm that runs on every cluster. The store is pure-Go SQLite: no C library.
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -35,6 +36,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
+# Debian starts munged and the Slurm daemons of the host where systemd runs; hale runs its own
+# in each node's namespaces and needs none on the host (they would not get in the way: each node
+# binds its own /etc/slurm, /etc/munge and /run/munge).
 
 go mod download
 mkdir -p bin
