@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,6 +189,31 @@ func TestSlurmCluster(t *testing.T) {
 			msg := aws.ToString(d.NodeDetails.InstanceStatus.Message)
 			return msg == "Slurm node "+cpuHost+": idle", msg
 		})
+	})
+
+	t.Run("a killed slurmd is started again, its logs kept", func(t *testing.T) {
+		cpuID := aws.ToString(byGroup(nodes, "cpu")[0].InstanceId)
+		pidOf := func() int {
+			out, _ := e.onNode(cpuID, "cat /var/spool/slurmd/slurmd.pid 2>/dev/null")
+			pid, _ := strconv.Atoi(strings.TrimSpace(out))
+			return pid
+		}
+		old := pidOf()
+		if old <= 0 {
+			t.Fatal("no slurmd pid file on the cpu node")
+		}
+		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "a new slurmd", func() (bool, string) {
+			pid := pidOf()
+			return pid > 0 && pid != old && syscall.Kill(pid, 0) == nil, strconv.Itoa(pid)
+		})
+		e.waitIdle(t, login, cpuHost)
+		out, err := e.onNode(cpuID, "ls /var/log/slurm")
+		if err != nil || !strings.Contains(out, "slurmd.log") || !strings.Contains(out, "slurmd.out") {
+			t.Errorf("slurmd's logs: %v %q", err, out)
+		}
 	})
 
 	t.Run("Managed drift is refused, Merge keeps the edit", func(t *testing.T) {
