@@ -334,7 +334,9 @@ func (r *round) slurmSteps() error {
 		for _, sn := range st.Nodes {
 			names = append(names, sn.Name)
 		}
-		clusterID, inst, hash, restart := r.cl.ID, ctl.InstanceID, st.Hash, st.CtldHash != st.Hash
+		// slurmctld restarts only when its node set or partitions (hale's block) changed: other
+		// settings are read by scontrol reconfigure.
+		clusterID, inst, hash, restart := r.cl.ID, ctl.InstanceID, st.Hash, st.CtldHash != blockHash(st.Conf)
 		r.work = append(r.work, r.c.background("slurm-apply:"+clusterID, clusterID, func(ctx context.Context) {
 			r.c.applySlurm(ctx, clusterID, inst, hash, restart, names)
 		}))
@@ -347,6 +349,10 @@ func (r *round) slurmSteps() error {
 	}
 	return nil
 }
+
+// blockHash names hale's block of a slurm.conf: the node set and partitions slurmctld reads
+// only when it starts.
+func blockHash(conf string) string { return slurm.Hash(slurm.BlockOf(conf)) }
 
 // slurmPollDue rate-limits polls of one cluster to one per slurmPollInterval.
 func (c *Controller) slurmPollDue(clusterID string, now time.Time) bool {
@@ -553,7 +559,7 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 			return nil // a newer rendering: it is applied next
 		}
 		if restart {
-			st.CtldHash = hash
+			st.CtldHash = blockHash(st.Conf)
 		}
 		prev := st.AppliedNodes
 		st.Applied, st.AppliedNodes = hash, names

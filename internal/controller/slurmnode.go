@@ -43,10 +43,11 @@ func (c *Controller) slurmAfter(ctx context.Context, n *store.Node, role, name s
 		}
 		// slurmctld started with the files the node holds.
 		c.nodeTx(ctx, n.ClusterID, n.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
-			if cl.State.Slurm == nil || m.InstanceID != n.InstanceID || m.Details.SlurmConf == "" {
-				return nil
+			st := cl.State.Slurm
+			if st == nil || m.InstanceID != n.InstanceID || m.Details.SlurmConf != st.Hash {
+				return nil // an older rendering: the next apply restarts slurmctld
 			}
-			cl.State.Slurm.CtldHash = m.Details.SlurmConf
+			st.CtldHash = blockHash(st.Conf)
 			return tx.UpdateCluster(cl)
 		})
 		return nil

@@ -167,11 +167,11 @@ type SlurmState struct {
 	MungeKey   []byte      `json:",omitempty"` // the cluster's munge key
 	Conf       string      `json:",omitempty"` // the slurm.conf hale wrote last
 	Gres       string      `json:",omitempty"` // the gres.conf hale wrote last
-	Hash       string      `json:",omitempty"` // names Conf+Gres+MungeKey
+	Hash       string      `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
 	Nodes      []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
-	// CtldHash is the configuration slurmctld last started with; Applied the one slurmctld and
-	// every slurmd were last told to read (restart, scontrol reconfigure), with AppliedNodes
-	// the node names it lists.
+	// CtldHash names hale's block (nodes, partitions) slurmctld last started with; Applied is
+	// the rendering slurmctld and every slurmd were last told to read (restart, scontrol
+	// reconfigure), with AppliedNodes the node names it lists.
 	CtldHash     string   `json:",omitempty"`
 	Applied      string   `json:",omitempty"`
 	AppliedNodes []string `json:",omitempty"`
