@@ -538,7 +538,15 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 		if _, err := c.runOn(ctx, ctlInstance, slurm.WaitUp(), 20*time.Second); err != nil {
 			return err
 		}
-		_, err := c.runOn(ctx, ctlInstance, slurm.Reconfigure(), 20*time.Second)
+		// Just after a restart slurmctld may answer a ping yet drop the reconfigure request
+		// ("Zero Bytes were transmitted or received"): try a few times.
+		var err error
+		for try := 0; try < 5; try++ {
+			if _, err = c.runOn(ctx, ctlInstance, slurm.Reconfigure(), 20*time.Second); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
 		return err
 	}()
 	if err != nil {
@@ -729,11 +737,19 @@ func (r *round) slurmTakeOut(n *store.Node, why string) func(ctx context.Context
 	if ctl == "" {
 		return nil
 	}
-	name, c := slurmName(n), r.c
+	name, c, node := slurmName(n), r.c, *n
 	return func(ctx context.Context) {
-		if _, err := c.runOn(ctx, ctl, slurm.Down(name, slurm.HaleReason+why), 10*time.Second); err != nil && ctx.Err() == nil {
-			c.log.Warn("taking a node out of Slurm", "node", name, "error", err)
+		if _, err := c.runOn(ctx, ctl, slurm.Down(name, slurm.HaleReason+why), 10*time.Second); err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("taking a node out of Slurm", "node", name, "error", err)
+			}
+			return
 		}
+		// The node may be back before the next poll sees it down: say so now.
+		c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
+			return c.appendEvent(tx, cl, m, api.ClusterEventLevelInfo,
+				"Slurm node %s (instance %s, group %s) taken out of service by hale (state down, its jobs requeued): %s.", name, node.InstanceID, node.GroupName, why)
+		})
 	}
 }
 
