@@ -552,6 +552,7 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("applying the Slurm configuration; will retry", "cluster_id", clusterID, "error", err)
+			c.slurmApplyFailed(ctx, clusterID, hash, err)
 			time.Sleep(time.Second) // the round that follows tries again
 		}
 		return
@@ -570,7 +571,7 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 			st.CtldHash = blockHash(st.Conf)
 		}
 		prev := st.AppliedNodes
-		st.Applied, st.AppliedNodes = hash, names
+		st.Applied, st.AppliedNodes, st.ApplyError = hash, names, ""
 		cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
 		if err := tx.UpdateCluster(cl); err != nil {
 			return err
@@ -592,6 +593,29 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 	})
 	if err != nil && ctx.Err() == nil {
 		c.log.Error("recording the Slurm configuration", "cluster_id", clusterID, "error", err)
+	}
+}
+
+// slurmApplyFailed records why a rendering could not be applied, with a Warn event the first
+// time each reason is seen (hale retries every round).
+func (c *Controller) slurmApplyFailed(ctx context.Context, clusterID, hash string, cause error) {
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		st := cl.State.Slurm
+		if st == nil || st.Hash != hash || st.ApplyError == cause.Error() {
+			return nil
+		}
+		st.ApplyError = cause.Error()
+		if err := tx.UpdateCluster(cl); err != nil {
+			return err
+		}
+		return clusterEventTx(tx, cl, api.ClusterEventLevelWarn, "Slurm configuration not applied yet (hale retries): %v.", cause)
+	})
+	if err != nil && ctx.Err() == nil {
+		c.log.Error("recording a Slurm apply failure", "cluster_id", clusterID, "error", err)
 	}
 }
 

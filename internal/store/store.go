@@ -175,6 +175,8 @@ type SlurmState struct {
 	CtldHash     string   `json:",omitempty"`
 	Applied      string   `json:",omitempty"`
 	AppliedNodes []string `json:",omitempty"`
+	// ApplyError is why the last try to apply Hash failed ("" once it is applied).
+	ApplyError string `json:",omitempty"`
 }
 
 // SlurmNode is one compute node as slurm.conf lists it.
