@@ -38,7 +38,8 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version(),
 	}
-	root.AddCommand(newServerCommand(), newAccessKeyCommand(), newAgentCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand())
+	root.AddCommand(newServerCommand(), newAccessKeyCommand(), newAgentCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand(),
+		newDiagnoseCommand())
 	addOperationCommands(root)
 	return root
 }

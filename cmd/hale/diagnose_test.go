@@ -1,0 +1,38 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hale diagnose classifies a real log file offline: the worst finding decides the exit status.
+func TestDiagnose(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "messages")
+	os.WriteFile(log, []byte(`Apr  9 01:21:30 gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 13, pid=1, name=python, Graphics SM Warp Exception
+Apr  9 01:21:31 gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 13, pid=1, name=python, Graphics SM Warp Exception
+Apr  9 01:21:38 gpu-7 kernel: NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+Apr  9 01:21:39 gpu-7 systemd[1]: Started Session 4 of user root.
+`), 0o644)
+	r := hale(t, "diagnose", log)
+	if r.code != 1 || strings.Count(r.stdout, "gpu.xid.app_fault") != 1 || !strings.Contains(r.stdout, "Replace  gpu.bus_lost  Xid 79  GPU 0000:a1:00") ||
+		!strings.Contains(r.stdout, "worst: gpu.bus_lost: node action Replace") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = hale(t, "diagnose", log, "--output", "json", "--all")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var last map[string]any
+	if len(lines) != 3 || json.Unmarshal([]byte(lines[2]), &last) != nil || last["xid"] != float64(79) || last["nodeAction"] != "Replace" {
+		t.Errorf("json: %s", r.stdout)
+	}
+	os.WriteFile(log, []byte("Apr  9 01:21:30 gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 43, pid=1, name=python, Ch 00000008\n"), 0o644)
+	if r := hale(t, "diagnose", log); r.code != 0 {
+		t.Errorf("an ignored Xid: exit %d %s", r.code, r.stdout)
+	}
+	if r := hale(t, "diagnose", filepath.Join(dir, "missing")); r.code != 2 {
+		t.Errorf("a missing file: exit %d", r.code)
+	}
+}

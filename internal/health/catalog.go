@@ -1,0 +1,179 @@
+// Package health is hale's fault knowledge: the catalog of faults (catalog.yaml, data: every
+// Xid NVIDIA documents, the log patterns and monitor findings of other faults, each with a
+// fault type, an action and its source), the parser for kernel log lines in the forms people
+// meet, the classifier that turns lines into findings, and the escalation policy (recurrence
+// -> Replace, repeated replacement -> quarantine). The agent's monitors, the controller's
+// repair flow and `hale diagnose` all use it.
+package health
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Action is what a finding asks of the node, least to most severe: Ignore, ResetGPU, Reboot,
+// Replace.
+type Action string
+
+// Actions.
+const (
+	Ignore   Action = "Ignore"   // recorded, an event; no node action
+	ResetGPU Action = "ResetGPU" // NVIDIA RESET_GPU; a reboot on a VM (see Effective)
+	Reboot   Action = "Reboot"
+	Replace  Action = "Replace"
+)
+
+// Severity orders actions: Ignore 0, ResetGPU 1, Reboot 2, Replace 3; -1 for an unknown one.
+func (a Action) Severity() int {
+	switch a {
+	case Ignore:
+		return 0
+	case ResetGPU:
+		return 1
+	case Reboot:
+		return 2
+	case Replace:
+		return 3
+	}
+	return -1
+}
+
+// Effective is the node action hale takes: a GPU cannot be reset in place on a VM (nor on
+// hale's nodes), so ResetGPU falls back to Reboot, as HyperPod and the EKS agent do.
+func (a Action) Effective() Action {
+	if a == ResetGPU {
+		return Reboot
+	}
+	return a
+}
+
+// Repeat escalates a fault that keeps coming: Count findings within Window ask for Action.
+type Repeat struct {
+	Count  int           `yaml:"count"`
+	Window time.Duration `yaml:"window"`
+	Action Action        `yaml:"action"`
+}
+
+// Entry is one fault of the catalog.
+type Entry struct {
+	Fault   string  `yaml:"fault"`  // the fault type, e.g. gpu.bus_lost
+	Action  Action  `yaml:"action"` // what hale does
+	Meaning string  `yaml:"meaning"`
+	Source  string  `yaml:"source"` // where the action comes from
+	Repeat  *Repeat `yaml:"repeat,omitempty"`
+
+	// Xid entries: the Xid, NVIDIA's mnemonic and its immediate-action bucket.
+	Xid    int    `yaml:"xid,omitempty"`
+	Name   string `yaml:"name,omitempty"`
+	NVIDIA string `yaml:"nvidia,omitempty"`
+
+	// Pattern entries: an RE2 expression matched against a line.
+	Match string `yaml:"match,omitempty"`
+	re    *regexp.Regexp
+}
+
+// Policy is the escalation policy.
+type Policy struct {
+	// RecurrenceWindow: a Reboot-class fault that recurs on a node within this time of the
+	// last repair for the same fault type escalates to Replace.
+	RecurrenceWindow time.Duration `yaml:"recurrence_window"`
+	// QuarantineAfter replacements for the same fault type within QuarantineWindow quarantine
+	// the node.
+	QuarantineAfter  int           `yaml:"quarantine_after"`
+	QuarantineWindow time.Duration `yaml:"quarantine_window"`
+}
+
+// Catalog is the fault catalog.
+type Catalog struct {
+	Policy   Policy  `yaml:"policy"`
+	Patterns []Entry `yaml:"patterns"`
+	Faults   []Entry `yaml:"faults"`
+	Xids     []Entry `yaml:"xids"`
+
+	byXid   map[int]*Entry
+	byFault map[string]*Entry
+}
+
+//go:embed catalog.yaml
+var catalogYAML []byte
+
+var defaultCatalog = mustLoad(catalogYAML)
+
+// Default is the catalog built into hale (catalog.yaml).
+func Default() *Catalog { return defaultCatalog }
+
+func mustLoad(b []byte) *Catalog {
+	c, err := Load(b)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Load reads and checks a catalog: every action known, every pattern a valid expression,
+// no Xid twice.
+func Load(b []byte) (*Catalog, error) {
+	var c Catalog
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("health catalog: %w", err)
+	}
+	c.byXid, c.byFault = map[int]*Entry{}, map[string]*Entry{}
+	check := func(e *Entry, where string) error {
+		if e.Fault == "" || e.Action.Severity() < 0 {
+			return fmt.Errorf("health catalog: %s: fault %q, action %q", where, e.Fault, e.Action)
+		}
+		if e.Repeat != nil && (e.Repeat.Count < 2 || e.Repeat.Window <= 0 || e.Repeat.Action.Severity() <= e.Action.Severity()) {
+			return fmt.Errorf("health catalog: %s: repeat must name 2 or more findings, a window and a more severe action", where)
+		}
+		return nil
+	}
+	for i := range c.Patterns {
+		e := &c.Patterns[i]
+		if err := check(e, "pattern "+e.Match); err != nil {
+			return nil, err
+		}
+		re, err := regexp.Compile(e.Match)
+		if err != nil {
+			return nil, fmt.Errorf("health catalog: pattern of %s: %w", e.Fault, err)
+		}
+		e.re = re
+	}
+	for i := range c.Faults {
+		e := &c.Faults[i]
+		if err := check(e, "fault "+e.Fault); err != nil {
+			return nil, err
+		}
+		c.byFault[e.Fault] = e
+	}
+	for i := range c.Xids {
+		e := &c.Xids[i]
+		if err := check(e, fmt.Sprintf("xid %d", e.Xid)); err != nil {
+			return nil, err
+		}
+		if e.Xid <= 0 || c.byXid[e.Xid] != nil {
+			return nil, fmt.Errorf("health catalog: xid %d missing or listed twice", e.Xid)
+		}
+		c.byXid[e.Xid] = e
+	}
+	if c.Policy.RecurrenceWindow <= 0 || c.Policy.QuarantineAfter < 1 || c.Policy.QuarantineWindow <= 0 {
+		return nil, fmt.Errorf("health catalog: policy needs recurrence_window, quarantine_after and quarantine_window")
+	}
+	return &c, nil
+}
+
+// Xid returns the catalog's entry for an Xid.
+func (c *Catalog) Xid(n int) (*Entry, bool) {
+	e, ok := c.byXid[n]
+	return e, ok
+}
+
+// Fault returns the entry of a finding that has no log line (gpu.count_mismatch,
+// node.heartbeat_lost, ...).
+func (c *Catalog) Fault(name string) (*Entry, bool) {
+	e, ok := c.byFault[name]
+	return e, ok
+}
