@@ -22,8 +22,10 @@ fi
 # Debian packages hale uses at run time or in tests: iproute2 (ip: bridges, veths, network
 # namespaces) and util-linux (nsenter, unshare) for the local provider, python3 for the example
 # lifecycle scripts, slurm-wlm (slurmctld, slurmd, srun, sbatch, scontrol) and munge for the
-# Slurm that runs on every cluster. The store is pure-Go SQLite: no C library.
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge)
+# Slurm that runs on every cluster, gcc and libc6-dev for cgo (the agent reads NVIDIA's NVML
+# through NVIDIA's go-nvml, which loads the driver's library at run time when there is one).
+# The store is pure-Go SQLite.
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -41,6 +43,8 @@ fi
 # binds its own /etc/slurm, /etc/munge and /run/munge).
 
 go mod download
+# go-nvml's headers mark some NVML calls deprecated; hale does not use them.
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 mkdir -p bin
 go build -o bin/hale ./cmd/hale
 echo "setup: built bin/hale ($(go env GOVERSION))"

@@ -43,6 +43,8 @@ commands the server sends. Providers start it on every node; you rarely run it b
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/hale-agent", "the agent's directory on the node")
 	f.StringVar(&tokenFile, "bootstrap-token-file", "", "file holding the one-time bootstrap token")
 	f.StringVar(&localSetup, "local-setup", "", "local provider: setup.json to apply (hostname, bind mounts) before starting")
+	f.StringArrayVar(&cfg.KernelLogs, "kernel-log", []string{"/dev/kmsg"}, "kernel log the health monitor follows (repeatable): /dev/kmsg, or a file such as /var/log/messages")
+	f.StringArrayVar(&cfg.DiskPaths, "disk-path", []string{"/"}, "file system the health monitor watches for space (repeatable)")
 	cmd.MarkFlagRequired("server")
 	cmd.MarkFlagRequired("instance-id")
 	return cmd

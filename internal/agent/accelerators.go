@@ -22,6 +22,9 @@ const SimulatedDevicesFile = "accelerators.json"
 // accelerators returns the node's devices: the simulated ones of its instance type, created on
 // first use and kept across reboots (they are the machine's, like its disks).
 func (a *Agent) accelerators() ([]*agentproto.Accelerator, error) {
+	if a.nvml != nil {
+		return a.nvml.accelerators(), nil
+	}
 	path := filepath.Join(a.cfg.StateDir, SimulatedDevicesFile)
 	var devs []*agentproto.Accelerator
 	b, err := os.ReadFile(path)
@@ -68,7 +71,9 @@ const nvidiaMajor = 195
 // they are devices) while nothing can open them.
 func (a *Agent) deviceNodes(devs []*agentproto.Accelerator) error {
 	for _, d := range devs {
-		if !d.Simulated || d.DevicePath == "" {
+		// A device the fault injector took away (unhealthy) stays gone across reboots, as a
+		// GPU that fell off the bus does.
+		if !d.Simulated || d.DevicePath == "" || !d.Healthy {
 			continue
 		}
 		if _, err := os.Stat(d.DevicePath); err == nil {

@@ -39,6 +39,10 @@ type Config struct {
 	// attempt, since a provider may hand a new one to an agent that has not registered yet.
 	BootstrapTokenFile string
 	Logger             *slog.Logger
+	// KernelLogs are the kernel logs the health monitor follows: /dev/kmsg on a machine, the
+	// node's own log file on the local provider. DiskPaths are the file systems it watches.
+	KernelLogs []string
+	DiskPaths  []string
 }
 
 // Agent is a running agent.
@@ -55,6 +59,9 @@ type Agent struct {
 	// pending holds log lines produced while no session was open, sent when one opens.
 	pending []*agentproto.AgentMessage
 	daemons daemons
+	// devState and nvml belong to the health monitors (monitor.go, nvml.go).
+	devState deviceState
+	nvml     *nvmlMonitor
 }
 
 // maxPending bounds the log messages kept while disconnected.
@@ -75,8 +82,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if _, err := a.accelerators(); err != nil {
 		a.log.Error("accelerators", "error", err)
 	}
+	a.nvml = openNVML(a.log)
+	if a.nvml != nil {
+		defer a.nvml.close()
+	}
 	a.daemons.startEnabled()
 	defer a.daemons.stopAll()
+	a.startMonitors(ctx)
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
@@ -210,14 +222,14 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	return <-errc
 }
 
-// send queues a message for the current session. Without one, log lines wait for the next
-// session; other messages are dropped (a result is kept on disk and sent again when the
+// send queues a message for the current session. Without one, log lines and findings wait
+// for the next session; other messages are dropped (a result is kept on disk and sent again when the
 // server repeats the command; heartbeats and inventory are sent afresh).
 func (a *Agent) send(m *agentproto.AgentMessage) {
 	a.mu.Lock()
 	q := a.sendq
 	if q == nil {
-		if m.GetLogs() != nil && len(a.pending) < maxPending {
+		if (m.GetLogs() != nil || m.GetFinding() != nil) && len(a.pending) < maxPending {
 			a.pending = append(a.pending, m)
 		}
 		a.mu.Unlock()

@@ -73,6 +73,8 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 		if err := a.daemons.restartDaemon(k.RestartDaemon.Name); err != nil {
 			r = &agentproto.CommandResult{ExitCode: -1, Error: err.Error()}
 		}
+	case *agentproto.Command_RunChecks:
+		r = a.runChecks(ctx, k.RunChecks)
 	case *agentproto.Command_Run:
 		r = a.run(ctx, k.Run.Argv, "", nil, time.Duration(k.Run.TimeoutSeconds)*time.Second, "")
 	default:

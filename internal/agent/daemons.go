@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/health"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -137,9 +138,17 @@ func (d *daemons) stop(name string) {
 	}
 }
 
+// Crash-loop detection: crashLoopExits exits within crashLoopWindow is a daemon that will not
+// stay up (a finding asking for a reboot); each exit alone is only recorded.
+const (
+	crashLoopExits  = 3
+	crashLoopWindow = time.Minute
+)
+
 func (d *daemons) supervise(s *supervised) {
 	defer close(s.done)
 	backoff := time.Second
+	var exits []time.Time
 	for {
 		started := time.Now()
 		err := d.runOnce(s)
@@ -162,6 +171,19 @@ func (d *daemons) supervise(s *supervised) {
 			backoff = time.Second
 		}
 		d.a.log.Warn("daemon exited; restarting", "daemon", s.spec.Name, "error", err, "in", backoff)
+		now := time.Now()
+		exits = append(exits, now)
+		for len(exits) > 0 && now.Sub(exits[0]) > crashLoopWindow {
+			exits = exits[1:]
+		}
+		cat := health.Default()
+		evidence := fmt.Sprintf("%s exited (%v) after %s; restarting it in %s", s.spec.Name, err, now.Sub(started).Round(time.Millisecond), backoff)
+		if len(exits) >= crashLoopExits {
+			d.a.report(cat.FaultFinding("daemon.crashloop", fmt.Sprintf("%s exited %d times within %s; last: %s", s.spec.Name, len(exits), crashLoopWindow, evidence)), "daemons")
+			exits = nil
+		} else {
+			d.a.report(cat.FaultFinding("daemon.exited", evidence), "daemons")
+		}
 		select {
 		case <-s.stop:
 			return

@@ -34,6 +34,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Inventory
 	//	*AgentMessage_Result
 	//	*AgentMessage_Logs
+	//	*AgentMessage_Finding
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -121,6 +122,15 @@ func (x *AgentMessage) GetLogs() *LogLines {
 	return nil
 }
 
+func (x *AgentMessage) GetFinding() *Finding {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Finding); ok {
+			return x.Finding
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -145,6 +155,10 @@ type AgentMessage_Logs struct {
 	Logs *LogLines `protobuf:"bytes,5,opt,name=logs,proto3,oneof"`
 }
 
+type AgentMessage_Finding struct {
+	Finding *Finding `protobuf:"bytes,6,opt,name=finding,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -154,6 +168,8 @@ func (*AgentMessage_Inventory) isAgentMessage_Msg() {}
 func (*AgentMessage_Result) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Logs) isAgentMessage_Msg() {}
+
+func (*AgentMessage_Finding) isAgentMessage_Msg() {}
 
 type ServerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -700,6 +716,7 @@ type Command struct {
 	//	*Command_Run
 	//	*Command_Daemon
 	//	*Command_RestartDaemon
+	//	*Command_RunChecks
 	Kind isCommand_Kind `protobuf_oneof:"kind"`
 	// ephemeral commands (queries such as scontrol show node, rewrites of configuration files)
 	// are run every time they are sent, and their results are not stored.
@@ -797,6 +814,15 @@ func (x *Command) GetRestartDaemon() *RestartDaemon {
 	return nil
 }
 
+func (x *Command) GetRunChecks() *RunChecks {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_RunChecks); ok {
+			return x.RunChecks
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetEphemeral() bool {
 	if x != nil {
 		return x.Ephemeral
@@ -828,6 +854,10 @@ type Command_RestartDaemon struct {
 	RestartDaemon *RestartDaemon `protobuf:"bytes,6,opt,name=restart_daemon,json=restartDaemon,proto3,oneof"`
 }
 
+type Command_RunChecks struct {
+	RunChecks *RunChecks `protobuf:"bytes,8,opt,name=run_checks,json=runChecks,proto3,oneof"`
+}
+
 func (*Command_RunLifecycle) isCommand_Kind() {}
 
 func (*Command_WriteFiles) isCommand_Kind() {}
@@ -837,6 +867,8 @@ func (*Command_Run) isCommand_Kind() {}
 func (*Command_Daemon) isCommand_Kind() {}
 
 func (*Command_RestartDaemon) isCommand_Kind() {}
+
+func (*Command_RunChecks) isCommand_Kind() {}
 
 // Daemon enables (or, with enabled false, stops and disables) a long-running process the
 // agent supervises: started now and at every agent start (as a systemd unit that is enabled),
@@ -1224,6 +1256,7 @@ type CommandResult struct {
 	StderrTail    []byte                 `protobuf:"bytes,7,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`  // the last lines of stderr alone
 	DurationMs    uint64                 `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"` // how long the command ran
 	Replayed      bool                   `protobuf:"varint,9,opt,name=replayed,proto3" json:"replayed,omitempty"`                       // answered from the stored result of an earlier run
+	Findings      []*Finding             `protobuf:"bytes,10,rep,name=findings,proto3" json:"findings,omitempty"`                       // what a RunChecks found
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1319,6 +1352,13 @@ func (x *CommandResult) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *CommandResult) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
 }
 
 type LogLines struct {
@@ -1425,17 +1465,199 @@ func (x *LogLine) GetMessage() string {
 	return ""
 }
 
+// Finding is a fault one of the agent's monitors or checks found (internal/health classifies
+// it: fault type and action from the catalog, the raw evidence).
+type Finding struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Fault          string                 `protobuf:"bytes,1,opt,name=fault,proto3" json:"fault,omitempty"`   // fault type, e.g. gpu.bus_lost
+	Action         string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // the catalog's action: Ignore, ResetGPU, Reboot, Replace
+	Xid            int32                  `protobuf:"varint,3,opt,name=xid,proto3" json:"xid,omitempty"`
+	Pci            string                 `protobuf:"bytes,4,opt,name=pci,proto3" json:"pci,omitempty"`  // the GPU's PCI address in an Xid line
+	Gpu            int32                  `protobuf:"varint,5,opt,name=gpu,proto3" json:"gpu,omitempty"` // the GPU index when known, else -1
+	Meaning        string                 `protobuf:"bytes,6,opt,name=meaning,proto3" json:"meaning,omitempty"`
+	Source         string                 `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`                                           // where the action comes from (NVIDIA catalog, HyperPod, EKS...)
+	Evidence       string                 `protobuf:"bytes,8,opt,name=evidence,proto3" json:"evidence,omitempty"`                                       // the raw log line, or the monitor's reading
+	Monitor        string                 `protobuf:"bytes,9,opt,name=monitor,proto3" json:"monitor,omitempty"`                                         // kernel-log, devices, nvml, daemons, disk, network, checks
+	ObservedUnixMs int64                  `protobuf:"varint,10,opt,name=observed_unix_ms,json=observedUnixMs,proto3" json:"observed_unix_ms,omitempty"` // when the agent saw it
+	Cause          int32                  `protobuf:"varint,11,opt,name=cause,proto3" json:"cause,omitempty"`                                           // the Xid a secondary Xid 45 names
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Finding) Reset() {
+	*x = Finding{}
+	mi := &file_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Finding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Finding) ProtoMessage() {}
+
+func (x *Finding) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Finding.ProtoReflect.Descriptor instead.
+func (*Finding) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Finding) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
+}
+
+func (x *Finding) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Finding) GetXid() int32 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
+func (x *Finding) GetPci() string {
+	if x != nil {
+		return x.Pci
+	}
+	return ""
+}
+
+func (x *Finding) GetGpu() int32 {
+	if x != nil {
+		return x.Gpu
+	}
+	return 0
+}
+
+func (x *Finding) GetMeaning() string {
+	if x != nil {
+		return x.Meaning
+	}
+	return ""
+}
+
+func (x *Finding) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Finding) GetEvidence() string {
+	if x != nil {
+		return x.Evidence
+	}
+	return ""
+}
+
+func (x *Finding) GetMonitor() string {
+	if x != nil {
+		return x.Monitor
+	}
+	return ""
+}
+
+func (x *Finding) GetObservedUnixMs() int64 {
+	if x != nil {
+		return x.ObservedUnixMs
+	}
+	return 0
+}
+
+func (x *Finding) GetCause() int32 {
+	if x != nil {
+		return x.Cause
+	}
+	return 0
+}
+
+// RunChecks runs health checks on the node. "basic": accelerator count, device health, disk,
+// memory and daemons (at every start, before a node is Running). "InstanceStress": CPU and
+// memory stress, device checks, dcgmi diag when DCGM exists, for duration_seconds.
+type RunChecks struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Kind            string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	DurationSeconds uint32                 `protobuf:"varint,2,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RunChecks) Reset() {
+	*x = RunChecks{}
+	mi := &file_agent_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunChecks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunChecks) ProtoMessage() {}
+
+func (x *RunChecks) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunChecks.ProtoReflect.Descriptor instead.
+func (*RunChecks) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RunChecks) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RunChecks) GetDurationSeconds() uint32 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
 var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\rhale.agent.v1\"\x9e\x02\n" +
+	"\vagent.proto\x12\rhale.agent.v1\"\xd2\x02\n" +
 	"\fAgentMessage\x12,\n" +
 	"\x05hello\x18\x01 \x01(\v2\x14.hale.agent.v1.HelloH\x00R\x05hello\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.hale.agent.v1.HeartbeatH\x00R\theartbeat\x128\n" +
 	"\tinventory\x18\x03 \x01(\v2\x18.hale.agent.v1.InventoryH\x00R\tinventory\x126\n" +
 	"\x06result\x18\x04 \x01(\v2\x1c.hale.agent.v1.CommandResultH\x00R\x06result\x12-\n" +
-	"\x04logs\x18\x05 \x01(\v2\x17.hale.agent.v1.LogLinesH\x00R\x04logsB\x05\n" +
+	"\x04logs\x18\x05 \x01(\v2\x17.hale.agent.v1.LogLinesH\x00R\x04logs\x122\n" +
+	"\afinding\x18\x06 \x01(\v2\x16.hale.agent.v1.FindingH\x00R\afindingB\x05\n" +
 	"\x03msg\"\xb2\x01\n" +
 	"\rServerMessage\x122\n" +
 	"\awelcome\x18\x01 \x01(\v2\x16.hale.agent.v1.WelcomeH\x00R\awelcome\x122\n" +
@@ -1482,7 +1704,7 @@ const file_agent_proto_rawDesc = "" +
 	"\tsimulated\x18\x06 \x01(\bR\tsimulated\x12\x18\n" +
 	"\ahealthy\x18\a \x01(\bR\ahealthy\x12\x1f\n" +
 	"\vdevice_path\x18\b \x01(\tR\n" +
-	"devicePath\"\xe8\x02\n" +
+	"devicePath\"\xa3\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12B\n" +
 	"\rrun_lifecycle\x18\x02 \x01(\v2\x1b.hale.agent.v1.RunLifecycleH\x00R\frunLifecycle\x12<\n" +
@@ -1490,7 +1712,9 @@ const file_agent_proto_rawDesc = "" +
 	"writeFiles\x12-\n" +
 	"\x03run\x18\x04 \x01(\v2\x19.hale.agent.v1.RunCommandH\x00R\x03run\x12/\n" +
 	"\x06daemon\x18\x05 \x01(\v2\x15.hale.agent.v1.DaemonH\x00R\x06daemon\x12E\n" +
-	"\x0erestart_daemon\x18\x06 \x01(\v2\x1c.hale.agent.v1.RestartDaemonH\x00R\rrestartDaemon\x12\x1c\n" +
+	"\x0erestart_daemon\x18\x06 \x01(\v2\x1c.hale.agent.v1.RestartDaemonH\x00R\rrestartDaemon\x129\n" +
+	"\n" +
+	"run_checks\x18\b \x01(\v2\x18.hale.agent.v1.RunChecksH\x00R\trunChecks\x12\x1c\n" +
 	"\tephemeral\x18\a \x01(\bR\tephemeralB\x06\n" +
 	"\x04kind\"\xcf\x01\n" +
 	"\x06Daemon\x12\x12\n" +
@@ -1531,7 +1755,7 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"RunCommand\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12'\n" +
-	"\x0ftimeout_seconds\x18\x02 \x01(\rR\x0etimeoutSeconds\"\x8f\x02\n" +
+	"\x0ftimeout_seconds\x18\x02 \x01(\rR\x0etimeoutSeconds\"\xc3\x02\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
@@ -1545,13 +1769,31 @@ const file_agent_proto_rawDesc = "" +
 	"stderrTail\x12\x1f\n" +
 	"\vduration_ms\x18\b \x01(\x04R\n" +
 	"durationMs\x12\x1a\n" +
-	"\breplayed\x18\t \x01(\bR\breplayed\"P\n" +
+	"\breplayed\x18\t \x01(\bR\breplayed\x122\n" +
+	"\bfindings\x18\n" +
+	" \x03(\v2\x16.hale.agent.v1.FindingR\bfindings\"P\n" +
 	"\bLogLines\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12,\n" +
 	"\x05lines\x18\x02 \x03(\v2\x16.hale.agent.v1.LogLineR\x05lines\"<\n" +
 	"\aLogLine\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2Q\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x95\x02\n" +
+	"\aFinding\x12\x14\n" +
+	"\x05fault\x18\x01 \x01(\tR\x05fault\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x10\n" +
+	"\x03xid\x18\x03 \x01(\x05R\x03xid\x12\x10\n" +
+	"\x03pci\x18\x04 \x01(\tR\x03pci\x12\x10\n" +
+	"\x03gpu\x18\x05 \x01(\x05R\x03gpu\x12\x18\n" +
+	"\ameaning\x18\x06 \x01(\tR\ameaning\x12\x16\n" +
+	"\x06source\x18\a \x01(\tR\x06source\x12\x1a\n" +
+	"\bevidence\x18\b \x01(\tR\bevidence\x12\x18\n" +
+	"\amonitor\x18\t \x01(\tR\amonitor\x12(\n" +
+	"\x10observed_unix_ms\x18\n" +
+	" \x01(\x03R\x0eobservedUnixMs\x12\x14\n" +
+	"\x05cause\x18\v \x01(\x05R\x05cause\"J\n" +
+	"\tRunChecks\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12)\n" +
+	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds2Q\n" +
 	"\x05Agent\x12H\n" +
 	"\aConnect\x12\x1b.hale.agent.v1.AgentMessage\x1a\x1c.hale.agent.v1.ServerMessage(\x010\x01B1Z/github.com/haleproject/hale/internal/agentprotob\x06proto3"
 
@@ -1567,7 +1809,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),  // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil), // 1: hale.agent.v1.ServerMessage
@@ -1587,9 +1829,11 @@ var file_agent_proto_goTypes = []any{
 	(*CommandResult)(nil), // 15: hale.agent.v1.CommandResult
 	(*LogLines)(nil),      // 16: hale.agent.v1.LogLines
 	(*LogLine)(nil),       // 17: hale.agent.v1.LogLine
-	nil,                   // 18: hale.agent.v1.Daemon.EnvEntry
-	nil,                   // 19: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                   // 20: hale.agent.v1.RunLifecycle.EnvEntry
+	(*Finding)(nil),       // 18: hale.agent.v1.Finding
+	(*RunChecks)(nil),     // 19: hale.agent.v1.RunChecks
+	nil,                   // 20: hale.agent.v1.Daemon.EnvEntry
+	nil,                   // 21: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                   // 22: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
@@ -1597,27 +1841,30 @@ var file_agent_proto_depIdxs = []int32{
 	6,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
 	15, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
 	16, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
-	3,  // 5: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
-	8,  // 6: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
-	4,  // 7: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
-	7,  // 8: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	11, // 9: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	12, // 10: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	14, // 11: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	9,  // 12: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
-	10, // 13: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
-	18, // 14: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	19, // 15: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	20, // 16: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	13, // 17: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	17, // 18: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	0,  // 19: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	1,  // 20: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
+	3,  // 6: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
+	8,  // 7: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
+	4,  // 8: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	7,  // 9: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
+	11, // 10: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	12, // 11: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	14, // 12: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	9,  // 13: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	10, // 14: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	19, // 15: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
+	20, // 16: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	21, // 17: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	22, // 18: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	13, // 19: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	18, // 20: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
+	17, // 21: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	0,  // 22: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	1,  // 23: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	23, // [23:24] is the sub-list for method output_type
+	22, // [22:23] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1631,6 +1878,7 @@ func file_agent_proto_init() {
 		(*AgentMessage_Inventory)(nil),
 		(*AgentMessage_Result)(nil),
 		(*AgentMessage_Logs)(nil),
+		(*AgentMessage_Finding)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),
@@ -1643,6 +1891,7 @@ func file_agent_proto_init() {
 		(*Command_Run)(nil),
 		(*Command_Daemon)(nil),
 		(*Command_RestartDaemon)(nil),
+		(*Command_RunChecks)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1650,7 +1899,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

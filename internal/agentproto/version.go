@@ -11,5 +11,7 @@ package agentproto
 //
 //	1: Hello/Welcome, heartbeats, inventory, RunLifecycle, WriteFiles, RunCommand, log lines;
 //	   CommandResult carries duration_ms and replayed.
-//	2: Daemon and RestartDaemon commands (supervised processes); Accelerator.device_path.
-const CapabilityVersion = 2
+//	2: Daemon and RestartDaemon commands (supervised processes); Accelerator.device_path;
+//	   ephemeral commands.
+//	3: Finding messages (health monitors); RunChecks; CommandResult.findings.
+const CapabilityVersion = 3

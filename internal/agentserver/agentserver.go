@@ -43,7 +43,9 @@ type Config struct {
 	// Notify is told the cluster id whenever one of its nodes connects, disconnects, goes
 	// silent or speaks again, and when its inventory is saved.
 	Notify func(clusterID string)
-	Logger *slog.Logger
+	// OnFinding is given each health finding an agent reports (nil: findings are logged only).
+	OnFinding func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding)
+	Logger    *slog.Logger
 }
 
 // Server serves agentproto.AgentServer.
@@ -174,6 +176,12 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 				s.deliver(msg.Result)
 			case *agentproto.AgentMessage_Logs:
 				s.saveLogs(stream.Context(), sess, msg.Logs)
+			case *agentproto.AgentMessage_Finding:
+				if s.cfg.OnFinding != nil {
+					s.cfg.OnFinding(stream.Context(), sess.clusterID, sess.instanceID, msg.Finding)
+				} else {
+					s.log.Warn("finding", "instance_id", sess.instanceID, "fault", msg.Finding.Fault, "evidence", msg.Finding.Evidence)
+				}
 			case *agentproto.AgentMessage_Hello:
 				return status.Error(codes.InvalidArgument, "Hello may only come first")
 			}
@@ -221,6 +229,9 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *
 			n.Details.AgentTokenHash = "" // one time only
 		default:
 			return status.Errorf(codes.Unauthenticated, "instance %s presented neither its bootstrap token nor its node secret", h.InstanceId)
+		}
+		if h.BootTimeUnixMs > 0 && n.InstanceID == h.InstanceId {
+			n.Details.BootTime = time.UnixMilli(h.BootTimeUnixMs).UTC()
 		}
 		if err := tx.UpdateNode(n); err != nil {
 			return err

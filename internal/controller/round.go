@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -71,7 +72,7 @@ func (r *round) run() error {
 			return err
 		}
 	}
-	steps := []func() error{r.slurmPrepare, r.doActions, r.softwareUpdate, r.converge, r.slurmPrepare, r.drive, r.slurmSteps, r.aggregate}
+	steps := []func() error{r.slurmPrepare, r.doActions, r.repairs, r.softwareUpdate, r.converge, r.slurmPrepare, r.drive, r.slurmSteps, r.aggregate}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -274,21 +275,15 @@ func (r *round) doActions() error {
 					return err
 				}
 			}
-		case store.ActionReplace:
+		case store.ActionReplace, store.ActionReboot:
 			if a.State == store.ActionPending {
-				if err := finish(store.ActionSucceeded, ""); err != nil {
+				// The same repair flow as a health finding's: drain, reboot or replace, checks,
+				// resume (repair.go); an explicit request does not wait for the node's jobs.
+				rp, err := r.requestRepair(n, string(a.Kind), "api", "Batch"+string(a.Kind)+"ClusterNodes")
+				if err != nil {
 					return err
 				}
-				if err := r.replace(n, "BatchReplaceClusterNodes"); err != nil {
-					return err
-				}
-			}
-		case store.ActionReboot:
-			if a.State == store.ActionPending {
-				if err := finish(store.ActionSucceeded, ""); err != nil {
-					return err
-				}
-				if err := r.reboot(n); err != nil {
+				if err := finish(store.ActionSucceeded, "repair "+rp.ID); err != nil {
 					return err
 				}
 			}
@@ -302,6 +297,40 @@ func (r *round) doActions() error {
 		}
 	}
 	return nil
+}
+
+// requestRepair opens a repair an operator asked for (the API, or an Action: reason in Slurm),
+// or returns the node's open repair (made a Replace when that is asked and it has not started).
+func (r *round) requestRepair(n *store.Node, action, source, why string) (*store.Repair, error) {
+	return requestRepair(r.tx, r.cl, n, action, source, why, r.now)
+}
+
+func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string, now time.Time) (*store.Repair, error) {
+	open, err := tx.OpenRepairs(cl.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, rp := range open {
+		if rp.LogicalID != n.LogicalID {
+			continue
+		}
+		if rp.State == store.RepairHeld || (action == string(health.Replace) && rp.Action != action && beforeRepairing(rp.State)) {
+			rp.Action, rp.Source, rp.State = action, source, store.RepairDraining
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: why + " asks for a " + strings.ToLower(action)})
+			rp.UpdatedAt = now
+			return rp, tx.PutRepair(rp)
+		}
+		return rp, nil
+	}
+	fault := "api.repair_request"
+	if source == "slurm" {
+		fault = "slurm.repair_request"
+	}
+	rp, err := newRepair(tx, cl, n, action, fault, source, why, "", false, now)
+	if err != nil {
+		return nil, err
+	}
+	return rp, instanceEvent(tx, cl, n, now, api.ClusterEventLevelInfo, "Repair %s of node %s (instance %s) started: %s (%s).", rp.ID, n.LogicalID, n.InstanceID, strings.ToLower(action), why)
 }
 
 // replace retires the node's instance for a new one with the same address, hostname and logical
@@ -616,7 +645,12 @@ func (r *round) watchReachability(n *store.Node) error {
 		if err := r.setPhase(n, store.PhaseReady, "Node unreachable: "+why+"."); err != nil {
 			return err
 		}
-		return r.nodeEvent(n, api.ClusterEventLevelWarn, "Instance %s (%s) is unreachable: %s.", n.InstanceID, n.Details.PrivateDNSHostname, why)
+		if err := r.nodeEvent(n, api.ClusterEventLevelWarn, "Instance %s (%s) is unreachable: %s.", n.InstanceID, n.Details.PrivateDNSHostname, why); err != nil {
+			return err
+		}
+		// A dead node is a health finding of the control plane's own: repaired at once.
+		f := health.Default().FaultFinding("node.heartbeat_lost", "instance "+n.InstanceID+": "+why)
+		return r.c.judge(r.tx, r.cl, n, n.InstanceID, f, "server", "heartbeat", r.now)
 	case n.Details.Unreachable && agents.Reachable(n.InstanceID):
 		n.Details.Unreachable = false
 		if err := r.setPhase(n, store.PhaseReady, ""); err != nil {

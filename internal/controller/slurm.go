@@ -685,17 +685,17 @@ func (c *Controller) pollSlurm(ctx context.Context, clusterID, ctlInstance strin
 			}
 			req := s.RepairRequest()
 			switch {
-			case req != "" && n.Details.RepairRequest != req:
+			case req != "" && n.Details.RepairRequest != req && n.Details.Phase == store.PhaseReady:
 				changed = true
 				n.Details.RepairRequest = req
-				drain := !s.Has("DRAIN")
-				if drain {
-					acts = append(acts, act{slurm.Drain(name, s.Reason)})
-				}
 				events = append(events, func() error {
-					return instanceEvent(tx, cl, n, now, api.ClusterEventLevelWarn,
-						"Slurm node %s (instance %s) is marked Action:%s by an operator (state %s); hale recorded the %s request for the repair flow and drained the node.",
-						name, n.InstanceID, req, strings.ToLower(s.State), strings.ToLower(req))
+					if err := instanceEvent(tx, cl, n, now, api.ClusterEventLevelWarn,
+						"Slurm node %s (instance %s) is marked Action:%s by an operator (state %s): hale drains it and starts the %s.",
+						name, n.InstanceID, req, strings.ToLower(s.State), strings.ToLower(req)); err != nil {
+						return err
+					}
+					_, err := requestRepair(tx, cl, n, req, "slurm", "Slurm reason Action:"+req, now)
+					return err
 				})
 			case req == "" && n.Details.RepairRequest != "" && !strings.HasPrefix(s.Reason, "Action:"):
 				changed = true

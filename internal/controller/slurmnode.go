@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/slurm"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -119,6 +121,30 @@ func (c *Controller) setupErr(n *store.Node, doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
+// basicChecks runs the node's basic health checks (every start: a new instance, a reboot):
+// a node that fails them never becomes Running. The command is ephemeral, so a rebooted node
+// runs them again.
+func (c *Controller) basicChecks(ctx context.Context, n *store.Node) error {
+	r, err := c.do(ctx, n.InstanceID, &agentproto.Command{Id: fmt.Sprintf("%s-checks-%d", n.Details.CommandID, time.Now().UnixNano()), Ephemeral: true,
+		Kind: &agentproto.Command_RunChecks{RunChecks: &agentproto.RunChecks{Kind: "basic"}}}, 60*time.Second)
+	if err != nil {
+		return c.setupErr(n, "running the basic health checks", err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("basic health checks: %s", r.Error)
+	}
+	if r.ExitCode != 0 {
+		var failed []string
+		for _, f := range r.Findings {
+			if health.Action(f.Action).Effective() != health.Ignore {
+				failed = append(failed, fmt.Sprintf("%s (%s)", f.Fault, f.Evidence))
+			}
+		}
+		return fmt.Errorf("basic health checks failed: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
 // slurmSetupFailed fails a node whose Slurm setup failed (unless its agent only went away).
 func (c *Controller) slurmSetupFailed(ctx context.Context, node *store.Node, createStream string, err error) {
 	if errors.Is(err, errAgentGone) || ctx.Err() != nil {
@@ -130,7 +156,7 @@ func (c *Controller) slurmSetupFailed(ctx context.Context, node *store.Node, cre
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		n.Details.Phase, n.Details.PhaseSince = store.PhaseFailed, now
-		n.StatusMessage = fmt.Sprintf("Slurm setup on host %s (instance %s, group %s) failed: %v", n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, err)
+		n.StatusMessage = fmt.Sprintf("Setup of host %s (instance %s, group %s) failed: %v", n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, err)
 		n.Status = statusOf(n)
 		if err := tx.UpdateNode(n); err != nil {
 			return err

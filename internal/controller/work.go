@@ -212,6 +212,12 @@ func (r *round) sendLifecycle(n *store.Node) {
 						return
 					}
 				}
+				if ok {
+					if err := c.basicChecks(ctx, &node); err != nil {
+						c.slurmSetupFailed(ctx, &node, createStream, err)
+						return
+					}
+				}
 				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result)
 				return
 			case <-tick.C:

@@ -154,3 +154,34 @@ func (c *Catalog) FaultFinding(fault, evidence string) Finding {
 	}
 	return f
 }
+
+// Complete fills what a finding that crossed the wire lacks from the catalog: the repeat rule
+// of its Xid, pattern or fault, and its meaning and source when they are empty.
+func (c *Catalog) Complete(f *Finding) {
+	var e *Entry
+	switch {
+	case f.Xid != 0 && c.byXid[f.Xid] != nil && c.byXid[f.Xid].Fault == f.Fault:
+		e = c.byXid[f.Xid]
+	case c.byFault[f.Fault] != nil:
+		e = c.byFault[f.Fault]
+	default:
+		for i := range c.Patterns {
+			if c.Patterns[i].Fault == f.Fault {
+				e = &c.Patterns[i]
+				break
+			}
+		}
+	}
+	if e == nil {
+		return
+	}
+	if f.Repeat == nil {
+		f.Repeat = e.Repeat
+	}
+	if f.Meaning == "" {
+		f.Meaning = e.Meaning
+	}
+	if f.Source == "" {
+		f.Source = e.Source
+	}
+}

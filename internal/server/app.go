@@ -160,8 +160,11 @@ func Start(o Options) (*App, error) {
 	}
 	var ctl *controller.Controller
 	notify := func(id string) { ctl.Enqueue(id) }
+	onFinding := func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding) {
+		ctl.HandleFinding(ctx, clusterID, instanceID, f)
+	}
 	a.Agents = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: o.HeartbeatInterval,
-		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, Logger: log})
+		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding, Logger: log})
 	var agentLn net.Listener
 	switch o.Provider {
 	case "":

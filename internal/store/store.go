@@ -88,6 +88,20 @@ type Tx interface {
 	// OpenActions returns the cluster's actions that are Pending or InProgress, oldest first.
 	OpenActions(clusterID string) ([]*Action, error)
 
+	// InsertFinding records a health finding of a node (sets f.Seq).
+	InsertFinding(f *Finding) error
+	// FindingsOf returns a node's findings since a time, oldest first.
+	FindingsOf(clusterID, logicalID string, since time.Time) ([]*Finding, error)
+	// InsertRepair records a new repair; PutRepair replaces one (by ID; ErrNotFound).
+	InsertRepair(r *Repair) error
+	PutRepair(r *Repair) error
+	// OpenRepairs returns the cluster's repairs that have not ended, oldest first.
+	OpenRepairs(clusterID string) ([]*Repair, error)
+	// RepairsOf returns a node's repairs created since a time, oldest first.
+	RepairsOf(clusterID, logicalID string, since time.Time) ([]*Repair, error)
+	// Repair returns one repair by id; ErrNotFound.
+	Repair(id string) (*Repair, error)
+
 	// AppendEvent adds e and sets e.Seq.
 	AppendEvent(e *Event) error
 	// Event returns the cluster's event with that id; ErrNotFound.
@@ -275,9 +289,11 @@ type NodeDetails struct {
 	OldInstanceID  string    `json:",omitempty"` // the instance a replacement retires first
 	Ordinal        int       `json:",omitempty"` // the node's place in its group, from 1
 	// SoftwareGeneration is the group's software generation the node was imaged with.
-	SoftwareGeneration int            `json:",omitempty"`
-	Unreachable        bool           `json:",omitempty"` // the agent missed its heartbeats
-	Inventory          *NodeInventory `json:",omitempty"`
+	SoftwareGeneration int  `json:",omitempty"`
+	Unreachable        bool `json:",omitempty"` // the agent missed its heartbeats
+	// BootTime is when the instance's agent last started (its Hello): a reboot changes it.
+	BootTime  time.Time      `json:",omitzero"`
+	Inventory *NodeInventory `json:",omitempty"`
 
 	// Slurm: the configuration the node's files hold (SlurmState.Hash), and the node's state
 	// and reason as slurmctld reports them (scontrol show node).
@@ -287,6 +303,8 @@ type NodeDetails struct {
 	// RepairRequest is an operator's Action:Replace or Action:Reboot reason picked up from
 	// Slurm ("Replace" or "Reboot"), recorded for the repair flow.
 	RepairRequest string `json:",omitempty"`
+	// RepairStatus is the node's open repair in one line ("" when none), for DescribeClusterNode.
+	RepairStatus string `json:",omitempty"`
 }
 
 // NodePhase is where a node's bring-up stands; ClusterInstanceStatus is what the API shows.
@@ -453,4 +471,86 @@ type EventQuery struct {
 type EventCursor struct {
 	Time time.Time `json:"t"`
 	Seq  int64     `json:"s"`
+}
+
+// Finding is a health finding about a node, as the agent (or the control plane) reported it
+// and the classifier named it (internal/health).
+type Finding struct {
+	Seq        int64  `json:"-"`
+	ClusterID  string `json:"-"`
+	LogicalID  string `json:"-"`
+	InstanceID string `json:"-"`
+	At         time.Time
+	Fault      string
+	Action     string // the catalog's action
+	Decision   string // what hale decided: Ignore, Reboot, Replace, Quarantine
+	Escalated  string `json:",omitempty"` // why the decision is more severe than the catalog's
+	Xid        int    `json:",omitempty"`
+	PCI        string `json:",omitempty"`
+	GPU        int    `json:",omitempty"`
+	Meaning    string `json:",omitempty"`
+	Source     string `json:",omitempty"`
+	Evidence   string `json:",omitempty"`
+	Monitor    string `json:",omitempty"`
+	RepairID   string `json:",omitempty"`
+}
+
+// RepairState is where a repair stands. Draining, Held, WaitingForJobs, Repairing, Checking and
+// Resuming are open; Done, Failed, Quarantined and Cancelled are ended.
+type RepairState string
+
+// Repair states, in order.
+const (
+	RepairDraining       RepairState = "Draining"       // marking the node unschedulable (Slurm: drain, reason Action:...)
+	RepairHeld           RepairState = "Held"           // NodeRecovery None: drained, waiting for an operator
+	RepairWaitingForJobs RepairState = "WaitingForJobs" // drained; its jobs still run
+	RepairRepairing      RepairState = "Repairing"      // rebooting or replacing the instance
+	RepairChecking       RepairState = "Checking"       // back up: lifecycle scripts (replacement) and basic checks
+	RepairResuming       RepairState = "Resuming"       // Running again: resume in Slurm
+	RepairDone           RepairState = "Done"
+	RepairFailed         RepairState = "Failed"
+	RepairQuarantined    RepairState = "Quarantined" // replaced too often for this fault: kept drained
+	RepairCancelled      RepairState = "Cancelled"
+)
+
+// Open reports whether the repair has not ended.
+func (s RepairState) Open() bool {
+	switch s {
+	case RepairDone, RepairFailed, RepairQuarantined, RepairCancelled:
+		return false
+	}
+	return true
+}
+
+// Repair is one repair of one node: what started it, what it does, how far it got.
+type Repair struct {
+	ID         string
+	ClusterID  string `json:"-"`
+	LogicalID  string `json:"-"`
+	InstanceID string // the instance that was repaired
+	Action     string // Reboot or Replace
+	Fault      string
+	Source     string // health (a finding), slurm (an operator's Action: reason), api (Batch*), heartbeat
+	Reason     string // a sentence: what was found, and any escalation
+	Evidence   string `json:",omitempty"`
+	State      RepairState
+	Quarantine bool `json:",omitempty"` // kept drained when drained, instead of repaired
+	Drained    bool `json:",omitempty"` // Slurm has drained the node
+	// SlurmName is the node's Slurm name (empty for a node outside Slurm).
+	SlurmName string `json:",omitempty"`
+	// BootBefore is the instance's boot time before a reboot: a later one means it rebooted.
+	BootBefore time.Time `json:",omitzero"`
+	// RebootAt is when the reboot was asked for (so a restarted server does not ask twice).
+	RebootAt      time.Time `json:",omitzero"`
+	NewInstanceID string    `json:",omitempty"`
+	Timeline      []RepairStep
+	Message       string `json:",omitempty"` // why it failed or was held
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// RepairStep is one line of a repair's timeline.
+type RepairStep struct {
+	At   time.Time
+	What string
 }

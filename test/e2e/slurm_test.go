@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -293,7 +294,7 @@ func TestSlurmCluster(t *testing.T) {
 		}
 	})
 
-	t.Run("Action:Replace is recorded and drained; the replacement keeps its name", func(t *testing.T) {
+	t.Run("Action:Replace drains and replaces the node; it comes back under its name", func(t *testing.T) {
 		target, other := byGroup(nodes, "gpu")[0], byGroup(nodes, "gpu")[1]
 		// Only the exact, case-sensitive reason asks for a repair.
 		cmd := "scontrol update nodename=" + host(target) + " state=fail reason=Action:Replace && " +
@@ -301,32 +302,33 @@ func TestSlurmCluster(t *testing.T) {
 		if out, err := e.onNode(login, cmd); err != nil {
 			t.Fatal(err, out)
 		}
-		eventually(t, 15*time.Second, "the request recorded", func() (bool, string) {
-			d, err := e.SDK.DescribeClusterNode(ctx, &sagemaker.DescribeClusterNodeInput{ClusterName: aws.String("slurm"), NodeId: target.InstanceId})
-			if err != nil {
-				return false, err.Error()
+		// The repair flow replaces the node: a new instance, the same address and Slurm name.
+		var replacement string
+		eventually(t, 60*time.Second, "the replacement back idle", func() (bool, string) {
+			for _, n := range byGroup(e.nodes("slurm"), "gpu") {
+				if host(n) == host(target) && aws.ToString(n.InstanceId) != aws.ToString(target.InstanceId) && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+					replacement = aws.ToString(n.InstanceId)
+				}
 			}
-			msg := aws.ToString(d.NodeDetails.InstanceStatus.Message)
-			return strings.Contains(msg, "Action:Replace requested") && strings.Contains(msg, "drain"), msg
+			return replacement != "" && e.slurmStates(login)[host(target)] == "idle", replacement
 		})
-		if ev := e.events("slurm"); !strings.Contains(ev, "is marked Action:Replace by an operator") {
-			t.Errorf("no event for the request:\n%s", ev)
-		}
+		eventually(t, 10*time.Second, "the repair's timeline", func() (bool, string) {
+			ev := e.events("slurm")
+			for _, want := range []string{"is marked Action:Replace by an operator", "done in", "drained in Slurm (reason Action:Replace)", "replacing instance " + aws.ToString(target.InstanceId)} {
+				if !strings.Contains(ev, want) {
+					return false, fmt.Sprintf("events lack %q:\n%s", want, ev)
+				}
+			}
+			return true, ""
+		})
 		for _, n := range e.storeNodes("slurm") {
-			if n.InstanceID == aws.ToString(other.InstanceId) && n.Details.RepairRequest != "" {
-				t.Errorf("a lowercase reason was taken for a request: %q", n.Details.RepairRequest)
+			if n.InstanceID == aws.ToString(other.InstanceId) && (n.Details.RepairRequest != "" || n.Details.RepairStatus != "") {
+				t.Errorf("a lowercase reason was taken for a request: %q %q", n.Details.RepairRequest, n.Details.RepairStatus)
 			}
 		}
 		if out, err := e.onNode(login, "scontrol update nodename="+host(other)+" state=resume"); err != nil {
 			t.Fatal(err, out)
 		}
-
-		// The repair flow (hale's health layer) replaces such nodes; BatchReplaceClusterNodes
-		// does the same here: the new instance keeps the address and so the Slurm name.
-		if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("slurm"), NodeIds: []string{*target.InstanceId}}); err != nil {
-			t.Fatal(err)
-		}
-		e.waitStatus("slurm", types.ClusterStatusInservice, 60*time.Second)
 		e.waitIdle(t, login, workers...)
 		out, err := e.onNode(login, "srun -w "+host(target)+" hostname")
 		if err != nil || strings.TrimSpace(out) != host(target) {

@@ -5,10 +5,10 @@
 //     its address comes from one private subnet that only hale uses, and there is no default
 //     route, so nothing a node sends leaves the machine.
 //   - A UTS namespace with the hostname ip-a-b-c-d of its address.
-//   - A mount namespace in which the node's own directories are bound over /opt/ml,
-//     /var/log/provision, /var/spool/slurmd, /var/spool/slurmctld and /var/lib/hale-agent, a
-//     secondary EBS volume over /opt/sagemaker, and the cluster's shared directories (the FSx
-//     stand-ins) over their mount paths.
+//   - A mount namespace in which the node's own directories are bound over /opt/ml, /var/log,
+//     /var/spool/slurmd, /var/spool/slurmctld, /var/lib/hale-agent and Slurm's and munge's
+//     directories, a secondary EBS volume over /opt/sagemaker, and the cluster's shared
+//     directories (the FSx stand-ins) over their mount paths; NodeDisk is a small tmpfs of its own.
 //
 // The agent is started through nsenter and unshare (never `ip netns exec`, which remounts /sys
 // and hides the cgroup file systems Slurm needs; research slurm-local-cluster.md §4), so the

@@ -18,6 +18,8 @@ import (
 type NodeSetup struct {
 	Hostname string `json:"Hostname"`
 	Binds    []Bind `json:"Binds"`
+	// Tmpfs are file systems of the node's own, in memory: Target -> size in MiB.
+	Tmpfs map[string]int `json:"Tmpfs,omitempty"`
 }
 
 // Bind mounts Source over Target.
@@ -27,8 +29,22 @@ type Bind struct {
 }
 
 // nodeDirs are the node's own directories, bound over the same paths inside it.
-var nodeDirs = []string{"/opt/ml", "/var/log/provision", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent",
-	"/var/log/slurm", "/etc/munge", "/run/munge", "/var/lib/munge", "/var/log/munge", "/etc/slurm"}
+// /var/log is the node's own, as on a machine: its messages file (the kernel log the agent
+// watches, where injected faults land), provision/, slurm/, munge/.
+var nodeDirs = []string{"/opt/ml", "/var/log", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent",
+	"/etc/munge", "/run/munge", "/var/lib/munge", "/etc/slurm"}
+
+// NodeDisk is a local node's own disk: a small tmpfs where a HyperPod node mounts its NVMe
+// instance store. The agent's disk monitor watches it; it is small enough to fill (hale debug
+// inject-fault --fill-disk) without touching the host's disks. NodeDiskSize is in MiB.
+const (
+	NodeDisk     = "/opt/dlami/nvme"
+	NodeDiskSize = 64
+)
+
+// NodeKernelLog is the kernel log of a local node: a file of its own that the agent watches
+// (a real machine's agent reads /dev/kmsg), so faults written there follow the monitor's path.
+const NodeKernelLog = "/var/log/messages"
 
 // sameAs are more mount points of a node directory: HyperPod's scripts read Slurm's
 // configuration from /opt/slurm/etc, Debian's Slurm from /etc/slurm; they are one directory.
@@ -36,8 +52,14 @@ var sameAs = map[string][]string{"/etc/slurm": {"/opt/slurm/etc"}}
 
 // prepareDirs makes the instance's directories and writes its setup.json.
 func (p *Provider) prepareDirs(r *record) error {
-	setup := NodeSetup{Hostname: r.Hostname}
+	setup := NodeSetup{Hostname: r.Hostname, Tmpfs: map[string]int{NodeDisk: NodeDiskSize}}
 	root := filepath.Join(p.dir(r.ID), "root")
+	// A machine's /var/log has these before anything runs (scripts append to them).
+	for _, d := range []string{"/var/log/provision", "/var/log/slurm", "/var/log/munge"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
 	for _, d := range nodeDirs {
 		src := filepath.Join(root, d)
 		if err := os.MkdirAll(src, 0o755); err != nil {
@@ -97,6 +119,14 @@ func SetupNode(path string) error {
 			return fmt.Errorf("bind %s over %s: %w", bind.Source, bind.Target, err)
 		}
 	}
+	for target, mib := range s.Tmpfs {
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount("tmpfs", target, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%dm,mode=1777", mib)); err != nil {
+			return fmt.Errorf("tmpfs on %s: %w", target, err)
+		}
+	}
 	return nil
 }
 
@@ -123,6 +153,8 @@ func (p *Provider) startAgent(r *record) error {
 		"--instance-type", r.InstanceType,
 		"--state-dir", "/var/lib/hale-agent",
 		"--local-setup", filepath.Join(dir, "setup.json"),
+		"--kernel-log", NodeKernelLog,
+		"--disk-path", NodeDisk,
 	}
 	if r.AgentToken != "" {
 		args = append(args, "--bootstrap-token-file", filepath.Join(dir, "token"))

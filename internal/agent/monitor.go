@@ -1,0 +1,343 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/health"
+)
+
+// The agent's health monitors. Each reports what it finds as a Finding, classified by
+// internal/health's catalog, within a second: the kernel logs (/dev/kmsg on a machine, the
+// node's own log file on the local provider), the accelerators, the supervised daemons, the
+// disks and the network interfaces. Findings made while the server is unreachable wait for
+// the next session.
+
+// monitorInterval is how often the file-based monitors look.
+const (
+	kernelLogInterval = 100 * time.Millisecond
+	deviceInterval    = 500 * time.Millisecond
+	diskInterval      = 2 * time.Second
+	// diskFullPercent is when a file system counts as full.
+	diskFullPercent = 97
+)
+
+// report sends a finding to the server and appends it to the node's findings log.
+func (a *Agent) report(f health.Finding, monitor string) {
+	pf := &agentproto.Finding{Fault: f.Fault, Action: string(f.Action), Xid: int32(f.Xid), Pci: f.PCI, Gpu: int32(f.GPU),
+		Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: monitor, ObservedUnixMs: time.Now().UnixMilli(), Cause: int32(f.Cause)}
+	if pf.Gpu < 0 && f.PCI != "" {
+		pf.Gpu = int32(a.gpuOfPCI(f.PCI))
+	}
+	a.log.Warn("finding", "fault", f.Fault, "action", f.Action, "monitor", monitor, "evidence", f.Evidence)
+	if b, err := json.Marshal(pf); err == nil {
+		appendLine(filepath.Join(a.cfg.StateDir, "findings.log"), b)
+	}
+	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Finding{Finding: pf}})
+}
+
+func appendLine(path string, b []byte) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	f.Write(append(b, '\n'))
+}
+
+// startMonitors starts every monitor; they stop with ctx.
+func (a *Agent) startMonitors(ctx context.Context) {
+	for _, path := range a.cfg.KernelLogs {
+		go a.watchKernelLog(ctx, path)
+	}
+	go a.watchDevices(ctx)
+	go a.watchDisks(ctx)
+	go a.watchNICs(ctx)
+	if a.nvml != nil {
+		go a.nvml.watch(ctx, a)
+	}
+}
+
+// watchKernelLog follows a kernel log and classifies each new line. /dev/kmsg is read record by
+// record from its end; a file is followed from where the agent last stopped (kept in the
+// state directory, so lines written while the agent was down are not missed, and lines read
+// before a reboot are not reported twice), or from its end the first time.
+func (a *Agent) watchKernelLog(ctx context.Context, path string) {
+	if path == "/dev/kmsg" {
+		a.watchKmsg(ctx)
+		return
+	}
+	cat := health.Default()
+	mark := filepath.Join(a.cfg.StateDir, "kernel-log-"+strings.ReplaceAll(strings.Trim(path, "/"), "/", "_")+".offset")
+	var offset int64 = -1
+	var inode uint64
+	if b, err := os.ReadFile(mark); err == nil {
+		fmt.Sscanf(string(b), "%d %d", &inode, &offset)
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		// The node's own log file (local provider): it exists from the start, so that lines
+		// written to it are always read.
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			f.Close()
+		}
+	}
+	tick := time.NewTicker(kernelLogInterval)
+	defer tick.Stop()
+	var partial string
+	saved := ""
+	for {
+		if st, err := os.Stat(path); err == nil {
+			var ino uint64
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				ino = sys.Ino
+			}
+			switch {
+			case offset < 0: // never read: start at its end
+				inode, offset = ino, st.Size()
+			case ino != inode || st.Size() < offset: // rotated or truncated: the new file from its start
+				inode, offset, partial = ino, 0, ""
+			}
+			if st.Size() > offset {
+				if f, err := os.Open(path); err == nil {
+					f.Seek(offset, io.SeekStart)
+					data, _ := io.ReadAll(io.LimitReader(f, 4<<20))
+					f.Close()
+					offset += int64(len(data))
+					lines := strings.Split(partial+string(data), "\n")
+					partial = lines[len(lines)-1]
+					for _, line := range lines[:len(lines)-1] {
+						if fnd, ok := cat.ClassifyLine(line); ok {
+							a.report(fnd, "kernel-log")
+						}
+					}
+				}
+			}
+			if now := fmt.Sprintf("%d %d", inode, offset-int64(len(partial))); now != saved {
+				os.WriteFile(mark, []byte(now), 0o600)
+				saved = now
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// watchKmsg reads /dev/kmsg from its end: each read returns one record.
+func (a *Agent) watchKmsg(ctx context.Context) {
+	f, err := os.Open("/dev/kmsg")
+	if err != nil {
+		a.log.Warn("kernel log monitor", "error", err)
+		return
+	}
+	go func() { <-ctx.Done(); f.Close() }()
+	f.Seek(0, io.SeekEnd)
+	cat := health.Default()
+	buf := make([]byte, 8192)
+	for {
+		n, err := f.Read(buf)
+		if err != nil {
+			if errors.Is(err, syscall.EPIPE) { // records were overwritten before we read them
+				continue
+			}
+			return
+		}
+		if fnd, ok := cat.ClassifyLine(strings.TrimRight(string(buf[:n]), "\n")); ok {
+			a.report(fnd, "kernel-log")
+		}
+	}
+}
+
+// deviceState is what the device monitor last saw, so it reports changes only.
+type deviceState struct {
+	mu        sync.Mutex
+	missing   map[int]bool
+	unhealthy map[int]bool
+}
+
+// watchDevices compares the accelerators present with the instance type's: a missing device
+// (fallen off the bus) or one marked unhealthy is reported once, when it happens.
+func (a *Agent) watchDevices(ctx context.Context) {
+	tick := time.NewTicker(deviceInterval)
+	defer tick.Stop()
+	for {
+		for _, f := range a.deviceFindings(false) {
+			a.report(f, "devices")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// deviceFindings checks the simulated devices (a real machine's come from NVML): count and
+// health. With all, it returns every problem (a check), else only new ones (the monitor).
+func (a *Agent) deviceFindings(all bool) []health.Finding {
+	devs, err := a.simulatedDevices()
+	if err != nil || len(devs) == 0 {
+		return nil
+	}
+	cat := health.Default()
+	a.devState.mu.Lock()
+	defer a.devState.mu.Unlock()
+	if a.devState.missing == nil {
+		a.devState.missing, a.devState.unhealthy = map[int]bool{}, map[int]bool{}
+	}
+	var out []health.Finding
+	present := 0
+	for _, d := range devs {
+		i := int(d.Index)
+		lost := d.DevicePath != "" && !exists(d.DevicePath)
+		if !lost {
+			present++
+		}
+		if lost && (all || !a.devState.missing[i]) {
+			f := cat.FaultFinding("gpu.count_mismatch", fmt.Sprintf("%s %d (%s, %s) is gone: %d of %d devices present", d.Kind, i, d.Uuid, d.DevicePath, countPresent(devs), len(devs)))
+			f.GPU = i
+			out = append(out, f)
+		}
+		a.devState.missing[i] = lost
+		bad := !d.Healthy && !lost
+		if bad && (all || !a.devState.unhealthy[i]) {
+			f := cat.FaultFinding("gpu.device_unhealthy", fmt.Sprintf("%s %d (%s) reports unhealthy", d.Kind, i, d.Uuid))
+			f.GPU = i
+			out = append(out, f)
+		}
+		a.devState.unhealthy[i] = bad
+	}
+	return out
+}
+
+func countPresent(devs []*agentproto.Accelerator) int {
+	n := 0
+	for _, d := range devs {
+		if d.DevicePath == "" || exists(d.DevicePath) {
+			n++
+		}
+	}
+	return n
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// simulatedDevices reads the node's simulated accelerators as they are now.
+func (a *Agent) simulatedDevices() ([]*agentproto.Accelerator, error) {
+	b, err := os.ReadFile(filepath.Join(a.cfg.StateDir, SimulatedDevicesFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var devs []*agentproto.Accelerator
+	return devs, json.Unmarshal(b, &devs)
+}
+
+// gpuOfPCI maps an Xid line's PCI address to the GPU's index (-1 when unknown).
+func (a *Agent) gpuOfPCI(pci string) int {
+	if a.nvml != nil {
+		if i := a.nvml.indexOfPCI(pci); i >= 0 {
+			return i
+		}
+	}
+	devs, _ := a.simulatedDevices()
+	for _, d := range devs {
+		if d.Kind == "gpu" && strings.EqualFold(SimulatedPCI(int(d.Index)), pci) {
+			return int(d.Index)
+		}
+	}
+	return -1
+}
+
+// SimulatedPCI is the PCI address of simulated GPU i, as its Xid lines name it.
+func SimulatedPCI(i int) string { return fmt.Sprintf("0000:%02x:00", 0x10+i) }
+
+// watchDisks reports a file system that is nearly full, once each time it fills.
+func (a *Agent) watchDisks(ctx context.Context) {
+	full := map[string]bool{}
+	tick := time.NewTicker(diskInterval)
+	defer tick.Stop()
+	for {
+		for _, p := range a.cfg.DiskPaths {
+			used, ok := diskUsedPercent(p)
+			if !ok {
+				continue
+			}
+			if used >= diskFullPercent && !full[p] {
+				a.report(health.Default().FaultFinding("disk.full", fmt.Sprintf("%s is %d%% full", p, used)), "disk")
+			}
+			full[p] = used >= diskFullPercent
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func diskUsedPercent(path string) (int, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil || st.Blocks == 0 {
+		return 0, false
+	}
+	used := st.Blocks - st.Bfree
+	return int(used * 100 / (used + st.Bavail)), true
+}
+
+// watchNICs reports a network interface that was up when the agent started and went down.
+func (a *Agent) watchNICs(ctx context.Context) {
+	up := map[string]bool{}
+	for _, n := range nics() {
+		up[n] = operUp(n)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for n, was := range up {
+			now := operUp(n)
+			if was && !now {
+				a.report(health.Default().FaultFinding("network.link_down", fmt.Sprintf("interface %s is down", n)), "network")
+			}
+			up[n] = now
+		}
+	}
+}
+
+func nics() []string {
+	entries, _ := os.ReadDir("/sys/class/net")
+	var out []string
+	for _, e := range entries {
+		if e.Name() != "lo" {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func operUp(nic string) bool {
+	b, err := os.ReadFile(filepath.Join("/sys/class/net", nic, "operstate"))
+	return err == nil && strings.TrimSpace(string(b)) != "down"
+}

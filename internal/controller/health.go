@@ -1,0 +1,247 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Health intake (DESIGN.md §7): every finding, from an agent's monitors or from the control
+// plane itself (a node that stopped answering, an operator's Action: reason), is recorded
+// with its evidence in the node's SagemakerHealthMonitoringAgent/<group>/<instance-id> log
+// stream and as an event, judged by the catalog's policy against the node's history, and,
+// when it asks for a node action, opens a repair (repair.go) or makes an open one more severe.
+
+// historyWindow is how far back the policy looks (the longest window of the catalog's).
+const historyWindow = 24 * time.Hour
+
+// HealthStream is the log stream of a node's health findings, as HyperPod names it.
+func HealthStream(group, instanceID string) string {
+	return "SagemakerHealthMonitoringAgent/" + group + "/" + instanceID
+}
+
+// HandleFinding takes a finding an agent reported (agentserver.Config.OnFinding).
+func (c *Controller) HandleFinding(ctx context.Context, clusterID, instanceID string, pf *agentproto.Finding) {
+	f := health.Finding{Fault: pf.Fault, Action: health.Action(pf.Action), Xid: int(pf.Xid), PCI: pf.Pci, GPU: int(pf.Gpu),
+		Meaning: pf.Meaning, Source: pf.Source, Evidence: pf.Evidence, Cause: int(pf.Cause)}
+	monitor := pf.Monitor
+	if monitor == "" {
+		monitor = "agent"
+	}
+	c.recordFinding(ctx, clusterID, instanceID, f, monitor, "health", time.UnixMilli(pf.ObservedUnixMs))
+}
+
+// recordFinding records a finding about the node with that instance id and acts on it.
+func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID string, f health.Finding, monitor, source string, observed time.Time) {
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		n, err := tx.NodeByAnyInstanceID(instanceID)
+		if err != nil {
+			return err
+		}
+		return c.judge(tx, cl, n, instanceID, f, monitor, source, observed)
+	})
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+			c.log.Error("recording a health finding", "cluster_id", clusterID, "instance_id", instanceID, "error", err)
+		}
+		return
+	}
+	c.Enqueue(clusterID)
+}
+
+// judge records a finding about node n (seen on instanceID, which a replacement may have
+// retired since) in tx, and opens or escalates its repair when the policy says so.
+func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instanceID string, f health.Finding, monitor, source string, observed time.Time) error {
+	cat := health.Default()
+	cat.Complete(&f)
+	clusterID := cl.ID
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if observed.IsZero() || observed.After(now) {
+		observed = now
+	}
+	pastF, err := tx.FindingsOf(clusterID, n.LogicalID, now.Add(-historyWindow))
+	if err != nil {
+		return err
+	}
+	pastR, err := tx.RepairsOf(clusterID, n.LogicalID, now.Add(-historyWindow))
+	if err != nil {
+		return err
+	}
+	var fh, rh []health.Past
+	for _, p := range pastF {
+		fh = append(fh, health.Past{Fault: p.Fault, PCI: p.PCI, At: p.At})
+	}
+	for _, p := range pastR {
+		if p.State != store.RepairCancelled {
+			rh = append(rh, health.Past{Fault: p.Fault, Action: health.Action(p.Action), At: p.CreatedAt})
+		}
+	}
+	d := cat.Decide(f, fh, rh, now)
+	rec := &store.Finding{ClusterID: clusterID, LogicalID: n.LogicalID, InstanceID: instanceID, At: observed, Fault: f.Fault,
+		Action: string(f.Action), Decision: string(d.Action), Escalated: d.Escalated, Xid: f.Xid, PCI: f.PCI, GPU: f.GPU,
+		Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: monitor}
+	if d.Quarantine {
+		rec.Decision = "Quarantine"
+	}
+	current := n.InstanceID == instanceID
+	// A node acts on findings while it serves; one still coming up is judged by its checks.
+	act := d.Action != health.Ignore && current && n.Details.Phase == store.PhaseReady
+	var rp *store.Repair
+	if act {
+		if rp, err = c.openRepair(tx, cl, n, f, d, source, now); err != nil {
+			return err
+		}
+		if rp != nil {
+			rec.RepairID = rp.ID
+		}
+	}
+	if err := tx.InsertFinding(rec); err != nil {
+		return err
+	}
+	line, _ := json.Marshal(hmaRecord(rec, d))
+	if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), HealthStream(n.GroupName, instanceID), cl.ID,
+		[]store.LogEvent{{Time: observed, Message: string(line)}}); err != nil {
+		return err
+	}
+	return instanceEvent(tx, cl, n, now, findingLevel(d), "%s", findingSentence(n, rec, d, rp, current))
+}
+
+func findingLevel(d health.Decision) api.ClusterEventLevel {
+	if d.Action == health.Ignore {
+		return api.ClusterEventLevelInfo
+	}
+	return api.ClusterEventLevelWarn
+}
+
+// findingSentence is the finding's event: what, where, what hale does, the evidence.
+func findingSentence(n *store.Node, f *store.Finding, d health.Decision, rp *store.Repair, current bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Health: %s on instance %s (%s, group %s)", f.Fault, f.InstanceID, slurmName(n), n.GroupName)
+	if f.Xid != 0 {
+		fmt.Fprintf(&b, ", Xid %d", f.Xid)
+	}
+	if f.PCI != "" {
+		fmt.Fprintf(&b, " on GPU %s", f.PCI)
+	}
+	fmt.Fprintf(&b, ": %s. ", f.Meaning)
+	switch {
+	case !current:
+		b.WriteString("The instance has been replaced since: no action.")
+	case d.Action == health.Ignore:
+		b.WriteString("No node action (the catalog ignores it).")
+	case rp == nil:
+		fmt.Fprintf(&b, "It asks for %s; the node is %s, so its checks will decide.", d.Action, n.Details.Phase)
+	case d.Quarantine:
+		fmt.Fprintf(&b, "It asks for a replacement, but the node was replaced for it too often: quarantining it (repair %s).", rp.ID)
+	default:
+		fmt.Fprintf(&b, "Action: %s (repair %s)", rp.Action, rp.ID)
+		if d.Escalated != "" {
+			fmt.Fprintf(&b, ", escalated: %s", d.Escalated)
+		}
+		b.WriteString(".")
+	}
+	fmt.Fprintf(&b, " Evidence: %s", strings.TrimSpace(f.Evidence))
+	return b.String()
+}
+
+// hmaRecord is a finding as a JSON line of the health log stream, in the shape of HyperPod's
+// health monitoring agent's records (its "details: " key included), with hale's fields added.
+func hmaRecord(f *store.Finding, d health.Decision) map[string]any {
+	severity := "info"
+	if d.Action != health.Ignore {
+		severity = "warn"
+	}
+	details := map[string]any{"severity": severity, "timestamp": f.At.Format(time.RFC3339Nano), "reason": f.Fault,
+		"action": f.Decision, "catalogAction": f.Action, "message": f.Evidence, "meaning": f.Meaning, "source": f.Source, "monitor": f.Monitor}
+	if f.Xid != 0 {
+		details["xid"] = f.Xid
+	}
+	if f.PCI != "" {
+		details["pci"] = f.PCI
+	}
+	if f.Escalated != "" {
+		details["escalated"] = f.Escalated
+	}
+	if f.RepairID != "" {
+		details["repairId"] = f.RepairID
+	}
+	return map[string]any{"level": "info", "ts": time.Now().UTC().Format(time.RFC3339Nano), "msg": "hale health monitor: finding",
+		"details: ": details, "HealthMonitoringAgentDetectionEvent": "HealthEvent"}
+}
+
+// openRepair opens a repair of the node for a decision, or makes the node's open repair more
+// severe (a Reboot not yet under way becomes a Replace). It returns the repair that answers
+// the finding, nil when there is none to open.
+func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f health.Finding, d health.Decision, source string, now time.Time) (*store.Repair, error) {
+	open, err := tx.OpenRepairs(cl.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, rp := range open {
+		if rp.LogicalID != n.LogicalID {
+			continue
+		}
+		if rp.Action == string(health.Reboot) && d.Action == health.Replace && beforeRepairing(rp.State) {
+			rp.Action, rp.Fault = string(health.Replace), f.Fault
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: fmt.Sprintf("%s found: the reboot becomes a replacement", f.Fault)})
+			rp.UpdatedAt = now
+			return rp, tx.PutRepair(rp)
+		}
+		return rp, nil // already being repaired
+	}
+	return newRepair(tx, cl, n, string(d.Action), f.Fault, source, reasonOf(f, d), f.Evidence, d.Quarantine, now)
+}
+
+func beforeRepairing(s store.RepairState) bool {
+	return s == store.RepairDraining || s == store.RepairHeld || s == store.RepairWaitingForJobs
+}
+
+func reasonOf(f health.Finding, d health.Decision) string {
+	r := f.Fault
+	if f.Xid != 0 {
+		r += fmt.Sprintf(" (Xid %d)", f.Xid)
+	}
+	r += ": " + f.Meaning
+	if d.Escalated != "" {
+		r += "; escalated: " + d.Escalated
+	}
+	return r
+}
+
+// newRepair records a repair of the node, Draining.
+func newRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, fault, source, reason, evidence string, quarantine bool, now time.Time) (*store.Repair, error) {
+	rp := &store.Repair{ID: "repair-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12], ClusterID: cl.ID, LogicalID: n.LogicalID,
+		InstanceID: n.InstanceID, Action: action, Fault: fault, Source: source, Reason: reason, Evidence: evidence,
+		State: store.RepairDraining, Quarantine: quarantine, CreatedAt: now, UpdatedAt: now,
+		Timeline: []store.RepairStep{{At: now, What: "detected: " + reason}}}
+	if st := cl.State.Slurm; st != nil && roleIn(st, n.GroupName) == "compute" {
+		rp.SlurmName = slurmName(n)
+	}
+	if err := tx.InsertRepair(rp); err != nil {
+		return nil, err
+	}
+	n.Details.RepairStatus = repairStatus(rp)
+	return rp, tx.UpdateNode(n)
+}
+
+// repairStatus is the one line DescribeClusterNode shows about a node's repair.
+func repairStatus(rp *store.Repair) string {
+	if !rp.State.Open() {
+		return ""
+	}
+	return fmt.Sprintf("Repair %s (%s, %s): %s", rp.ID, rp.Action, rp.Fault, rp.State)
+}

@@ -1,0 +1,267 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// The repair flow (DESIGN.md §7; research hyperpod-api-slurm.md §3.4-3.8). A repair takes one
+// node through:
+//
+//	Draining        Slurm: drain with reason Action:Replace or Action:Reboot (no new jobs)
+//	Held            NodeRecovery None (for what hale found): it stays drained, an event says what to do
+//	WaitingForJobs  until the node's jobs have left (at once when the node is dead)
+//	Repairing       reboot or replace the instance through the provider
+//	Checking        until it is Running again: its lifecycle scripts (a new instance) and basic
+//	                checks passed; a rebooted node that fails them is replaced
+//	Resuming        Slurm: resume, until the node is back in service under the same name
+//	Done            an event with the repair's timeline
+//
+// Every step is recorded in the store before it is acted on, and what it does is idempotent
+// (a drain or resume twice is one; a reboot is known done by the instance's new boot time, a
+// replacement by its new instance id), so a server that restarts mid-repair finishes it once.
+// BatchRebootClusterNodes, BatchReplaceClusterNodes, an operator's Action: reason and the
+// health findings all start the same flow.
+
+// repairRebootWait is how long a reboot may take before it is asked for again (the server
+// may have stopped between recording the reboot and asking the provider for it).
+const repairRebootWait = 30 * time.Second
+
+// repairs drives every open repair of the cluster one step.
+func (r *round) repairs() error {
+	open, err := r.tx.OpenRepairs(r.cl.ID)
+	if err != nil {
+		return err
+	}
+	byLogical := map[string]*store.Node{}
+	for _, n := range r.nodes {
+		byLogical[n.LogicalID] = n
+	}
+	for _, rp := range open {
+		if err := r.repairStep(rp, byLogical[rp.LogicalID]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// step records a timeline line and moves the repair to a state.
+func (r *round) repairTo(rp *store.Repair, n *store.Node, state store.RepairState, what string) error {
+	rp.State = state
+	rp.UpdatedAt = r.now
+	if what != "" {
+		rp.Timeline = append(rp.Timeline, store.RepairStep{At: r.now, What: what})
+	}
+	if err := r.tx.PutRepair(rp); err != nil {
+		return err
+	}
+	if n != nil {
+		n.Details.RepairStatus = repairStatus(rp)
+		if err := r.tx.UpdateNode(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
+	if n == nil || n.Details.Phase == store.PhaseTerminating {
+		return r.repairTo(rp, nil, store.RepairCancelled, "the node is gone or being removed")
+	}
+	inSlurm := rp.SlurmName != "" && r.sl != nil
+	switch rp.State {
+	case store.RepairDraining:
+		if inSlurm && !rp.Drained && r.slurmCtl() != "" {
+			r.repairDrain(rp)
+			return nil
+		}
+		next, what := store.RepairWaitingForJobs, "drained in Slurm (reason Action:"+rp.Action+")"
+		if !inSlurm {
+			what = "not a Slurm compute node: nothing to drain"
+		}
+		switch {
+		case rp.Quarantine:
+			if err := r.repairTo(rp, n, store.RepairQuarantined, what+"; quarantined"); err != nil {
+				return err
+			}
+			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) is quarantined: it was replaced %d times within %s for %s, so hale keeps it drained instead of replacing it again (repair %s). Replace it by hand (BatchReplaceClusterNodes) once its hardware is looked at.",
+				n.LogicalID, n.InstanceID, health.Default().Policy.QuarantineAfter, health.Default().Policy.QuarantineWindow, rp.Fault, rp.ID)
+		case r.cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && (rp.Source == "health" || rp.Source == "heartbeat"):
+			rp.Message = "NodeRecovery is None"
+			if err := r.repairTo(rp, n, store.RepairHeld, what+"; held: NodeRecovery is None"); err != nil {
+				return err
+			}
+			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) needs a %s for %s, and the cluster's NodeRecovery is None: hale drained it and does nothing more (repair %s). Repair it with BatchRebootClusterNodes or BatchReplaceClusterNodes, or resume it in Slurm if it is fine.",
+				n.LogicalID, n.InstanceID, strings.ToLower(rp.Action), rp.Fault, rp.ID)
+		case rp.Source == "api":
+			next = store.RepairRepairing // an explicit request does not wait for jobs
+		}
+		return r.repairTo(rp, n, next, what)
+
+	case store.RepairHeld:
+		// An operator who resumes the node in Slurm (or repairs it by the API) ends the hold.
+		if inSlurm && n.Details.SlurmState != "" && !outOfService(n.Details.SlurmState) && r.now.Sub(rp.UpdatedAt) > 3*slurmPollInterval {
+			return r.repairTo(rp, n, store.RepairCancelled, "resumed in Slurm by an operator")
+		}
+		return nil
+
+	case store.RepairWaitingForJobs:
+		dead := n.Details.Unreachable || !r.c.cfg.Agents.Connected(n.InstanceID) || n.Details.Phase == store.PhaseFailed
+		switch {
+		case dead:
+			return r.repairTo(rp, n, store.RepairRepairing, "the node is dead: not waiting for jobs")
+		case inSlurm && busyInSlurm(n.Details.SlurmState):
+			return nil
+		case inSlurm && r.now.Sub(rp.UpdatedAt) < slurmPollInterval+500*time.Millisecond:
+			return nil // the state read back may predate the drain
+		}
+		what := "no jobs left on it"
+		if !inSlurm {
+			what = "not in Slurm: no jobs to wait for"
+		}
+		return r.repairTo(rp, n, store.RepairRepairing, what)
+
+	case store.RepairRepairing:
+		if rp.Action == string(health.Replace) {
+			old := n.InstanceID
+			if err := r.replace(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
+				return err
+			}
+			rp.NewInstanceID = n.InstanceID
+			return r.repairTo(rp, n, store.RepairChecking, fmt.Sprintf("replacing instance %s with %s", old, n.InstanceID))
+		}
+		rp.BootBefore, rp.RebootAt = n.Details.BootTime, r.now
+		if err := r.reboot(n); err != nil {
+			return err
+		}
+		return r.repairTo(rp, n, store.RepairChecking, "rebooting instance "+n.InstanceID)
+
+	case store.RepairChecking:
+		replaced := rp.Action == string(health.Replace)
+		if n.Details.Phase == store.PhaseFailed {
+			if !replaced {
+				rp.Action = string(health.Replace)
+				return r.repairTo(rp, n, store.RepairRepairing, "not healthy after the reboot ("+n.StatusMessage+"): replacing")
+			}
+			rp.Message = n.StatusMessage
+			if err := r.repairTo(rp, n, store.RepairFailed, "the replacement failed: "+n.StatusMessage); err != nil {
+				return err
+			}
+			return r.nodeEvent(n, api.ClusterEventLevelError, "Repair %s of node %s failed: %s. Timeline: %s", rp.ID, n.LogicalID, n.StatusMessage, timeline(rp))
+		}
+		back := n.Details.Phase == store.PhaseReady && !n.Details.Unreachable
+		if replaced {
+			back = back && n.InstanceID == rp.NewInstanceID
+		} else {
+			rebooted := n.Details.BootTime.After(rp.BootBefore)
+			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy("reboot:"+n.InstanceID) {
+				// Ready again without a new boot: the reboot was never asked (a server restart).
+				rp.RebootAt = r.now
+				if err := r.reboot(n); err != nil {
+					return err
+				}
+				return r.repairTo(rp, n, store.RepairChecking, "reboot asked again (the instance had not rebooted)")
+			}
+			back = back && rebooted
+		}
+		if !back {
+			return nil
+		}
+		what := "Running again: basic checks passed"
+		if replaced {
+			what = "Running again: lifecycle scripts and basic checks passed on " + n.InstanceID
+		}
+		return r.repairTo(rp, n, store.RepairResuming, what)
+
+	case store.RepairResuming:
+		if inSlurm {
+			st := n.Details.SlurmState
+			if st == "" || outOfService(st) || strings.Contains(st, "NOT_RESPONDING") || r.now.Sub(rp.UpdatedAt) < slurmPollInterval {
+				if ctl := r.slurmCtl(); ctl != "" && st != "" && outOfService(st) && !strings.Contains(st, "NOT_RESPONDING") {
+					r.repairResume(rp, ctl)
+				}
+				return nil
+			}
+		}
+		what := "back in service"
+		if inSlurm {
+			what = "back in service in Slurm as " + rp.SlurmName + " (" + strings.ToLower(n.Details.SlurmState) + ")"
+		}
+		if err := r.repairTo(rp, n, store.RepairDone, what); err != nil {
+			return err
+		}
+		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s done in %s (%s %s for %s). Timeline: %s",
+			rp.ID, n.LogicalID, r.now.Sub(rp.CreatedAt).Round(10*time.Millisecond), strings.ToLower(rp.Action), "instance "+rp.InstanceID, rp.Fault, timeline(rp))
+	}
+	return nil
+}
+
+// busyInSlurm: the node still runs jobs (allocated, mixed, completing, or draining).
+func busyInSlurm(state string) bool {
+	s := slurm.NodeState{State: state}
+	switch s.Base() {
+	case "alloc", "mix", "draining", "completing":
+		return true
+	}
+	return s.Has("COMPLETING")
+}
+
+// timeline prints a repair's steps with their offsets from the detection.
+func timeline(rp *store.Repair) string {
+	var parts []string
+	for _, s := range rp.Timeline {
+		parts = append(parts, fmt.Sprintf("+%.2fs %s", s.At.Sub(rp.CreatedAt).Seconds(), s.What))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// slurmCtl is the instance id of the running controller node, "" when there is none.
+func (r *round) slurmCtl() string {
+	if r.sl == nil {
+		return ""
+	}
+	for _, m := range r.nodes {
+		if r.slurmRole(m) == "controller" && m.Details.Phase == store.PhaseReady && !m.Details.Unreachable && r.c.cfg.Agents.Connected(m.InstanceID) {
+			return m.InstanceID
+		}
+	}
+	return ""
+}
+
+// repairDrain drains the node in Slurm in the background and records it.
+func (r *round) repairDrain(rp *store.Repair) {
+	c, ctl, id, name, action, clusterID := r.c, r.slurmCtl(), rp.ID, rp.SlurmName, rp.Action, r.cl.ID
+	r.work = append(r.work, c.background("repair-drain:"+id, clusterID, func(ctx context.Context) {
+		if _, err := c.runOn(ctx, ctl, slurm.Drain(name, "Action:"+action), 10*time.Second); err != nil {
+			c.log.Warn("repair: drain", "repair", id, "node", name, "error", err)
+			time.Sleep(time.Second)
+			return
+		}
+		c.st.Write(ctx, func(tx store.Tx) error {
+			rp, err := tx.Repair(id)
+			if err != nil || rp.State != store.RepairDraining {
+				return err
+			}
+			rp.Drained = true
+			return tx.PutRepair(rp)
+		})
+	}))
+}
+
+// repairResume resumes the node in Slurm, at most once a second.
+func (r *round) repairResume(rp *store.Repair, ctl string) {
+	c, id, name, clusterID := r.c, rp.ID, rp.SlurmName, r.cl.ID
+	r.work = append(r.work, c.background("repair-resume:"+id, clusterID, func(ctx context.Context) {
+		if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
+			c.log.Warn("repair: resume", "repair", id, "node", name, "error", err)
+		}
+		time.Sleep(slurmPollInterval)
+	}))
+}

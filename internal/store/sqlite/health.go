@@ -1,0 +1,104 @@
+package sqlite
+
+import (
+	"time"
+
+	"github.com/haleproject/hale/internal/store"
+)
+
+func (t *tx) InsertFinding(f *store.Finding) error {
+	body, err := encode(f)
+	if err != nil {
+		return err
+	}
+	res, err := t.exec(`INSERT INTO findings (cluster_id, logical_id, instance_id, at, fault, body) VALUES (?, ?, ?, ?, ?, ?)`,
+		f.ClusterID, f.LogicalID, f.InstanceID, ms(f.At), f.Fault, body)
+	if err != nil {
+		return err
+	}
+	f.Seq, err = res.LastInsertId()
+	return err
+}
+
+func (t *tx) FindingsOf(clusterID, logicalID string, since time.Time) ([]*store.Finding, error) {
+	rows, err := t.query(`SELECT seq, cluster_id, logical_id, instance_id, body FROM findings INDEXED BY findings_by_node
+		WHERE cluster_id = ? AND logical_id = ? AND at >= ? ORDER BY at, seq`, clusterID, logicalID, ms(since))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Finding
+	for rows.Next() {
+		var f store.Finding
+		var body string
+		if err := rows.Scan(&f.Seq, &f.ClusterID, &f.LogicalID, &f.InstanceID, &body); err != nil {
+			return nil, mapErr(err)
+		}
+		if err := decode(body, &f); err != nil {
+			return nil, err
+		}
+		out = append(out, &f)
+	}
+	return out, mapErr(rows.Err())
+}
+
+func (t *tx) InsertRepair(r *store.Repair) error {
+	body, err := encode(r)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(`INSERT INTO repairs (id, cluster_id, logical_id, state, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.ClusterID, r.LogicalID, r.State, ms(r.CreatedAt), ms(r.UpdatedAt), body)
+	return mapErr(err)
+}
+
+func (t *tx) PutRepair(r *store.Repair) error {
+	body, err := encode(r)
+	if err != nil {
+		return err
+	}
+	return mustAffect(t.exec(`UPDATE repairs SET state = ?, updated_at = ?, body = ? WHERE id = ?`, r.State, ms(r.UpdatedAt), body, r.ID))
+}
+
+func (t *tx) OpenRepairs(clusterID string) ([]*store.Repair, error) {
+	return t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs INDEXED BY repairs_open
+		WHERE cluster_id = ? AND state NOT IN ('Done', 'Failed', 'Quarantined', 'Cancelled') ORDER BY created_at, id`, clusterID)
+}
+
+func (t *tx) RepairsOf(clusterID, logicalID string, since time.Time) ([]*store.Repair, error) {
+	return t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs INDEXED BY repairs_by_node
+		WHERE cluster_id = ? AND logical_id = ? AND created_at >= ? ORDER BY created_at, id`, clusterID, logicalID, ms(since))
+}
+
+func (t *tx) Repair(id string) (*store.Repair, error) {
+	rs, err := t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return rs[0], nil
+}
+
+func (t *tx) repairs(q string, args ...any) ([]*store.Repair, error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.Repair
+	for rows.Next() {
+		var r store.Repair
+		var body, id, cluster, logical string
+		if err := rows.Scan(&id, &cluster, &logical, &body); err != nil {
+			return nil, mapErr(err)
+		}
+		if err := decode(body, &r); err != nil {
+			return nil, err
+		}
+		r.ID, r.ClusterID, r.LogicalID = id, cluster, logical
+		out = append(out, &r)
+	}
+	return out, mapErr(rows.Err())
+}
