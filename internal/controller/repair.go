@@ -45,8 +45,15 @@ func (r *round) repairs() error {
 		byLogical[n.LogicalID] = n
 	}
 	for _, rp := range open {
-		if err := r.repairStep(rp, byLogical[rp.LogicalID]); err != nil {
-			return err
+		// Take as many steps as the node allows now, rather than one per round.
+		for i := 0; i < 8 && rp.State.Open(); i++ {
+			before := rp.State
+			if err := r.repairStep(rp, byLogical[rp.LogicalID]); err != nil {
+				return err
+			}
+			if rp.State == before {
+				break
+			}
 		}
 	}
 	return nil
@@ -117,10 +124,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		switch {
 		case dead:
 			return r.repairTo(rp, n, store.RepairRepairing, "the node is dead: not waiting for jobs")
-		case inSlurm && busyInSlurm(n.Details.SlurmState):
-			return nil
-		case inSlurm && r.now.Sub(rp.UpdatedAt) < slurmPollInterval+500*time.Millisecond:
-			return nil // the state read back may predate the drain
+		case inSlurm && rp.IdleAtDrain:
+		case inSlurm && (busyInSlurm(n.Details.SlurmState) || r.now.Sub(rp.UpdatedAt) < slurmPollInterval+500*time.Millisecond):
+			return nil // jobs still run, or the state read back may predate the drain
 		}
 		what := "no jobs left on it"
 		if !inSlurm {
@@ -138,7 +144,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			return r.repairTo(rp, n, store.RepairChecking, fmt.Sprintf("replacing instance %s with %s", old, n.InstanceID))
 		}
 		rp.BootBefore, rp.RebootAt = n.Details.BootTime, r.now
-		if err := r.reboot(n); err != nil {
+		if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
 			return err
 		}
 		return r.repairTo(rp, n, store.RepairChecking, "rebooting instance "+n.InstanceID)
@@ -164,7 +170,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy("reboot:"+n.InstanceID) {
 				// Ready again without a new boot: the reboot was never asked (a server restart).
 				rp.RebootAt = r.now
-				if err := r.reboot(n); err != nil {
+				if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
 					return err
 				}
 				return r.repairTo(rp, n, store.RepairChecking, "reboot asked again (the instance had not rebooted)")
@@ -181,18 +187,15 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairResuming, what)
 
 	case store.RepairResuming:
-		if inSlurm {
-			st := n.Details.SlurmState
-			if st == "" || outOfService(st) || strings.Contains(st, "NOT_RESPONDING") || r.now.Sub(rp.UpdatedAt) < slurmPollInterval {
-				if ctl := r.slurmCtl(); ctl != "" && st != "" && outOfService(st) && !strings.Contains(st, "NOT_RESPONDING") {
-					r.repairResume(rp, ctl)
-				}
-				return nil
+		if inSlurm && !rp.InService {
+			if ctl := r.slurmCtl(); ctl != "" {
+				r.repairResume(rp, ctl)
 			}
+			return nil
 		}
 		what := "back in service"
 		if inSlurm {
-			what = "back in service in Slurm as " + rp.SlurmName + " (" + strings.ToLower(n.Details.SlurmState) + ")"
+			what = "back in service in Slurm as " + rp.SlurmName + " (" + rp.SlurmState + ")"
 		}
 		if err := r.repairTo(rp, n, store.RepairDone, what); err != nil {
 			return err
@@ -244,24 +247,48 @@ func (r *round) repairDrain(rp *store.Repair) {
 			time.Sleep(time.Second)
 			return
 		}
+		// The node's state right after the drain: whether jobs still run on it.
+		out, _ := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
+		st := slurm.ParseShowNodes(out)[name]
 		c.st.Write(ctx, func(tx store.Tx) error {
 			rp, err := tx.Repair(id)
 			if err != nil || rp.State != store.RepairDraining {
 				return err
 			}
 			rp.Drained = true
+			rp.IdleAtDrain = st.State != "" && !busyInSlurm(st.State)
 			return tx.PutRepair(rp)
 		})
 	}))
 }
 
-// repairResume resumes the node in Slurm, at most once a second.
+// repairResume reads the node's state in Slurm and resumes it when it is still drained or
+// down; once it is in service and its slurmd answers, the repair records it.
 func (r *round) repairResume(rp *store.Repair, ctl string) {
 	c, id, name, clusterID := r.c, rp.ID, rp.SlurmName, r.cl.ID
 	r.work = append(r.work, c.background("repair-resume:"+id, clusterID, func(ctx context.Context) {
-		if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
-			c.log.Warn("repair: resume", "repair", id, "node", name, "error", err)
+		out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
+		if err != nil {
+			time.Sleep(time.Second)
+			return
 		}
-		time.Sleep(slurmPollInterval)
+		st := slurm.ParseShowNodes(out)[name]
+		switch {
+		case st.State == "" || st.Has("NOT_RESPONDING"):
+			time.Sleep(200 * time.Millisecond) // its slurmd has not registered yet
+		case outOfService(st.State):
+			if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
+				c.log.Warn("repair: resume", "repair", id, "node", name, "error", err)
+			}
+		default:
+			c.st.Write(ctx, func(tx store.Tx) error {
+				rp, err := tx.Repair(id)
+				if err != nil || rp.State != store.RepairResuming {
+					return err
+				}
+				rp.InService, rp.SlurmState = true, strings.ToLower(st.State)
+				return tx.PutRepair(rp)
+			})
+		}
 	}))
 }

@@ -358,12 +358,12 @@ func (r *round) replace(n *store.Node, why string) error {
 // reboot ends every process of the node and starts its agent again. The node is Pending until
 // its agent registers; the lifecycle command it already ran is answered from the node's stored
 // result, so the scripts do not run again.
-func (r *round) reboot(n *store.Node) error {
-	takeOut := r.slurmTakeOut(n, "rebooting (BatchRebootClusterNodes)")
+func (r *round) reboot(n *store.Node, why string) error {
+	takeOut := r.slurmTakeOut(n, "rebooting ("+why+")")
 	if n.Details.RepairRequest == "Reboot" {
 		n.Details.RepairRequest = "" // this reboot answers it
 	}
-	if err := r.setPhase(n, store.PhaseBooting, "Rebooting (BatchRebootClusterNodes)"); err != nil {
+	if err := r.setPhase(n, store.PhaseBooting, "Rebooting ("+why+")"); err != nil {
 		return err
 	}
 	id, cl := n.InstanceID, r.cl.ID

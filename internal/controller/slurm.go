@@ -685,6 +685,10 @@ func (c *Controller) pollSlurm(ctx context.Context, clusterID, ctlInstance strin
 			}
 			req := s.RepairRequest()
 			switch {
+			case req != "" && n.Details.RepairRequest != req && n.Details.RepairStatus != "":
+				// hale's own drain of a repair under way, not an operator's request.
+				changed = true
+				n.Details.RepairRequest = req
 			case req != "" && n.Details.RepairRequest != req && n.Details.Phase == store.PhaseReady:
 				changed = true
 				n.Details.RepairRequest = req

@@ -536,6 +536,11 @@ type Repair struct {
 	State      RepairState
 	Quarantine bool `json:",omitempty"` // kept drained when drained, instead of repaired
 	Drained    bool `json:",omitempty"` // Slurm has drained the node
+	// IdleAtDrain: the node ran no job when it was drained (no need to wait for any).
+	IdleAtDrain bool `json:",omitempty"`
+	// InService: Slurm has the node back in service, its slurmd answering; SlurmState as read.
+	InService  bool   `json:",omitempty"`
+	SlurmState string `json:",omitempty"`
 	// SlurmName is the node's Slurm name (empty for a node outside Slurm).
 	SlurmName string `json:",omitempty"`
 	// BootBefore is the instance's boot time before a reboot: a later one means it rebooted.

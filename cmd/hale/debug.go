@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/server"
+	"github.com/spf13/cobra"
+)
+
+func newDebugCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "debug", Short: "Tools for trying hale's resilience (local provider)"}
+	cmd.AddCommand(newInjectFaultCommand())
+	return cmd
+}
+
+func newInjectFaultCommand() *cobra.Command {
+	var cf clientFlags
+	var cluster, node, dataDir, text, logLine string
+	var xid, gpu, loseGPU int
+	var killAgent, killSlurmd, fillDisk, noWait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "inject-fault --cluster-name NAME --node-id ID (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk)",
+		Short: "Break a node of a local-provider cluster the way hardware breaks, and watch hale repair it",
+		Long: `Inject a fault into a node of a local-provider cluster, through the paths hale's agent
+watches on every node:
+
+  --xid N [--gpu K]  an NVRM Xid line for GPU K in the node's kernel log (/var/log/messages)
+  --log-line LINE    any kernel log line (a GSP timeout, an I/O error, ...)
+  --kill-agent       SIGKILL the node's agent: its heartbeats stop, the node is dead
+  --kill-slurmd      SIGKILL slurmd: the agent starts it again (three times a minute is a crash loop)
+  --lose-gpu K       GPU K disappears from the node (and stays gone across reboots)
+  --fill-disk        fill the node's own disk (/opt/dlami/nvme)
+
+Then, unless --no-wait, it prints the node's events as hale handles the fault: the finding and
+the action the catalog and policy chose, the drain, the reboot or replacement, the checks and
+the resume, until the repair ends (or the fault turns out to need no action). Run as root on
+the server's machine.`,
+		Example: `  hale debug inject-fault --cluster-name demo --node-id ip-10-222-0-13 --xid 79
+  hale debug inject-fault --cluster-name demo --node-id gpu-1 --xid 13 --no-wait
+  hale debug inject-fault --cluster-name demo --node-id ip-10-222-0-11 --kill-agent`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: logLine, KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk}
+			kinds := 0
+			for _, set := range []bool{xid > 0, logLine != "", killAgent, killSlurmd, loseGPU >= 0, fillDisk} {
+				if set {
+					kinds++
+				}
+			}
+			if kinds != 1 {
+				return &exitError{252, errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk")}
+			}
+			c, err := cf.client(ctx)
+			if err != nil {
+				return &exitError{255, err}
+			}
+			id, err := resolveNode(ctx, &cf, cluster, node)
+			if err != nil {
+				return err
+			}
+			group, logical, err := nodeIdentity(ctx, c, cluster, id)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			what, err := local.InjectFault(filepath.Join(dataDir, "local"), id, f)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "[%6.2fs] injected into %s (%s): %s\n", 0.0, id, logical, what)
+			if noWait {
+				return nil
+			}
+			return watchRepair(ctx, c, out, cluster, group, logical, id, start, timeout)
+		},
+	}
+	cf.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&cluster, "cluster-name", "", "cluster name or ARN (required)")
+	fl.StringVar(&node, "node-id", "", "instance id, hostname or logical id of the node (required)")
+	fl.StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")
+	fl.IntVar(&xid, "xid", 0, "write an NVRM Xid line with this Xid")
+	fl.IntVar(&gpu, "gpu", 0, "the GPU of --xid")
+	fl.StringVar(&text, "text", "", "the text of the --xid line (default: the catalog's meaning)")
+	fl.StringVar(&logLine, "log-line", "", "write this kernel log line")
+	fl.BoolVar(&killAgent, "kill-agent", false, "kill the node's agent")
+	fl.BoolVar(&killSlurmd, "kill-slurmd", false, "kill the node's slurmd")
+	fl.IntVar(&loseGPU, "lose-gpu", -1, "take this GPU away from the node")
+	fl.BoolVar(&fillDisk, "fill-disk", false, "fill the node's disk")
+	fl.BoolVar(&noWait, "no-wait", false, "inject and return, without watching hale handle it")
+	fl.DurationVar(&timeout, "wait-timeout", 5*time.Minute, "how long to watch")
+	cmd.MarkFlagRequired("cluster-name")
+	cmd.MarkFlagRequired("node-id")
+	return cmd
+}
+
+// nodeIdentity returns the node's group and logical id.
+func nodeIdentity(ctx context.Context, c *client.Client, cluster, id string) (group, logical string, err error) {
+	var d struct {
+		NodeDetails struct{ InstanceGroupName, NodeLogicalId string }
+	}
+	if err := c.CallJSON(ctx, "DescribeClusterNode", map[string]any{"ClusterName": cluster, "NodeId": id}, &d); err != nil {
+		return "", "", &exitError{254, err}
+	}
+	return d.NodeDetails.InstanceGroupName, d.NodeDetails.NodeLogicalId, nil
+}
+
+// watchRepair prints the node's events from start until its repair ends, or until a finding
+// that asks for nothing.
+func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, group, logical, id string, start time.Time, timeout time.Duration) error {
+	ids := map[string]bool{id: true}
+	seen := map[string]bool{}
+	deadline := time.Now().Add(timeout)
+	quietSince := time.Time{}
+	for time.Now().Before(deadline) {
+		// A replacement has a new instance id under the same logical id.
+		var nodes struct {
+			ClusterNodeSummaries []struct{ InstanceId, NodeLogicalId string }
+		}
+		if c.CallJSON(ctx, "ListClusterNodes", map[string]any{"ClusterName": cluster, "InstanceGroupNameContains": group, "IncludeNodeLogicalIds": true}, &nodes) == nil {
+			for _, n := range nodes.ClusterNodeSummaries {
+				if n.NodeLogicalId == logical {
+					ids[n.InstanceId] = true
+				}
+			}
+		}
+		var page struct {
+			Events []struct {
+				EventId, InstanceId, Description string
+				EventTime                        float64
+			}
+		}
+		in := map[string]any{"ClusterName": cluster, "InstanceGroupName": group, "SortOrder": "Ascending", "MaxResults": 100,
+			"EventTimeAfter": float64(start.UnixMilli()) / 1000}
+		if err := c.CallJSON(ctx, "ListClusterEvents", in, &page); err != nil {
+			return &exitError{254, err}
+		}
+		for _, ev := range page.Events {
+			if seen[ev.EventId] || !ids[ev.InstanceId] {
+				continue
+			}
+			seen[ev.EventId] = true
+			at := time.UnixMilli(int64(ev.EventTime * 1000))
+			fmt.Fprintf(out, "[%6.2fs] %s\n", at.Sub(start).Seconds(), ev.Description)
+			d := ev.Description
+			switch {
+			case strings.HasPrefix(d, "Repair ") && (strings.Contains(d, " done in ") || strings.Contains(d, " failed: ")),
+				strings.Contains(d, "is quarantined"), strings.Contains(d, "NodeRecovery is None"):
+				return nil
+			case strings.HasPrefix(d, "Health: ") && strings.Contains(d, "No node action"):
+				quietSince = time.Now()
+			}
+		}
+		if !quietSince.IsZero() && time.Since(quietSince) > 3*time.Second {
+			fmt.Fprintln(out, "hale took no action on the node: the fault needs none.")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return &exitError{1, fmt.Errorf("no end of the repair within %s", timeout)}
+}

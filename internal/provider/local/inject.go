@@ -1,0 +1,144 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/health"
+)
+
+// Fault is a fault to inject into a local node (hale debug inject-fault). Exactly one kind is
+// set. Each breaks the node the way hardware breaks, through the paths the agent's monitors
+// read: a kernel line in the node's /var/log/messages, a dead process, a device gone from the
+// node, a full disk.
+type Fault struct {
+	Xid        int    // an NVRM Xid line for GPU (below)
+	GPU        int    // the GPU of an Xid line
+	Text       string // the Xid line's text (default: the catalog's meaning)
+	LogLine    string // any kernel log line, as given
+	KillAgent  bool   // SIGKILL the node's agent (its heartbeats stop)
+	KillSlurmd bool   // SIGKILL slurmd (the agent starts it again; Slurm notices)
+	LoseGPU    int    // -1 for none: the GPU's device disappears and stays gone across reboots
+	FillDisk   bool   // fill the node's own disk (NodeDisk)
+}
+
+// InjectFault applies f to the local node id of the provider rooted at root (DATA_DIR/local)
+// and says what it did.
+func InjectFault(root, id string, f Fault) (string, error) {
+	dir := filepath.Join(root, "instances", id)
+	nodeRoot := filepath.Join(dir, "root")
+	if _, err := os.Stat(filepath.Join(dir, "instance.json")); err != nil {
+		return "", fmt.Errorf("node %s is not a local-provider node under %s", id, root)
+	}
+	var setup NodeSetup
+	if b, err := os.ReadFile(filepath.Join(dir, "setup.json")); err == nil {
+		json.Unmarshal(b, &setup)
+	}
+	switch {
+	case f.Xid > 0:
+		text := f.Text
+		if text == "" {
+			text = "injected by hale debug inject-fault"
+			if e, ok := health.Default().Xid(f.Xid); ok {
+				text = e.Meaning
+			}
+		}
+		line := fmt.Sprintf("NVRM: Xid (PCI:%s): %d, pid='<unknown>', name=<unknown>, %s", agent.SimulatedPCI(f.GPU), f.Xid, text)
+		return kernelLine(nodeRoot, setup.Hostname, line)
+	case f.LogLine != "":
+		return kernelLine(nodeRoot, setup.Hostname, f.LogLine)
+	case f.KillAgent:
+		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("killed the agent of %s (pid %d)", id, pid), syscall.Kill(pid, syscall.SIGKILL)
+	case f.KillSlurmd:
+		pid, err := pidFile(filepath.Join(nodeRoot, "var/spool/slurmd/slurmd.pid"))
+		if err != nil {
+			return "", fmt.Errorf("no slurmd on %s: %w", id, err)
+		}
+		return fmt.Sprintf("killed slurmd on %s (pid %d)", id, pid), syscall.Kill(pid, syscall.SIGKILL)
+	case f.LoseGPU >= 0:
+		return loseGPU(filepath.Join(nodeRoot, "var/lib/hale-agent"), f.LoseGPU)
+	case f.FillDisk:
+		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
+		if err != nil {
+			return "", err
+		}
+		// The disk is a file system of the node's mount namespace: fill it from inside.
+		out, _ := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--mount", "--", "sh", "-c",
+			"cat /dev/zero > "+NodeDisk+"/.hale-fill 2>/dev/null; df -h "+NodeDisk+" | tail -1").CombinedOutput()
+		return fmt.Sprintf("filled %s on %s: %s", NodeDisk, id, strings.TrimSpace(string(out))), nil
+	}
+	return "", errors.New("no fault given")
+}
+
+// kernelLine appends a line to the node's kernel log as syslog writes it.
+func kernelLine(nodeRoot, hostname, line string) (string, error) {
+	path := filepath.Join(nodeRoot, strings.TrimPrefix(NodeKernelLog, "/"))
+	fl, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer fl.Close()
+	full := fmt.Sprintf("%s %s kernel: %s", time.Now().Format(time.Stamp), hostname, line)
+	if _, err := fl.WriteString(full + "\n"); err != nil {
+		return "", err
+	}
+	return "wrote to " + NodeKernelLog + ": " + full, nil
+}
+
+func pidFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("%s: no pid", path)
+	}
+	return pid, nil
+}
+
+// loseGPU takes a simulated GPU away: its device file goes, and it is marked unhealthy in the
+// node's device list so that it stays gone after a reboot (a replacement is a new machine).
+func loseGPU(stateDir string, i int) (string, error) {
+	path := filepath.Join(stateDir, agent.SimulatedDevicesFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("the node has no simulated accelerators: %w", err)
+	}
+	var devs []*agentproto.Accelerator
+	if err := json.Unmarshal(b, &devs); err != nil {
+		return "", err
+	}
+	for _, d := range devs {
+		if int(d.Index) != i {
+			continue
+		}
+		d.Healthy = false
+		out, _ := json.MarshalIndent(devs, "", "  ")
+		if err := os.WriteFile(path+".tmp", out, 0o644); err != nil {
+			return "", err
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return "", err
+		}
+		if d.DevicePath != "" {
+			os.Remove(filepath.Join(stateDir, strings.TrimPrefix(d.DevicePath, "/var/lib/hale-agent/")))
+		}
+		return fmt.Sprintf("GPU %d (%s) is gone from the node", i, d.Uuid), nil
+	}
+	return "", fmt.Errorf("the node has no GPU %d", i)
+}
