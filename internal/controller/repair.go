@@ -115,12 +115,22 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 	case store.RepairHeld:
 		// An operator who resumes the node in Slurm (or repairs it by the API) ends the hold.
 		if inSlurm && n.Details.SlurmState != "" && !outOfService(n.Details.SlurmState) && r.now.Sub(rp.UpdatedAt) > 3*slurmPollInterval {
-			return r.repairTo(rp, n, store.RepairCancelled, "resumed in Slurm by an operator")
+			rp.Drained = false // the operator resumed it: nothing to undo
+			return r.repairCancel(rp, n, "resumed in Slurm by an operator")
 		}
 		return nil
 
 	case store.RepairWaitingForJobs:
 		dead := n.Details.Unreachable || !r.c.cfg.Agents.Connected(n.InstanceID) || n.Details.Phase == store.PhaseFailed
+		if rp.Source == "heartbeat" {
+			// A node that went quiet for a moment is not replaced: it must stay silent a while.
+			switch {
+			case !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID):
+				return r.repairCancel(rp, n, "the node answers again")
+			case r.now.Sub(rp.CreatedAt) < heartbeatConfirm:
+				return nil
+			}
+		}
 		switch {
 		case dead:
 			return r.repairTo(rp, n, store.RepairRepairing, "the node is dead: not waiting for jobs")
@@ -204,6 +214,26 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			rp.ID, n.LogicalID, r.now.Sub(rp.CreatedAt).Round(10*time.Millisecond), strings.ToLower(rp.Action), "instance "+rp.InstanceID, rp.Fault, timeline(rp))
 	}
 	return nil
+}
+
+// heartbeatConfirm is how long a node that stopped answering stays silent before it is
+// repaired: a network blip is not a dead node.
+const heartbeatConfirm = 5 * time.Second
+
+// repairCancel ends a repair that is no longer needed, resuming the node if hale drained it.
+func (r *round) repairCancel(rp *store.Repair, n *store.Node, why string) error {
+	if rp.Drained && rp.SlurmName != "" {
+		if ctl := r.slurmCtl(); ctl != "" {
+			c, name := r.c, rp.SlurmName
+			r.work = append(r.work, c.background("repair-undrain:"+rp.ID, r.cl.ID, func(ctx context.Context) {
+				c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second)
+			}))
+		}
+	}
+	if err := r.repairTo(rp, n, store.RepairCancelled, why); err != nil {
+		return err
+	}
+	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s cancelled: %s.", rp.ID, n.LogicalID, why)
 }
 
 // busyInSlurm: the node still runs jobs (allocated, mixed, completing, or draining).

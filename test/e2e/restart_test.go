@@ -206,3 +206,90 @@ func TestRestartAdoptsRunningNodes(t *testing.T) {
 	}
 	e.waitGone("adopt", 30*time.Second)
 }
+
+// TestServerKilledMidRepairRepairsOnce: the real hale binary is killed with SIGKILL while it
+// replaces a node for an Xid 79 (the new instance's lifecycle scripts are running); after the
+// restart exactly one repair completes: one replacement, one new instance, the node back.
+func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
+	dir := t.TempDir()
+	o := options(t, dir)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	run := func() *exec.Cmd {
+		cmd := exec.Command(haleBin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
+			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
+		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				return cmd
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("server did not start")
+		return nil
+	}
+	srv := run()
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithSharedCredentialsFiles([]string{filepath.Join(dir, "credentials")}),
+		config.WithSharedConfigFiles([]string{filepath.Join(dir, "config")}), config.WithSharedConfigProfile(server.Profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore}
+	// Scripts slow enough for the kill to land while the replacement runs them.
+	lc := e.script("slow", "on_create.sh", "#!/bin/bash\nsleep 1.5\necho configured $(hostname) >> /var/log/provision/runs\n")
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("fix"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+		group("gpu", "ml.g5.2xlarge", 1, types.ClusterSlurmNodeTypeCompute, lc, "gpu"),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("fix", types.ClusterStatusInservice, 60*time.Second)
+	worker := byGroup(e.nodes("fix"), "gpu")[0]
+	if _, err := local.InjectFault(filepath.Join(dir, "local"), *worker.InstanceId, local.Fault{Xid: 79, LoseGPU: -1}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the replacement under way", func() (bool, string) {
+		ev := e.events("fix")
+		return strings.Contains(ev, "is being replaced by"), ev
+	})
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	run()
+	eventually(t, 60*time.Second, "the repair done", func() (bool, string) {
+		ev := e.events("fix")
+		return strings.Contains(ev, " done in "), ev
+	})
+	ev := e.events("fix")
+	if n := strings.Count(ev, "is being replaced by"); n != 1 {
+		t.Errorf("%d replacements, want 1:\n%s", n, ev)
+	}
+	if n := strings.Count(ev, "Repair repair-"); n != 1 || strings.Count(ev, " done in ") != 1 {
+		t.Errorf("want exactly one repair, done once:\n%s", ev)
+	}
+	nodes := byGroup(e.nodes("fix"), "gpu")
+	if len(nodes) != 1 || *nodes[0].InstanceId == *worker.InstanceId || nodes[0].InstanceStatus.Status != types.ClusterInstanceStatusRunning {
+		t.Errorf("after the repair: %+v", nodes)
+	}
+	if d, _ := os.ReadDir(filepath.Join(dir, "local", "instances")); len(d) != 2 {
+		t.Errorf("%d instances on the provider, want 2", len(d))
+	}
+	if out, err := e.onNode(*nodes[0].InstanceId, "wc -l < /var/log/provision/runs"); err != nil || strings.TrimSpace(out) != "1" {
+		t.Errorf("the replacement's scripts ran %q times (%v)", out, err)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("fix")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("fix", 30*time.Second)
+}

@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// The health tests break nodes of a real Slurm cluster the way hardware breaks (hale debug
+// inject-fault's paths: a kernel line in the node's log, a killed agent) and watch the agent's
+// monitors, the policy and the repair flow handle it.
+
+// inject injects a fault into a node of this test's provider.
+func (e *env) inject(instanceID string, f local.Fault) {
+	e.t.Helper()
+	if f.LoseGPU == 0 && f.Xid == 0 && !f.KillAgent && !f.KillSlurmd && !f.FillDisk && f.LogLine == "" {
+		f.LoseGPU = -1
+	}
+	if _, err := local.InjectFault(filepath.Join(e.Options.DataDir, "local"), instanceID, f); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func xid(n int) local.Fault { return local.Fault{Xid: n, LoseGPU: -1} }
+
+// nodeOf returns the node with a logical id now (its instance id changes when replaced).
+func (e *env) nodeOf(cluster, logical string) *store.Node {
+	for _, n := range e.storeNodes(cluster) {
+		if n.LogicalID == logical {
+			return n
+		}
+	}
+	return nil
+}
+
+// repairsOf returns the node's repairs, oldest first.
+func (e *env) repairsOf(cluster, logical string) []*store.Repair {
+	var out []*store.Repair
+	e.App.Store.Read(context.Background(), func(tx store.Tx) error {
+		c, err := tx.Cluster(cluster)
+		if err != nil {
+			return err
+		}
+		out, err = tx.RepairsOf(c.ID, logical, time.Time{})
+		return err
+	})
+	return out
+}
+
+// waitRepair waits for the node's n-th repair (from 1) to end, and returns it.
+func (e *env) waitRepair(t *testing.T, cluster, logical string, n int, within time.Duration) *store.Repair {
+	t.Helper()
+	var rp *store.Repair
+	eventually(t, within, fmt.Sprintf("repair %d of %s ended", n, logical), func() (bool, string) {
+		rs := e.repairsOf(cluster, logical)
+		if len(rs) < n {
+			return false, fmt.Sprintf("%d repairs", len(rs))
+		}
+		rp = rs[n-1]
+		return !rp.State.Open(), string(rp.State)
+	})
+	return rp
+}
+
+func healthCluster(t *testing.T, e *env, name string, workers int32, recovery types.ClusterNodeRecovery) (login string) {
+	t.Helper()
+	lc := e.script("health", "on_create.sh", recordScript)
+	groups := withFSx([]types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+		group("login", "ml.m5.xlarge", 1, types.ClusterSlurmNodeTypeLogin, lc),
+		group("gpu", "ml.g5.2xlarge", workers, types.ClusterSlurmNodeTypeCompute, lc, "gpu"),
+	})
+	if _, err := e.SDK.CreateCluster(context.Background(), &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: groups,
+		VpcConfig: vpc, NodeRecovery: recovery}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(name, types.ClusterStatusInservice, 90*time.Second)
+	login = aws.ToString(byGroup(e.nodes(name), "login")[0].InstanceId)
+	var names []string
+	for _, n := range byGroup(e.nodes(name), "gpu") {
+		names = append(names, host(n))
+	}
+	e.waitIdle(t, login, names...)
+	return login
+}
+
+// TestHealthRepairs: on a real Slurm cluster, Xid 13 changes nothing; Xid 79 drains, replaces
+// (lifecycle scripts again) and resumes the node under its name; Xid 48 twice reboots, then
+// replaces; a job on a node with a Reboot-class fault finishes before the reboot; a killed
+// agent is detected and the node repaired.
+func TestHealthRepairs(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	login := healthCluster(t, e, "health", 3, types.ClusterNodeRecoveryAutomatic)
+
+	t.Run("Xid 13 is recorded and nothing happens to the node", func(t *testing.T) {
+		n := e.nodeOf("health", "gpu-1")
+		e.inject(n.InstanceID, xid(13))
+		eventually(t, 10*time.Second, "the finding", func() (bool, string) {
+			ev := e.events("health")
+			return strings.Contains(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID) && strings.Contains(ev, "No node action"), ev
+		})
+		time.Sleep(2 * time.Second) // nothing follows
+		if after := e.nodeOf("health", "gpu-1"); after.InstanceID != n.InstanceID || !after.Details.BootTime.Equal(n.Details.BootTime) || len(e.repairsOf("health", "gpu-1")) != 0 {
+			t.Errorf("Xid 13 touched the node: %s boot %s, repairs %d", after.InstanceID, after.Details.BootTime, len(e.repairsOf("health", "gpu-1")))
+		}
+		if st := e.slurmStates(login)[slurmName(n)]; st != "idle" {
+			t.Errorf("Slurm state after Xid 13: %s", st)
+		}
+		// The finding is in the node's health stream, as a HyperPod HMA record.
+		if out := e.logStream("health", "SagemakerHealthMonitoringAgent/gpu/"+n.InstanceID); !strings.Contains(out, `"HealthMonitoringAgentDetectionEvent":"HealthEvent"`) || !strings.Contains(out, `"reason":"gpu.xid.app_fault"`) {
+			t.Errorf("health stream: %s", out)
+		}
+	})
+
+	t.Run("Xid 79 drains, replaces and resumes the node under its name", func(t *testing.T) {
+		n := e.nodeOf("health", "gpu-2")
+		e.inject(n.InstanceID, xid(79))
+		rp := e.waitRepair(t, "health", "gpu-2", 1, 60*time.Second)
+		after := e.nodeOf("health", "gpu-2")
+		if rp.State != store.RepairDone || rp.Action != "Replace" || rp.Fault != "gpu.bus_lost" || after.InstanceID == n.InstanceID || after.InstanceID != rp.NewInstanceID {
+			t.Fatalf("repair %+v, node now %s", rp, after.InstanceID)
+		}
+		steps := timelineText(rp)
+		for _, want := range []string{"drained in Slurm (reason Action:Replace)", "no jobs left", "replacing instance " + n.InstanceID, "lifecycle scripts and basic checks passed", "back in service in Slurm as " + slurmName(n) + " (idle)"} {
+			if !strings.Contains(steps, want) {
+				t.Errorf("timeline lacks %q: %s", want, steps)
+			}
+		}
+		if out, err := e.onNode(after.InstanceID, "wc -l < /var/log/provision/runs"); err != nil || strings.TrimSpace(out) != "1" {
+			t.Errorf("lifecycle scripts on the replacement: %q %v", out, err)
+		}
+		e.waitIdle(t, login, slurmName(n))
+	})
+
+	t.Run("Xid 48 twice: reboot, then replace", func(t *testing.T) {
+		n := e.nodeOf("health", "gpu-3")
+		e.inject(n.InstanceID, xid(48))
+		first := e.waitRepair(t, "health", "gpu-3", 1, 60*time.Second)
+		rebooted := e.nodeOf("health", "gpu-3")
+		if first.State != store.RepairDone || first.Action != "Reboot" || rebooted.InstanceID != n.InstanceID || !rebooted.Details.BootTime.After(n.Details.BootTime) {
+			t.Fatalf("first Xid 48: %+v; node %s boot %s (was %s)", first, rebooted.InstanceID, rebooted.Details.BootTime, n.Details.BootTime)
+		}
+		e.inject(n.InstanceID, xid(48))
+		second := e.waitRepair(t, "health", "gpu-3", 2, 60*time.Second)
+		if second.State != store.RepairDone || second.Action != "Replace" || !strings.Contains(second.Reason, "escalated") || e.nodeOf("health", "gpu-3").InstanceID == n.InstanceID {
+			t.Fatalf("second Xid 48: %+v", second)
+		}
+	})
+
+	t.Run("a job on a node with a Reboot-class fault finishes before the reboot", func(t *testing.T) {
+		n := e.nodeOf("health", "gpu-1")
+		name := slurmName(n)
+		script := "#!/bin/bash\n#SBATCH -N1 -w " + name + " -o /fsx/long-%j.out\nsleep 5\ndate +%s.%N\n"
+		out, err := e.onNode(login, "cat > /fsx/long.sh <<'EOF'\n"+script+"EOF\nsbatch --parsable /fsx/long.sh")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		job := strings.TrimSpace(out)
+		eventually(t, 10*time.Second, "the job running", func() (bool, string) {
+			st := e.slurmStates(login)[name]
+			return st == "alloc" || st == "mix", st
+		})
+		e.inject(n.InstanceID, xid(95))
+		rp := e.waitRepair(t, "health", "gpu-1", 1, 60*time.Second)
+		end, err := os.ReadFile(filepath.Join(e.sharedFSx(), "long-"+job+".out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobEnd, _ := strconv.ParseFloat(strings.TrimSpace(string(end)), 64)
+		var rebootAt time.Time
+		for _, s := range rp.Timeline {
+			if strings.HasPrefix(s.What, "rebooting instance") {
+				rebootAt = s.At
+			}
+		}
+		if rp.Action != "Reboot" || rp.State != store.RepairDone || rebootAt.IsZero() || float64(rebootAt.UnixNano())/1e9 < jobEnd {
+			t.Errorf("the reboot (%s) came before the job ended (%f): %s", rebootAt, jobEnd, timelineText(rp))
+		}
+	})
+
+	t.Run("a killed agent is detected and the node repaired", func(t *testing.T) {
+		n := e.nodeOf("health", "gpu-1")
+		e.inject(n.InstanceID, local.Fault{KillAgent: true, LoseGPU: -1})
+		rp := e.waitRepair(t, "health", "gpu-1", 2, 90*time.Second)
+		if rp.Fault != "node.heartbeat_lost" || rp.Action != "Replace" || rp.State != store.RepairDone || e.nodeOf("health", "gpu-1").InstanceID == n.InstanceID {
+			t.Errorf("repair after the agent died: %+v", rp)
+		}
+		e.waitIdle(t, login, slurmName(n))
+	})
+
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("health")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("health", 60*time.Second)
+}
+
+// TestHealthNodeRecoveryNone: with NodeRecovery None, a Replace-class fault drains the node
+// and nothing more; an event says what to do.
+func TestHealthNodeRecoveryNone(t *testing.T) {
+	e := start(t)
+	login := healthCluster(t, e, "manual", 1, types.ClusterNodeRecoveryNone)
+	n := e.nodeOf("manual", "gpu-1")
+	e.inject(n.InstanceID, xid(79))
+	eventually(t, 20*time.Second, "held and drained", func() (bool, string) {
+		rs := e.repairsOf("manual", "gpu-1")
+		st := e.slurmStates(login)[slurmName(n)]
+		return len(rs) == 1 && rs[0].State == store.RepairHeld && st == "drain", fmt.Sprintf("%d repairs, Slurm %s", len(rs), st)
+	})
+	time.Sleep(3 * time.Second)
+	if after := e.nodeOf("manual", "gpu-1"); after.InstanceID != n.InstanceID || !after.Details.BootTime.Equal(n.Details.BootTime) {
+		t.Errorf("NodeRecovery None repaired the node: %s", after.InstanceID)
+	}
+	if ev := e.events("manual"); !strings.Contains(ev, "NodeRecovery is None") {
+		t.Errorf("no event says what to do:\n%s", ev)
+	}
+	if _, err := e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String("manual")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("manual", 60*time.Second)
+}
+
+func timelineText(rp *store.Repair) string {
+	var parts []string
+	for _, s := range rp.Timeline {
+		parts = append(parts, fmt.Sprintf("+%.2fs %s", s.At.Sub(rp.CreatedAt).Seconds(), s.What))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func slurmName(n *store.Node) string {
+	h, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
+	return h
+}
+
+// sharedFSx is the host directory behind the test cluster's /fsx.
+func (e *env) sharedFSx() string {
+	matches, _ := filepath.Glob(filepath.Join(e.Options.DataDir, "local", "clusters", "*", "shared", "fsx-lustre-*"))
+	if len(matches) == 0 {
+		e.t.Fatal("no shared /fsx directory")
+	}
+	return matches[0]
+}
