@@ -144,6 +144,12 @@ func statusDetails(n *store.Node) *api.ClusterInstanceStatusDetails {
 		}
 		msg += slurm
 	}
+	if r := n.Details.RepairStatus; r != "" {
+		if msg != "" {
+			msg += "; "
+		}
+		msg += r
+	}
 	if msg != "" {
 		d.Message = new(msg)
 	}

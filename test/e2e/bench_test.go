@@ -5,13 +5,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -198,4 +204,119 @@ func BenchmarkSlurmMembershipChange(b *testing.B) {
 	b.ReportMetric(down.Seconds()/float64(b.N), "s-delete-to-removed")
 	e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("members")})
 	e.waitGone("members", time.Minute)
+}
+
+// BenchmarkHealthDetectAndRepair injects Replace-class GPU faults into the workers of a real
+// Slurm cluster (at least 20 injections, each node never twice for the same fault, so the
+// quarantine policy stays out of it) and measures, from the moment the kernel line is written:
+// detection (the node drained in Slurm) and repair (the node back in service under its name,
+// on a new instance). Beside it, Slurm's own detection of a slurmd that stops answering
+// (SIGSTOP; SlurmdTimeout=10) is measured as the reference. Run as root:
+// go test -tags e2e ./test/e2e -run '^$' -bench HealthDetectAndRepair -benchtime 1x
+func BenchmarkHealthDetectAndRepair(b *testing.B) {
+	e := startB(b)
+	lc := e.script("bench", "on_create.sh", recordScript)
+	ctx := context.Background()
+	const workers = 4
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("faults"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+		group("gpu", "ml.g5.2xlarge", workers, types.ClusterSlurmNodeTypeCompute, lc, "gpu"),
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	e.waitStatus("faults", types.ClusterStatusInservice, time.Minute)
+	var ctl string
+	for _, n := range e.storeNodes("faults") {
+		if n.GroupName == "controller" {
+			ctl = n.InstanceID
+		}
+	}
+	idle := func(name string) bool { return e.slurmStates(ctl)[name] == "idle" }
+	faults := []int{79, 74, 119, 140, 64, 54} // all Replace; distinct fault types
+	n := 20 // -benchtime 1x: one run of n injections
+	if v, err := strconv.Atoi(os.Getenv("HALE_BENCH_INJECTIONS")); err == nil && v > 0 {
+		n = v
+	}
+	var detect, repair []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		logical := fmt.Sprintf("gpu-%d", i%workers+1)
+		var node *store.Node
+		for _, nd := range e.storeNodes("faults") {
+			if nd.LogicalID == logical {
+				node = nd
+			}
+		}
+		name, _, _ := strings.Cut(node.Details.PrivateDNSHostname, ".")
+		for start := time.Now(); !idle(name) && time.Since(start) < time.Minute; time.Sleep(50 * time.Millisecond) {
+		}
+		before := len(e.repairsOf("faults", logical))
+		start := time.Now()
+		if _, err := local.InjectFault(filepath.Join(e.Options.DataDir, "local"), node.InstanceID, local.Fault{Xid: faults[(i/workers)%len(faults)], LoseGPU: -1}); err != nil {
+			b.Fatal(err)
+		}
+		var rp *store.Repair
+		for time.Since(start) < 2*time.Minute {
+			rs := e.repairsOf("faults", logical)
+			if len(rs) > before && !rs[before].State.Open() {
+				rp = rs[before]
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if rp == nil || rp.State != store.RepairDone {
+			b.Fatalf("injection %d into %s: repair %+v\n%s", i, logical, rp, e.events("faults"))
+		}
+		for _, s := range rp.Timeline {
+			if strings.HasPrefix(s.What, "drained in Slurm") {
+				detect = append(detect, s.At.Sub(start))
+			}
+		}
+		repair = append(repair, rp.Timeline[len(rp.Timeline)-1].At.Sub(start))
+		b.Logf("injection %d into %s: repair done after %s, loop %s", i, logical, repair[len(repair)-1], time.Since(start))
+	}
+	b.StopTimer()
+	// The reference: Slurm noticing by itself a slurmd that stopped answering.
+	var slurmDetect []time.Duration
+	for i := 0; i < 3; i++ {
+		node := e.nodeOf("faults", fmt.Sprintf("gpu-%d", i+1))
+		name, _, _ := strings.Cut(node.Details.PrivateDNSHostname, ".")
+		for start := time.Now(); !idle(name) && time.Since(start) < time.Minute; time.Sleep(50 * time.Millisecond) {
+		}
+		pidb, _ := os.ReadFile(filepath.Join(e.Options.DataDir, "local", "instances", node.InstanceID, "root", "var", "spool", "slurmd", "slurmd.pid"))
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
+		if pid <= 1 {
+			continue
+		}
+		start := time.Now()
+		syscall.Kill(pid, syscall.SIGSTOP)
+		for time.Since(start) < time.Minute {
+			if st := e.slurmStates(ctl)[name]; strings.HasSuffix(st, "*") || st == "down" {
+				slurmDetect = append(slurmDetect, time.Since(start))
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+	report := func(unit string, ds []time.Duration) {
+		if len(ds) == 0 {
+			return
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		b.ReportMetric((sum / time.Duration(len(ds))).Seconds(), unit+"-mean-s")
+		b.ReportMetric(ds[len(ds)*50/100].Seconds(), unit+"-p50-s")
+		b.ReportMetric(ds[min(len(ds)-1, len(ds)*99/100)].Seconds(), unit+"-p99-s")
+		b.ReportMetric(ds[len(ds)-1].Seconds(), unit+"-max-s")
+	}
+	b.Logf("%d injections; Slurm's own detection measured %d times", len(repair), len(slurmDetect))
+	report("detect", detect)
+	report("repair", repair)
+	report("slurm-detect", slurmDetect)
+	e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("faults")})
+	e.waitGone("faults", time.Minute)
 }
