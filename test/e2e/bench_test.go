@@ -233,7 +233,7 @@ func BenchmarkHealthDetectAndRepair(b *testing.B) {
 	}
 	idle := func(name string) bool { return e.slurmStates(ctl)[name] == "idle" }
 	faults := []int{79, 74, 119, 140, 64, 54} // all Replace; distinct fault types
-	n := 20 // -benchtime 1x: one run of n injections
+	n := 20                                   // -benchtime 1x: one run of n injections
 	if v, err := strconv.Atoi(os.Getenv("HALE_BENCH_INJECTIONS")); err == nil && v > 0 {
 		n = v
 	}
