@@ -84,6 +84,8 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.ObjectStoreEndpoint, "object-store-endpoint", "", "fetch lifecycle scripts from this S3-compatible endpoint instead (\"aws\" for AWS S3; credentials from the AWS environment)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", controller.DefaultBootTimeout, "how long a new instance's agent has to register")
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
+	f.DurationVar(&o.DeepHealthCheckDuration, "deep-health-check-duration", controller.DefaultDeepHealthCheckDuration, "how long the InstanceStress deep health check loads a node")
+	f.Float64Var(&o.ConnectivityMBps, "connectivity-threshold", controller.DefaultConnectivityMBps, "bandwidth in MB/s the InstanceConnectivity deep health check must reach")
 	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", agentserver.DefaultHeartbeatInterval, "agents' heartbeat interval")
 	f.IntVar(&o.MissedHeartbeats, "missed-heartbeats", agentserver.DefaultMissedHeartbeats, "missed heartbeats before a node is unreachable")
 }

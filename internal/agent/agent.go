@@ -43,6 +43,8 @@ type Config struct {
 	// node's own log file on the local provider. DiskPaths are the file systems it watches.
 	KernelLogs []string
 	DiskPaths  []string
+	// DHCPort is the port of the bandwidth sink for InstanceConnectivity checks (0: 7072).
+	DHCPort int
 }
 
 // Agent is a running agent.
@@ -89,6 +91,7 @@ func Run(ctx context.Context, cfg Config) error {
 	a.daemons.startEnabled()
 	defer a.daemons.stopAll()
 	a.startMonitors(ctx)
+	go a.serveBandwidth(ctx)
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))

@@ -35,6 +35,8 @@ func (a *Agent) runChecks(ctx context.Context, c *agentproto.RunChecks) *agentpr
 	case "InstanceStress":
 		findings = a.basicChecks(say)
 		findings = append(findings, a.stress(ctx, time.Duration(c.DurationSeconds)*time.Second, say)...)
+	case "InstanceConnectivity":
+		findings = a.connectivity(ctx, c.Peers, c.Bytes, c.MinBandwidthMbps, say)
 	default:
 		return &agentproto.CommandResult{ExitCode: -1, Error: fmt.Sprintf("unknown check %q", c.Kind)}
 	}

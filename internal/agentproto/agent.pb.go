@@ -1594,12 +1594,18 @@ func (x *Finding) GetCause() int32 {
 // RunChecks runs health checks on the node. "basic": accelerator count, device health, disk,
 // memory and daemons (at every start, before a node is Running). "InstanceStress": CPU and
 // memory stress, device checks, dcgmi diag when DCGM exists, for duration_seconds.
+// "InstanceConnectivity": a bandwidth test to each peer (a ring, as a collective uses).
 type RunChecks struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Kind            string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	DurationSeconds uint32                 `protobuf:"varint,2,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// InstanceConnectivity: the peers (host:port of their agents' bandwidth sinks) this node
+	// sends to, how much, and the bandwidth below which the check fails.
+	Peers            []string `protobuf:"bytes,3,rep,name=peers,proto3" json:"peers,omitempty"`
+	Bytes            uint64   `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	MinBandwidthMbps float64  `protobuf:"fixed64,5,opt,name=min_bandwidth_mbps,json=minBandwidthMbps,proto3" json:"min_bandwidth_mbps,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RunChecks) Reset() {
@@ -1642,6 +1648,27 @@ func (x *RunChecks) GetKind() string {
 func (x *RunChecks) GetDurationSeconds() uint32 {
 	if x != nil {
 		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *RunChecks) GetPeers() []string {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *RunChecks) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RunChecks) GetMinBandwidthMbps() float64 {
+	if x != nil {
+		return x.MinBandwidthMbps
 	}
 	return 0
 }
@@ -1790,10 +1817,13 @@ const file_agent_proto_rawDesc = "" +
 	"\amonitor\x18\t \x01(\tR\amonitor\x12(\n" +
 	"\x10observed_unix_ms\x18\n" +
 	" \x01(\x03R\x0eobservedUnixMs\x12\x14\n" +
-	"\x05cause\x18\v \x01(\x05R\x05cause\"J\n" +
+	"\x05cause\x18\v \x01(\x05R\x05cause\"\xa4\x01\n" +
 	"\tRunChecks\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12)\n" +
-	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds2Q\n" +
+	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds\x12\x14\n" +
+	"\x05peers\x18\x03 \x03(\tR\x05peers\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12,\n" +
+	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps2Q\n" +
 	"\x05Agent\x12H\n" +
 	"\aConnect\x12\x1b.hale.agent.v1.AgentMessage\x1a\x1c.hale.agent.v1.ServerMessage(\x010\x01B1Z/github.com/haleproject/hale/internal/agentprotob\x06proto3"
 

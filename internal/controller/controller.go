@@ -56,6 +56,10 @@ type Config struct {
 	BootTimeout      time.Duration
 	LifecycleTimeout time.Duration
 	ResyncInterval   time.Duration
+	// DeepHealthCheckDuration is how long InstanceStress loads a node (HyperPod's take hours);
+	// ConnectivityMBps the bandwidth (MB/s) InstanceConnectivity must reach (dhc.go).
+	DeepHealthCheckDuration time.Duration
+	ConnectivityMBps        float64
 }
 
 // Controller runs the reconcilers.
@@ -88,6 +92,12 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.DeepHealthCheckDuration <= 0 {
+		cfg.DeepHealthCheckDuration = DefaultDeepHealthCheckDuration
+	}
+	if cfg.ConnectivityMBps <= 0 {
+		cfg.ConnectivityMBps = DefaultConnectivityMBps
 	}
 	return &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
 		inflight: map[string]bool{}, polled: map[string]time.Time{}, fileLocks: map[string]chan struct{}{}, ctx: context.Background()}

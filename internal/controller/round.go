@@ -133,8 +133,11 @@ func (r *round) setPhase(n *store.Node, p store.NodePhase, msg string) error {
 func statusOf(n *store.Node) api.ClusterInstanceStatus {
 	switch n.Details.Phase {
 	case store.PhaseReady:
-		if n.Details.Unreachable {
+		switch {
+		case n.Details.Unreachable:
 			return api.ClusterInstanceStatusFailure
+		case n.Details.DeepHealthCheck != "":
+			return api.ClusterInstanceStatusDeepHealthCheckInProgress
 		}
 		return api.ClusterInstanceStatusRunning
 	case store.PhaseFailed:
@@ -288,10 +291,7 @@ func (r *round) doActions() error {
 				}
 			}
 		case store.ActionDeepHealthCheck:
-			if err := finish(store.ActionFailed, "deep health checks come with hale's health layer, which this release does not have"); err != nil {
-				return err
-			}
-			if err := r.nodeEvent(n, api.ClusterEventLevelWarn, "Deep health check of %s not run: this release of hale has no deep health checks.", n.InstanceID); err != nil {
+			if err := r.deepHealthCheck(a, n); err != nil {
 				return err
 			}
 		}

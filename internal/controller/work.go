@@ -287,8 +287,43 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			}
 		}
 		if ok {
-			return c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s is Running (%s).", n.InstanceID, lines[0].Message)
+			if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s is Running (%s).", n.InstanceID, lines[0].Message); err != nil {
+				return err
+			}
+			if !res.Replayed {
+				return onStartDeepHealthChecks(tx, cl, n, now)
+			}
+			return nil
 		}
 		return c.appendEvent(tx, cl, n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, n.StatusMessage)
 	})
+}
+
+// onStartDeepHealthChecks queues the deep health checks a new instance's group asks for
+// (OnStartDeepHealthChecks): at creation, scale-up and replacement alike. InstanceConnectivity
+// needs another node in the group.
+func onStartDeepHealthChecks(tx store.Tx, cl *store.Cluster, n *store.Node, now time.Time) error {
+	groups, err := tx.Groups(cl.ID)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if g.Name != n.GroupName || len(g.Spec.OnStartDeepHealthChecks) == 0 {
+			continue
+		}
+		var checks []string
+		for _, c := range g.Spec.OnStartDeepHealthChecks {
+			if c == api.DeepHealthCheckTypeInstanceConnectivity && g.Spec.GetInstanceCount() < 2 {
+				continue
+			}
+			checks = append(checks, string(c))
+		}
+		if len(checks) == 0 {
+			return nil
+		}
+		return tx.InsertAction(&store.Action{ClusterID: cl.ID, NodeSeq: n.Seq, InstanceID: n.InstanceID, LogicalID: n.LogicalID,
+			Kind: store.ActionDeepHealthCheck, Params: map[string]any{"DeepHealthChecks": checks, "Trigger": "OnStartDeepHealthChecks"},
+			State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
+	}
+	return nil
 }

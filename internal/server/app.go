@@ -69,11 +69,14 @@ type Options struct {
 	// instead (credentials from the AWS SDK's usual chain; "aws" means AWS S3 itself).
 	ObjectStoreEndpoint string
 	// Timeouts and heartbeats; zero takes the defaults of internal/controller and agentserver.
-	BootTimeout       time.Duration
-	LifecycleTimeout  time.Duration
-	HeartbeatInterval time.Duration
-	MissedHeartbeats  int
-	ReconnectGrace    time.Duration
+	BootTimeout      time.Duration
+	LifecycleTimeout time.Duration
+	// DeepHealthCheckDuration and ConnectivityMBps: see controller.Config.
+	DeepHealthCheckDuration time.Duration
+	ConnectivityMBps        float64
+	HeartbeatInterval       time.Duration
+	MissedHeartbeats        int
+	ReconnectGrace          time.Duration
 }
 
 // DefaultAgentPort is the port agents connect to.
@@ -206,7 +209,8 @@ func Start(o Options) (*App, error) {
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
 		Lifecycle: source, Logger: log,
-		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout})
+		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
+		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,

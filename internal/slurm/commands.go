@@ -60,3 +60,15 @@ func Resume(node string) []string {
 
 // HaleReason prefixes the reasons hale itself sets, so it resumes only the nodes it took out.
 const HaleReason = "hale: "
+
+// Reserve puts a node in a maintenance reservation: no job starts on it while hale runs deep
+// health checks (HyperPod's mechanism).
+func Reserve(reservation, node string) []string {
+	return []string{"scontrol", "create", "reservation", "ReservationName=" + reservation, "Nodes=" + node,
+		"StartTime=now", "Duration=infinite", "Users=root", "Flags=maint,ignore_jobs"}
+}
+
+// Unreserve deletes a reservation.
+func Unreserve(reservation string) []string {
+	return []string{"scontrol", "delete", "ReservationName=" + reservation}
+}

@@ -305,6 +305,9 @@ type NodeDetails struct {
 	RepairRequest string `json:",omitempty"`
 	// RepairStatus is the node's open repair in one line ("" when none), for DescribeClusterNode.
 	RepairStatus string `json:",omitempty"`
+	// DeepHealthCheck names the deep health checks running on the node ("" when none): it
+	// shows as DeepHealthCheckInProgress.
+	DeepHealthCheck string `json:",omitempty"`
 }
 
 // NodePhase is where a node's bring-up stands; ClusterInstanceStatus is what the API shows.

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -253,4 +254,73 @@ func (e *env) sharedFSx() string {
 		e.t.Fatal("no shared /fsx directory")
 	}
 	return matches[0]
+}
+
+// TestDeepHealthChecks: a group with OnStartDeepHealthChecks runs InstanceStress on every new
+// node (DeepHealthCheckInProgress meanwhile, results in DeepHealthCheckResults/<id>);
+// StartClusterHealthCheck runs InstanceConnectivity on the group, whose ring bandwidth falls
+// below this server's (impossible) threshold: the nodes are found faulty and replaced.
+func TestDeepHealthChecks(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	o.DeepHealthCheckDuration = 2 * time.Second
+	o.ConnectivityMBps = 1e9
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	ctx := context.Background()
+	lc := e.script("dhc", "on_create.sh", recordScript)
+	gpu := group("gpu", "ml.g5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "gpu")
+	gpu.OnStartDeepHealthChecks = []types.DeepHealthCheckType{types.DeepHealthCheckTypeInstanceStress}
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("dhc"), VpcConfig: vpc, InstanceGroups: []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc), gpu}}); err != nil {
+		t.Fatal(err)
+	}
+	sawInProgress := false
+	eventually(t, 90*time.Second, "InstanceStress passed on both new nodes", func() (bool, string) {
+		passed := 0
+		for _, n := range byGroup(e.nodes("dhc"), "gpu") {
+			if n.InstanceStatus.Status == types.ClusterInstanceStatusDeepHealthCheckInProgress {
+				sawInProgress = true
+			}
+			if strings.Contains(e.logStream("dhc", "DeepHealthCheckResults/"+aws.ToString(n.InstanceId)), "Deep health check (InstanceStress) passed") {
+				passed++
+			}
+		}
+		return passed == 2, fmt.Sprint(passed)
+	})
+	if !sawInProgress {
+		t.Error("no node was ever DeepHealthCheckInProgress")
+	}
+	first := byGroup(e.nodes("dhc"), "gpu")
+	out := e.logStream("dhc", "DeepHealthCheckResults/"+aws.ToString(first[0].InstanceId))
+	for _, want := range []string{"CPU stress", "memory:", "maintenance reservation", "Executing InstanceStress check"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("results lack %q:\n%s", want, out)
+		}
+	}
+	e.waitStatus("dhc", types.ClusterStatusInservice, 30*time.Second)
+	if _, err := e.SDK.StartClusterHealthCheck(ctx, &sagemaker.StartClusterHealthCheckInput{ClusterName: aws.String("dhc"),
+		DeepHealthCheckConfigurations: []types.InstanceGroupHealthCheckConfiguration{{InstanceGroupName: aws.String("gpu"),
+			DeepHealthChecks: []types.DeepHealthCheckType{types.DeepHealthCheckTypeInstanceConnectivity}}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "both nodes replaced after the failed connectivity check", func() (bool, string) {
+		done := 0
+		for _, n := range first {
+			for _, rp := range e.repairsOf("dhc", aws.ToString(n.NodeLogicalId)) {
+				if rp.Fault == "dhc.connectivity" && rp.State == store.RepairDone && rp.Action == "Replace" {
+					done++
+				}
+			}
+		}
+		return done == 2, fmt.Sprint(done)
+	})
+	out = e.logStream("dhc", "DeepHealthCheckResults/"+aws.ToString(first[0].InstanceId))
+	if !strings.Contains(out, "below the threshold") || !strings.Contains(out, "InstanceConnectivity) FAILED") {
+		t.Errorf("connectivity results:\n%s", out)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("dhc")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("dhc", 60*time.Second)
 }

@@ -1,0 +1,236 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Deep health checks (research hyperpod-api-slurm.md §3.3): InstanceStress (CPU and memory
+// under stress, device checks, dcgmi diag where DCGM exists) and InstanceConnectivity (a
+// bandwidth test around a ring of the group's nodes, against a threshold). They run on the
+// nodes StartClusterHealthCheck names, and on every new instance of a group with
+// OnStartDeepHealthChecks (creation, scale-up, replacement). Meanwhile the node shows
+// DeepHealthCheckInProgress and sits in a Slurm maintenance reservation; each node's results go
+// to the log stream DeepHealthCheckResults/<instance-id>. A failed check is a finding
+// (dhc.stress, dhc.connectivity: Replace) that the repair flow acts on.
+
+// Defaults for the deep health checks.
+const (
+	DefaultDeepHealthCheckDuration = 60 * time.Second
+	// DefaultConnectivityMBps is the bandwidth (MB/s) below which InstanceConnectivity fails.
+	DefaultConnectivityMBps = 100
+	connectivityBytes       = 64 << 20
+)
+
+// DeepHealthStream is the log stream of a node's deep health check results.
+func DeepHealthStream(instanceID string) string { return "DeepHealthCheckResults/" + instanceID }
+
+func checksOf(a *store.Action) []string {
+	var out []string
+	switch v := a.Params["DeepHealthChecks"].(type) {
+	case []string:
+		out = v
+	case []any:
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// deepHealthCheck drives one DeepHealthCheck action: Pending -> InProgress (the node shows
+// DeepHealthCheckInProgress, reserved in Slurm) -> Succeeded or Failed (the checks' findings
+// judged, a repair opened). A restarted server runs the checks of an InProgress action again.
+func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
+	checks := checksOf(a)
+	if a.State == store.ActionPending {
+		if n.Details.Phase != store.PhaseReady || n.Details.Unreachable || n.Details.RepairStatus != "" {
+			if r.now.Sub(a.CreatedAt) > time.Hour {
+				a.State, a.Message, a.UpdatedAt = store.ActionFailed, "the node was not Running within an hour", r.now
+				return r.tx.UpdateAction(a)
+			}
+			return nil // wait for the node to be Running (a new instance finishing its setup)
+		}
+		a.State, a.UpdatedAt = store.ActionInProgress, r.now
+		if err := r.tx.UpdateAction(a); err != nil {
+			return err
+		}
+		n.Details.DeepHealthCheck = strings.Join(checks, ", ")
+		n.Status = statusOf(n)
+		if err := r.tx.UpdateNode(n); err != nil {
+			return err
+		}
+		if err := r.nodeEvent(n, api.ClusterEventLevelInfo, "Deep health check (%s) of instance %s started; the node is reserved for it.", n.Details.DeepHealthCheck, n.InstanceID); err != nil {
+			return err
+		}
+	}
+	if !r.c.cfg.Agents.Connected(n.InstanceID) {
+		return nil
+	}
+	var peers []string
+	if contains(checks, string(api.DeepHealthCheckTypeInstanceConnectivity)) {
+		peers = r.ringPeer(n)
+	}
+	reservation, ctl := "", ""
+	if r.slurmRole(n) == "compute" {
+		reservation, ctl = "hale-dhc-"+n.LogicalID, r.slurmCtl()
+	}
+	node, action, cl := *n, *a, r.cl
+	c := r.c
+	r.work = append(r.work, c.background(fmt.Sprintf("dhc:%d", a.ID), cl.ID, func(ctx context.Context) {
+		c.runDeepHealthCheck(ctx, cl, &node, &action, checks, peers, reservation, ctl)
+	}))
+	return nil
+}
+
+// ringPeer is the next node of the ring of the group's Running nodes, by address, as the
+// agent's bandwidth sink address.
+func (r *round) ringPeer(n *store.Node) []string {
+	var ips []string
+	for _, m := range r.nodes {
+		if m.GroupName == n.GroupName && m.Details.Phase == store.PhaseReady && m.Details.PrivateIP != "" {
+			ips = append(ips, m.Details.PrivateIP)
+		}
+	}
+	sort.Slice(ips, func(i, j int) bool {
+		a, b := net.ParseIP(ips[i]).To4(), net.ParseIP(ips[j]).To4()
+		return string(a) < string(b)
+	})
+	for i, ip := range ips {
+		if ip == n.Details.PrivateIP && len(ips) > 1 {
+			return []string{net.JoinHostPort(ips[(i+1)%len(ips)], strconv.Itoa(agent.DefaultDHCPort))}
+		}
+	}
+	return nil
+}
+
+func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, n *store.Node, a *store.Action, checks, peers []string, reservation, ctl string) {
+	stream := DeepHealthStream(n.InstanceID)
+	var lines []store.LogEvent
+	say := func(format string, args ...any) {
+		lines = append(lines, store.LogEvent{Time: time.Now().UTC(), Message: fmt.Sprintf(format, args...)})
+	}
+	if reservation != "" && ctl != "" {
+		if _, err := c.runOn(ctx, ctl, slurm.Reserve(reservation, slurmName(n)), 15*time.Second); err != nil && !strings.Contains(err.Error(), "exists") {
+			c.log.Warn("deep health check: reservation", "node", n.LogicalID, "error", err)
+		} else {
+			say("info node %s is in the Slurm maintenance reservation %s", slurmName(n), reservation)
+		}
+	}
+	var findings []*agentproto.Finding
+	failed := ""
+	for _, chk := range checks {
+		rc := &agentproto.RunChecks{Kind: chk}
+		timeout := time.Minute
+		switch chk {
+		case string(api.DeepHealthCheckTypeInstanceStress):
+			rc.DurationSeconds = uint32(c.cfg.DeepHealthCheckDuration / time.Second)
+			timeout += c.cfg.DeepHealthCheckDuration
+		case string(api.DeepHealthCheckTypeInstanceConnectivity):
+			rc.Peers, rc.Bytes, rc.MinBandwidthMbps = peers, connectivityBytes, c.cfg.ConnectivityMBps
+			if len(peers) == 0 {
+				say("info InstanceConnectivity skipped: the group has no other Running node")
+				continue
+			}
+		}
+		say("info Executing %s check", chk)
+		res, err := c.do(ctx, n.InstanceID, &agentproto.Command{Id: fmt.Sprintf("dhc-%d-%s-%d", a.ID, chk, time.Now().UnixNano()), Ephemeral: true,
+			Kind: &agentproto.Command_RunChecks{RunChecks: rc}}, timeout)
+		if err != nil {
+			if ctx.Err() != nil || !c.cfg.Agents.Connected(n.InstanceID) {
+				return // the round runs it again when the node is back
+			}
+			failed = fmt.Sprintf("%s did not run: %v", chk, err)
+			say("error %s", failed)
+			break
+		}
+		for _, l := range strings.Split(strings.TrimRight(string(res.OutputTail), "\n"), "\n") {
+			say("info %s", l)
+		}
+		findings = append(findings, res.Findings...)
+		if res.ExitCode != 0 && failed == "" {
+			failed = chk + " failed"
+		}
+	}
+	if reservation != "" && ctl != "" {
+		c.runOn(ctx, ctl, slurm.Unreserve(reservation), 15*time.Second)
+	}
+	result := "passed"
+	if failed != "" {
+		result = "FAILED: " + failed
+	}
+	say("info Deep health check (%s) %s", strings.Join(checks, ", "), result)
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		cur, err := tx.NodeByLogicalID(cl.ID, n.LogicalID)
+		if err != nil || cur.InstanceID != n.InstanceID {
+			return err
+		}
+		acts, err := tx.OpenActions(cl.ID)
+		if err != nil {
+			return err
+		}
+		var open *store.Action
+		for _, x := range acts {
+			if x.ID == a.ID {
+				open = x
+			}
+		}
+		if open == nil {
+			return nil
+		}
+		if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), stream, cl.ID, lines); err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		open.State, open.Message, open.UpdatedAt = store.ActionSucceeded, result, now
+		if failed != "" {
+			open.State = store.ActionFailed
+		}
+		if err := tx.UpdateAction(open); err != nil {
+			return err
+		}
+		cur.Details.DeepHealthCheck = ""
+		cur.Status = statusOf(cur)
+		if err := tx.UpdateNode(cur); err != nil {
+			return err
+		}
+		level := api.ClusterEventLevelInfo
+		if failed != "" {
+			level = api.ClusterEventLevelWarn
+		}
+		if err := instanceEvent(tx, cl, cur, now, level, "Deep health check (%s) of instance %s %s (log stream %s).", strings.Join(checks, ", "), cur.InstanceID, result, stream); err != nil {
+			return err
+		}
+		cat := health.Default()
+		for _, pf := range findings {
+			f := health.Finding{Fault: pf.Fault, Action: health.Action(pf.Action), Xid: int(pf.Xid), PCI: pf.Pci, GPU: int(pf.Gpu),
+				Meaning: pf.Meaning, Source: pf.Source, Evidence: pf.Evidence}
+			if f.Action.Effective() == health.Ignore {
+				continue
+			}
+			cat.Complete(&f)
+			if err := c.judge(tx, cl, cur, cur.InstanceID, f, "deep-health-check", "health", now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		c.log.Error("recording a deep health check", "node", n.LogicalID, "error", err)
+	}
+}
