@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/health"
+)
+
+// newTestAgent is an agent without a server: what it reports waits in a.pending.
+func newTestAgent(t *testing.T, instanceType string) *Agent {
+	dir := t.TempDir()
+	a := &Agent{cfg: Config{StateDir: dir, InstanceType: instanceType}, log: slog.New(slog.DiscardHandler), busy: map[string]bool{}}
+	a.daemons.a = a
+	return a
+}
+
+func (a *Agent) findings() []*agentproto.Finding {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*agentproto.Finding
+	for _, m := range a.pending {
+		if f := m.GetFinding(); f != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func waitFindings(t *testing.T, a *Agent, n int) []*agentproto.Finding {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if fs := a.findings(); len(fs) >= n {
+			return fs
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("want %d findings, have %+v", n, a.findings())
+	return nil
+}
+
+func appendTo(t *testing.T, path, line string) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(line + "\n")
+	f.Close()
+}
+
+// The kernel log monitor reads a file from its end the first time, classifies new lines, and
+// after a restart goes on where it stopped: lines written while it was down are read, lines
+// read before are not read again.
+func TestKernelLogMonitor(t *testing.T) {
+	a := newTestAgent(t, "ml.g5.12xlarge")
+	if _, err := a.accelerators(); err != nil { // the simulated GPUs the PCI addresses map to
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "messages")
+	appendTo(t, log, "Nov 30 04:00:00 ip-10-1-0-5 kernel: NVRM: Xid (PCI:0000:10:00): 79, GPU has fallen off the bus.") // before the agent: not read
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.watchKernelLog(ctx, log) }()
+	time.Sleep(3 * kernelLogInterval)
+	appendTo(t, log, "Nov 30 04:00:01 ip-10-1-0-5 kernel: NVRM: Xid (PCI:0000:10:00): 48, pid=7, name=python, DBE")
+	appendTo(t, log, "Nov 30 04:00:01 ip-10-1-0-5 systemd[1]: Started something.")
+	fs := waitFindings(t, a, 1)
+	if len(fs) != 1 || fs[0].Xid != 48 || fs[0].Gpu != 0 || fs[0].Monitor != "kernel-log" || fs[0].Action != string(health.Reboot) {
+		t.Fatalf("%+v", fs)
+	}
+	cancel()
+	wg.Wait()
+	// Down: a line is written; up again: it is read, the old ones are not.
+	appendTo(t, log, "Nov 30 04:00:02 ip-10-1-0-5 kernel: NVRM: Xid (PCI:0000:11:00): 74, NVLink: fatal error")
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go a.watchKernelLog(ctx, log)
+	fs = waitFindings(t, a, 2)
+	time.Sleep(3 * kernelLogInterval)
+	if fs = a.findings(); len(fs) != 2 || fs[1].Xid != 74 || fs[1].Gpu != 1 {
+		t.Fatalf("after the restart: %+v", fs)
+	}
+	// Rotated: the new file is read from its start.
+	os.Rename(log, log+".1")
+	appendTo(t, log, "Nov 30 04:00:03 ip-10-1-0-5 kernel: watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [python:1]")
+	if fs = waitFindings(t, a, 3); fs[2].Fault != "kernel.soft_lockup" {
+		t.Fatalf("after rotation: %+v", fs[2])
+	}
+}
+
+// A simulated GPU that disappears is a count mismatch, reported once; the basic check reports
+// it every time and fails.
+func TestDeviceMonitorAndBasicChecks(t *testing.T) {
+	a := newTestAgent(t, "ml.g5.12xlarge") // 4 GPUs
+	devs, err := a.accelerators()
+	if err != nil || len(devs) != 4 {
+		t.Fatalf("%d devices: %v", len(devs), err)
+	}
+	if r := a.runChecks(context.Background(), &agentproto.RunChecks{Kind: "basic"}); r.ExitCode != 0 {
+		t.Fatalf("basic checks on a healthy node: %s", r.OutputTail)
+	}
+	os.Remove(devs[2].DevicePath)
+	if fs := a.deviceFindings(false); len(fs) != 1 || fs[0].Fault != "gpu.count_mismatch" || fs[0].GPU != 2 {
+		t.Fatalf("%+v", fs)
+	}
+	if fs := a.deviceFindings(false); len(fs) != 0 {
+		t.Fatalf("reported twice: %+v", fs)
+	}
+	r := a.runChecks(context.Background(), &agentproto.RunChecks{Kind: "basic"})
+	if r.ExitCode != 1 || len(r.Findings) != 1 || r.Findings[0].Fault != "gpu.count_mismatch" {
+		t.Fatalf("basic checks with a GPU gone: %d %+v", r.ExitCode, r.Findings)
+	}
+}
+
+// A daemon that keeps exiting is a crash loop (a Reboot finding); one exit is only recorded.
+func TestDaemonCrashLoop(t *testing.T) {
+	a := newTestAgent(t, "")
+	a.daemons.start(&agentproto.Daemon{Name: "flaky", Argv: []string{"/bin/false"}, Enabled: true})
+	defer a.daemons.stopAll()
+	fs := waitFindingsFor(t, a, "daemon.crashloop", 15*time.Second)
+	if fs.Action != string(health.Reboot) {
+		t.Errorf("%+v", fs)
+	}
+	if first := a.findings()[0]; first.Fault != "daemon.exited" || first.Action != string(health.Ignore) {
+		t.Errorf("first exit: %+v", first)
+	}
+}
+
+func waitFindingsFor(t *testing.T, a *Agent, fault string, within time.Duration) *agentproto.Finding {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, f := range a.findings() {
+			if f.Fault == fault {
+				return f
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no %s finding: %+v", fault, a.findings())
+	return nil
+}
