@@ -7,7 +7,9 @@
 #      the HyperPod files; the API is driven with the hale CLI, the
 #      AWS SDK for Go and (if installed) the AWS CLI: describe, tags, events, logs, a broken
 #      CreateCluster file, scale-up, a node replacement that keeps its address.
-#   3. `hale down` tears it all down; nothing is left on the machine.
+#   3. A GPU falls off the bus (hale debug inject-fault --xid 79): hale detects it, drains the
+#      node in Slurm, replaces it and resumes it under its name, printing the timeline.
+#   4. `hale down` tears it all down; nothing is left on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -113,6 +115,18 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
+
+step "A GPU of node gpu-1 falls off the bus (Xid 79): hale detects, drains, replaces and resumes the node"
+run "$HALE" debug inject-fault --cluster-name demo --node-id gpu-1 --xid 79
+run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
+
+step "An application error (Xid 13) is recorded and needs nothing"
+run "$HALE" debug inject-fault --cluster-name demo --node-id gpu-1 --xid 13
+
+step "hale diagnose: the same classifier, offline, over any machine's kernel log"
+printf '%s\n' "Apr  9 01:21:38 gpu-7 kernel: NVRM: Xid (PCI:0000:a1:00): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate." \
+  "Apr  9 01:21:39 gpu-7 kernel: NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link 6" >"$data/messages"
+run "$HALE" diagnose "$data/messages" || true
 
 step "hale down"
 run "$HALE" down --cluster-name demo

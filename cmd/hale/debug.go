@@ -152,8 +152,16 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 			}
 			seen[ev.EventId] = true
 			at := time.UnixMilli(int64(ev.EventTime * 1000))
-			fmt.Fprintf(out, "[%6.2fs] %s\n", at.Sub(start).Seconds(), ev.Description)
 			d := ev.Description
+			if head, tl, ok := strings.Cut(d, " Timeline: "); ok {
+				// A repair's timeline: one step a line.
+				fmt.Fprintf(out, "[%6.2fs] %s Timeline:\n", at.Sub(start).Seconds(), head)
+				for _, step := range strings.Split(tl, "; +") {
+					fmt.Fprintf(out, "             +%s\n", strings.TrimPrefix(step, "+"))
+				}
+			} else {
+				fmt.Fprintf(out, "[%6.2fs] %s\n", at.Sub(start).Seconds(), d)
+			}
 			switch {
 			case strings.HasPrefix(d, "Repair ") && (strings.Contains(d, " done in ") || strings.Contains(d, " failed: ")),
 				strings.Contains(d, "is quarantined"), strings.Contains(d, "NodeRecovery is None"):
