@@ -149,6 +149,9 @@ func Start(o Options) (*App, error) {
 		dataDir:         o.DataDir,
 	}
 	fail := func(err error) (*App, error) {
+		if c, ok := a.Provider.(interface{ Close() error }); ok {
+			c.Close()
+		}
 		ln.Close()
 		st.Close()
 		lock.release()

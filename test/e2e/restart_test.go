@@ -146,6 +146,7 @@ func TestOrphansAreReapedOnStart(t *testing.T) {
 	if !netnsExists(orphan.ID) {
 		t.Fatal("the orphan's namespace was not made")
 	}
+	p.Close() // as a crashed server's provider: its lock is gone, its instance is not
 	servertest.Start(t, o)
 	deadline := time.Now().Add(10 * time.Second)
 	for netnsExists(orphan.ID) && time.Now().Before(deadline) {
@@ -292,4 +293,52 @@ func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("fix", 30*time.Second)
+}
+
+// TestAbandonedBridgeIsReclaimed: a hale server that died without cleaning up (SIGKILL, a
+// machine restart mid-run) leaves its bridge and node namespaces; a server started on that
+// bridge takes them back (ending the processes still in them) instead of refusing for ever.
+func TestAbandonedBridgeIsReclaimed(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	ns, veth := "hale-i-0000000000abandon", "hale-e2e-abnd"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { // if the server did not reclaim them
+		exec.Command("ip", "netns", "del", ns).Run()
+		exec.Command("ip", "link", "del", "dev", veth).Run()
+	})
+	if exec.Command("ip", "link", "show", "dev", o.LocalBridge).Run() != nil { // a killed run may have left it
+		run("link", "add", "name", o.LocalBridge, "type", "bridge")
+	}
+	run("link", "set", "dev", o.LocalBridge, "alias", "hale "+filepath.Join(t.TempDir(), "gone", "local"))
+	run("netns", "add", ns)
+	run("link", "add", "name", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	run("link", "set", "dev", veth, "master", o.LocalBridge)
+	sleeper := exec.Command("ip", "netns", "exec", ns, "sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sleeper.Wait() }()
+	t.Cleanup(func() { sleeper.Process.Kill() })
+
+	servertest.Start(t, o)
+	if _, err := os.Stat("/run/netns/" + ns); !os.IsNotExist(err) {
+		t.Fatalf("the abandoned node namespace survives: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process left in the abandoned namespace still runs")
+	}
+	alias, _ := os.ReadFile(filepath.Join("/sys/class/net", o.LocalBridge, "ifalias"))
+	if got, want := strings.TrimSpace(string(alias)), "hale "+filepath.Join(dir, "local"); got != want {
+		t.Fatalf("bridge alias %q, want %q", got, want)
+	}
 }

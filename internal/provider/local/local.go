@@ -64,6 +64,7 @@ type Provider struct {
 	gateway netip.Addr
 	log     *slog.Logger
 	mu      sync.Mutex // serializes launches (address choice) and terminations
+	lock    *os.File   // ROOT/provider.lock, held while the provider lives
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -106,7 +107,11 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Root, "instances"), 0o700); err != nil {
 		return nil, err
 	}
+	if p.lock, err = lockRoot(cfg.Root); err != nil {
+		return nil, err
+	}
 	if err := p.ensureBridge(); err != nil {
+		p.lock.Close()
 		return nil, err
 	}
 	return p, nil
@@ -450,8 +455,9 @@ func (p *Provider) ReleaseCluster(ctx context.Context, clusterID string) error {
 }
 
 // Close removes the bridge when no instance is left on it, so a provider that is done leaves
-// nothing behind on the machine.
+// nothing behind on the machine, and releases the root's lock.
 func (p *Provider) Close() error {
+	defer p.lock.Close()
 	rs, err := p.records()
 	if err != nil || len(rs) > 0 {
 		return err

@@ -43,17 +43,24 @@ func deleteLink(name string) error {
 }
 
 // ensureBridge creates the bridge with the gateway address, if it is not there. A bridge (or
-// subnet) another hale server uses is refused: two servers on one bridge would give the same
-// addresses and interface names to different nodes and tear down each other's network.
+// subnet) another running hale server uses is refused: two servers on one bridge would give the
+// same addresses and interface names to different nodes and tear down each other's network. A
+// bridge whose owner is gone (its lock is free) is reclaimed with the namespaces on it.
 func (p *Provider) ensureBridge() error {
 	br := p.cfg.Bridge
 	owner := "hale " + p.cfg.Root
 	if linkExists(br) {
 		b, _ := os.ReadFile(filepath.Join("/sys/class/net", br, "ifalias"))
 		if a := strings.TrimSpace(string(b)); a != "" && a != owner {
-			return fmt.Errorf("local provider: bridge %s belongs to another hale server (%s); give this one its own --local-bridge and --local-subnet (and --agent-port)", br, a)
+			if root, ok := strings.CutPrefix(a, "hale "); !ok || ownerAlive(root) {
+				return fmt.Errorf("local provider: bridge %s belongs to another hale server (%s); give this one its own --local-bridge and --local-subnet (and --agent-port)", br, a)
+			}
+			if err := p.reclaimBridge(a); err != nil {
+				return err
+			}
 		}
-	} else {
+	}
+	if !linkExists(br) {
 		out, _ := exec.Command("ip", "-o", "addr", "show", "to", p.gateway.String()+"/32").Output()
 		if f := strings.Fields(string(out)); len(f) > 1 {
 			return fmt.Errorf("local provider: %s (the gateway of --local-subnet %s) is already on interface %s; choose another --local-subnet", p.gateway, p.subnet, f[1])
