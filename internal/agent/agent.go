@@ -79,6 +79,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	// The state directory is searchable by all so any user's srun reaches the local endpoint;
+	// what is secret in it (node-secret, results/) has modes of its own.
+	os.Chmod(cfg.StateDir, 0o711)
 	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx}
 	a.daemons.a = a
 	if _, err := a.accelerators(); err != nil {
@@ -100,6 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer conn.Close()
 	client := agentproto.NewAgentClient(conn)
+	go a.serveLocal(ctx, client)
 	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()

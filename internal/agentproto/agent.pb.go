@@ -1673,6 +1673,265 @@ func (x *RunChecks) GetMinBandwidthMbps() float64 {
 	return 0
 }
 
+// AutoResumeRequest asks about the Slurm nodes of a job step. Kind "diagnose": did the step
+// fail because of a fault of one of them (the server waits a moment for findings still on
+// their way)? Kind "status": how far are the repairs of these nodes? Kind "requeue": requeue the
+// job (its step cannot be shrunk and expanded), from the asking node's agent.
+type AutoResumeRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId      string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // the asking node
+	NodeSecret      string                 `protobuf:"bytes,2,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	Kind            string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	JobId           string                 `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	StepId          string                 `protobuf:"bytes,5,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
+	Nodes           []string               `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`                                                 // Slurm node names (hostnames)
+	StepStartUnixMs int64                  `protobuf:"varint,7,opt,name=step_start_unix_ms,json=stepStartUnixMs,proto3" json:"step_start_unix_ms,omitempty"` // faults found since then count
+	NumNodes        uint32                 `protobuf:"varint,8,opt,name=num_nodes,json=numNodes,proto3" json:"num_nodes,omitempty"`                          // requeue: the job's node count to restore (0: leave it)
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AutoResumeRequest) Reset() {
+	*x = AutoResumeRequest{}
+	mi := &file_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoResumeRequest) ProtoMessage() {}
+
+func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoResumeRequest.ProtoReflect.Descriptor instead.
+func (*AutoResumeRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AutoResumeRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetStepId() string {
+	if x != nil {
+		return x.StepId
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *AutoResumeRequest) GetStepStartUnixMs() int64 {
+	if x != nil {
+		return x.StepStartUnixMs
+	}
+	return 0
+}
+
+func (x *AutoResumeRequest) GetNumNodes() uint32 {
+	if x != nil {
+		return x.NumNodes
+	}
+	return 0
+}
+
+// AutoResumeResponse: action RETRYSTEP (unhealthy names the nodes at fault), NONE or REQUEUE.
+type AutoResumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	Unhealthy     []string               `protobuf:"bytes,2,rep,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	Repairs       []*NodeRepair          `protobuf:"bytes,3,rep,name=repairs,proto3" json:"repairs,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoResumeResponse) Reset() {
+	*x = AutoResumeResponse{}
+	mi := &file_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoResumeResponse) ProtoMessage() {}
+
+func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoResumeResponse.ProtoReflect.Descriptor instead.
+func (*AutoResumeResponse) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AutoResumeResponse) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AutoResumeResponse) GetUnhealthy() []string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return nil
+}
+
+func (x *AutoResumeResponse) GetRepairs() []*NodeRepair {
+	if x != nil {
+		return x.Repairs
+	}
+	return nil
+}
+
+func (x *AutoResumeResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// NodeRepair is where one node's repair stands: state is a hale repair state (Draining ...
+// Done, Failed, Quarantined, Cancelled); in_service is true once the node is back in Slurm.
+type NodeRepair struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Fault         string                 `protobuf:"bytes,4,opt,name=fault,proto3" json:"fault,omitempty"`
+	InService     bool                   `protobuf:"varint,5,opt,name=in_service,json=inService,proto3" json:"in_service,omitempty"`
+	InstanceId    string                 `protobuf:"bytes,6,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRepair) Reset() {
+	*x = NodeRepair{}
+	mi := &file_agent_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRepair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRepair) ProtoMessage() {}
+
+func (x *NodeRepair) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRepair.ProtoReflect.Descriptor instead.
+func (*NodeRepair) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *NodeRepair) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeRepair) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *NodeRepair) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *NodeRepair) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
+}
+
+func (x *NodeRepair) GetInService() bool {
+	if x != nil {
+		return x.InService
+	}
+	return false
+}
+
+func (x *NodeRepair) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
 var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
@@ -1823,9 +2082,37 @@ const file_agent_proto_rawDesc = "" +
 	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds\x12\x14\n" +
 	"\x05peers\x18\x03 \x03(\tR\x05peers\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12,\n" +
-	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps2Q\n" +
+	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps\"\xf9\x01\n" +
+	"\x11AutoResumeRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x1f\n" +
+	"\vnode_secret\x18\x02 \x01(\tR\n" +
+	"nodeSecret\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x15\n" +
+	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12\x17\n" +
+	"\astep_id\x18\x05 \x01(\tR\x06stepId\x12\x14\n" +
+	"\x05nodes\x18\x06 \x03(\tR\x05nodes\x12+\n" +
+	"\x12step_start_unix_ms\x18\a \x01(\x03R\x0fstepStartUnixMs\x12\x1b\n" +
+	"\tnum_nodes\x18\b \x01(\rR\bnumNodes\"\x99\x01\n" +
+	"\x12AutoResumeResponse\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1c\n" +
+	"\tunhealthy\x18\x02 \x03(\tR\tunhealthy\x123\n" +
+	"\arepairs\x18\x03 \x03(\v2\x19.hale.agent.v1.NodeRepairR\arepairs\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xa4\x01\n" +
+	"\n" +
+	"NodeRepair\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
+	"\x05fault\x18\x04 \x01(\tR\x05fault\x12\x1d\n" +
+	"\n" +
+	"in_service\x18\x05 \x01(\bR\tinService\x12\x1f\n" +
+	"\vinstance_id\x18\x06 \x01(\tR\n" +
+	"instanceId2\xa4\x01\n" +
 	"\x05Agent\x12H\n" +
-	"\aConnect\x12\x1b.hale.agent.v1.AgentMessage\x1a\x1c.hale.agent.v1.ServerMessage(\x010\x01B1Z/github.com/haleproject/hale/internal/agentprotob\x06proto3"
+	"\aConnect\x12\x1b.hale.agent.v1.AgentMessage\x1a\x1c.hale.agent.v1.ServerMessage(\x010\x01\x12Q\n" +
+	"\n" +
+	"AutoResume\x12 .hale.agent.v1.AutoResumeRequest\x1a!.hale.agent.v1.AutoResumeResponseB1Z/github.com/haleproject/hale/internal/agentprotob\x06proto3"
 
 var (
 	file_agent_proto_rawDescOnce sync.Once
@@ -1839,31 +2126,34 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agent_proto_goTypes = []any{
-	(*AgentMessage)(nil),  // 0: hale.agent.v1.AgentMessage
-	(*ServerMessage)(nil), // 1: hale.agent.v1.ServerMessage
-	(*Hello)(nil),         // 2: hale.agent.v1.Hello
-	(*Welcome)(nil),       // 3: hale.agent.v1.Welcome
-	(*Goodbye)(nil),       // 4: hale.agent.v1.Goodbye
-	(*Heartbeat)(nil),     // 5: hale.agent.v1.Heartbeat
-	(*Inventory)(nil),     // 6: hale.agent.v1.Inventory
-	(*Accelerator)(nil),   // 7: hale.agent.v1.Accelerator
-	(*Command)(nil),       // 8: hale.agent.v1.Command
-	(*Daemon)(nil),        // 9: hale.agent.v1.Daemon
-	(*RestartDaemon)(nil), // 10: hale.agent.v1.RestartDaemon
-	(*RunLifecycle)(nil),  // 11: hale.agent.v1.RunLifecycle
-	(*WriteFiles)(nil),    // 12: hale.agent.v1.WriteFiles
-	(*File)(nil),          // 13: hale.agent.v1.File
-	(*RunCommand)(nil),    // 14: hale.agent.v1.RunCommand
-	(*CommandResult)(nil), // 15: hale.agent.v1.CommandResult
-	(*LogLines)(nil),      // 16: hale.agent.v1.LogLines
-	(*LogLine)(nil),       // 17: hale.agent.v1.LogLine
-	(*Finding)(nil),       // 18: hale.agent.v1.Finding
-	(*RunChecks)(nil),     // 19: hale.agent.v1.RunChecks
-	nil,                   // 20: hale.agent.v1.Daemon.EnvEntry
-	nil,                   // 21: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                   // 22: hale.agent.v1.RunLifecycle.EnvEntry
+	(*AgentMessage)(nil),       // 0: hale.agent.v1.AgentMessage
+	(*ServerMessage)(nil),      // 1: hale.agent.v1.ServerMessage
+	(*Hello)(nil),              // 2: hale.agent.v1.Hello
+	(*Welcome)(nil),            // 3: hale.agent.v1.Welcome
+	(*Goodbye)(nil),            // 4: hale.agent.v1.Goodbye
+	(*Heartbeat)(nil),          // 5: hale.agent.v1.Heartbeat
+	(*Inventory)(nil),          // 6: hale.agent.v1.Inventory
+	(*Accelerator)(nil),        // 7: hale.agent.v1.Accelerator
+	(*Command)(nil),            // 8: hale.agent.v1.Command
+	(*Daemon)(nil),             // 9: hale.agent.v1.Daemon
+	(*RestartDaemon)(nil),      // 10: hale.agent.v1.RestartDaemon
+	(*RunLifecycle)(nil),       // 11: hale.agent.v1.RunLifecycle
+	(*WriteFiles)(nil),         // 12: hale.agent.v1.WriteFiles
+	(*File)(nil),               // 13: hale.agent.v1.File
+	(*RunCommand)(nil),         // 14: hale.agent.v1.RunCommand
+	(*CommandResult)(nil),      // 15: hale.agent.v1.CommandResult
+	(*LogLines)(nil),           // 16: hale.agent.v1.LogLines
+	(*LogLine)(nil),            // 17: hale.agent.v1.LogLine
+	(*Finding)(nil),            // 18: hale.agent.v1.Finding
+	(*RunChecks)(nil),          // 19: hale.agent.v1.RunChecks
+	(*AutoResumeRequest)(nil),  // 20: hale.agent.v1.AutoResumeRequest
+	(*AutoResumeResponse)(nil), // 21: hale.agent.v1.AutoResumeResponse
+	(*NodeRepair)(nil),         // 22: hale.agent.v1.NodeRepair
+	nil,                        // 23: hale.agent.v1.Daemon.EnvEntry
+	nil,                        // 24: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                        // 25: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
@@ -1882,19 +2172,22 @@ var file_agent_proto_depIdxs = []int32{
 	9,  // 13: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
 	10, // 14: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
 	19, // 15: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
-	20, // 16: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	21, // 17: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	22, // 18: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	23, // 16: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	24, // 17: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	25, // 18: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
 	13, // 19: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
 	18, // 20: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
 	17, // 21: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	0,  // 22: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	1,  // 23: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	23, // [23:24] is the sub-list for method output_type
-	22, // [22:23] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 22: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 23: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	20, // 24: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 25: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	21, // 26: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	25, // [25:27] is the sub-list for method output_type
+	23, // [23:25] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1929,7 +2222,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,7 +23,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Agent_Connect_FullMethodName = "/hale.agent.v1.Agent/Connect"
+	Agent_Connect_FullMethodName    = "/hale.agent.v1.Agent/Connect"
+	Agent_AutoResume_FullMethodName = "/hale.agent.v1.Agent/AutoResume"
 )
 
 // AgentClient is the client API for Agent service.
@@ -33,6 +34,9 @@ type AgentClient interface {
 	// Connect is the node's session: the agent sends Hello first, then heartbeats, inventory,
 	// command results and log lines; the server answers Welcome, then sends commands.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentMessage, ServerMessage], error)
+	// AutoResume is how `srun --auto-resume=1` on a node asks about the nodes of a failed job
+	// step (through that node's agent, which signs the call with its node secret).
+	AutoResume(ctx context.Context, in *AutoResumeRequest, opts ...grpc.CallOption) (*AutoResumeResponse, error)
 }
 
 type agentClient struct {
@@ -56,6 +60,16 @@ func (c *agentClient) Connect(ctx context.Context, opts ...grpc.CallOption) (grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agent_ConnectClient = grpc.BidiStreamingClient[AgentMessage, ServerMessage]
 
+func (c *agentClient) AutoResume(ctx context.Context, in *AutoResumeRequest, opts ...grpc.CallOption) (*AutoResumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AutoResumeResponse)
+	err := c.cc.Invoke(ctx, Agent_AutoResume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServer is the server API for Agent service.
 // All implementations must embed UnimplementedAgentServer
 // for forward compatibility.
@@ -63,6 +77,9 @@ type AgentServer interface {
 	// Connect is the node's session: the agent sends Hello first, then heartbeats, inventory,
 	// command results and log lines; the server answers Welcome, then sends commands.
 	Connect(grpc.BidiStreamingServer[AgentMessage, ServerMessage]) error
+	// AutoResume is how `srun --auto-resume=1` on a node asks about the nodes of a failed job
+	// step (through that node's agent, which signs the call with its node secret).
+	AutoResume(context.Context, *AutoResumeRequest) (*AutoResumeResponse, error)
 	mustEmbedUnimplementedAgentServer()
 }
 
@@ -75,6 +92,9 @@ type UnimplementedAgentServer struct{}
 
 func (UnimplementedAgentServer) Connect(grpc.BidiStreamingServer[AgentMessage, ServerMessage]) error {
 	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedAgentServer) AutoResume(context.Context, *AutoResumeRequest) (*AutoResumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AutoResume not implemented")
 }
 func (UnimplementedAgentServer) mustEmbedUnimplementedAgentServer() {}
 func (UnimplementedAgentServer) testEmbeddedByValue()               {}
@@ -104,13 +124,36 @@ func _Agent_Connect_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Agent_ConnectServer = grpc.BidiStreamingServer[AgentMessage, ServerMessage]
 
+func _Agent_AutoResume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AutoResumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).AutoResume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_AutoResume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).AutoResume(ctx, req.(*AutoResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Agent_ServiceDesc is the grpc.ServiceDesc for Agent service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Agent_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "hale.agent.v1.Agent",
 	HandlerType: (*AgentServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "AutoResume",
+			Handler:    _Agent_AutoResume_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Connect",

@@ -14,4 +14,5 @@ package agentproto
 //	2: Daemon and RestartDaemon commands (supervised processes); Accelerator.device_path;
 //	   ephemeral commands.
 //	3: Finding messages (health monitors); RunChecks; CommandResult.findings.
-const CapabilityVersion = 3
+//	4: the AutoResume call (srun --auto-resume=1).
+const CapabilityVersion = 4

@@ -45,7 +45,9 @@ type Config struct {
 	Notify func(clusterID string)
 	// OnFinding is given each health finding an agent reports (nil: findings are logged only).
 	OnFinding func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding)
-	Logger    *slog.Logger
+	// OnAutoResume answers a node's AutoResume call (nil: the call is Unimplemented).
+	OnAutoResume func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error)
+	Logger       *slog.Logger
 }
 
 // Server serves agentproto.AgentServer.

@@ -169,8 +169,12 @@ func Start(o Options) (*App, error) {
 	onFinding := func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding) {
 		ctl.HandleFinding(ctx, clusterID, instanceID, f)
 	}
+	onAutoResume := func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+		return ctl.AutoResume(ctx, clusterID, req)
+	}
 	a.Agents = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: o.HeartbeatInterval,
-		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding, Logger: log})
+		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding,
+		OnAutoResume: onAutoResume, Logger: log})
 	var agentLn net.Listener
 	switch o.Provider {
 	case "":

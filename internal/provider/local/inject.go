@@ -54,7 +54,13 @@ func InjectFault(root, id string, f Fault) (string, error) {
 			}
 		}
 		line := fmt.Sprintf("NVRM: Xid (PCI:%s): %d, pid='<unknown>', name=<unknown>, %s", agent.SimulatedPCI(f.GPU), f.Xid, text)
-		return kernelLine(nodeRoot, setup.Hostname, line)
+		what, err := kernelLine(nodeRoot, setup.Hostname, line)
+		if e, ok := health.Default().Xid(f.Xid); err == nil && ok && (e.Action == health.Reboot || e.Action == health.Replace) {
+			if ended := endGPUProcesses(dir, f.GPU); len(ended) > 0 {
+				what += fmt.Sprintf("; the GPU's job processes died with it (pids %v)", ended)
+			}
+		}
+		return what, err
 	case f.LogLine != "":
 		return kernelLine(nodeRoot, setup.Hostname, f.LogLine)
 	case f.KillAgent:
@@ -141,4 +147,76 @@ func loseGPU(stateDir string, i int) (string, error) {
 		return fmt.Sprintf("GPU %d (%s) is gone from the node", i, d.Uuid), nil
 	}
 	return "", fmt.Errorf("the node has no GPU %d", i)
+}
+
+// endGPUProcesses does to a node's job processes what a GPU that fails hard does to the CUDA
+// processes on it: they die (the driver tears their contexts down, and the next CUDA call
+// fails). A job process is one started by the slurmstepd of a job step; it uses the GPU when its
+// CUDA_VISIBLE_DEVICES names it or is unset (every GPU is visible). The node's daemons live on.
+func endGPUProcesses(dir string, gpu int) []int {
+	var rec record
+	b, err := os.ReadFile(filepath.Join(dir, "instance.json"))
+	if err != nil || json.Unmarshal(b, &rec) != nil {
+		return nil
+	}
+	steps := map[int]bool{}
+	parent := map[int]int{}
+	pids := netnsPIDs(rec.Netns)
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+		if strings.HasPrefix(s[strings.IndexByte(s, '(')+1:], "slurmstepd") {
+			// Only job steps ("slurmstepd: [J.S]") run the application; the batch script and the
+			// extern step are not CUDA processes.
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			c := string(cmd)
+			steps[pid] = !strings.Contains(c, ".batch]") && !strings.Contains(c, ".extern]")
+		}
+	}
+	var ended []int
+	for _, pid := range pids {
+		if _, step := steps[pid]; step || !underStep(pid, parent, steps) || !seesGPU(pid, gpu) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			ended = append(ended, pid)
+		}
+	}
+	return ended
+}
+
+func underStep(pid int, parent map[int]int, steps map[int]bool) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		pid = parent[pid]
+		if steps[pid] {
+			return true
+		}
+	}
+	return false
+}
+
+func seesGPU(pid, gpu int) bool {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "CUDA_VISIBLE_DEVICES="); ok {
+			for _, d := range strings.Split(v, ",") {
+				if strings.TrimSpace(d) == strconv.Itoa(gpu) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return true
 }

@@ -31,8 +31,19 @@ type Bind struct {
 // nodeDirs are the node's own directories, bound over the same paths inside it.
 // /var/log is the node's own, as on a machine: its messages file (the kernel log the agent
 // watches, where injected faults land), provision/, slurm/, munge/.
+// /usr/local/bin holds hale's srun (which understands --auto-resume=1 and hands everything else
+// to Slurm's) ahead of /usr/bin on the usual PATH; /opt/sagemaker_cluster is how job scripts
+// written for HyperPod tell they run on a cluster node.
 var nodeDirs = []string{"/opt/ml", "/var/log", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent",
-	"/etc/munge", "/run/munge", "/var/lib/munge", "/etc/slurm"}
+	"/etc/munge", "/run/munge", "/var/lib/munge", "/etc/slurm", "/usr/local/bin", ClusterMarker}
+
+// ClusterMarker is the directory every HyperPod cluster node has; samples test for it before
+// adding --auto-resume=1 to srun.
+const ClusterMarker = "/opt/sagemaker_cluster"
+
+// SrunWrapper is the node's /usr/local/bin/srun: hale's srun, found before Slurm's /usr/bin/srun.
+// hale srun recognizes it by its second line and never runs it as "the real srun".
+const SrunWrapper = "#!/bin/sh\n# hale srun wrapper: --auto-resume=1 as on HyperPod; everything else goes to Slurm's srun\nexec %q srun \"$@\"\n"
 
 // NodeDisk is a local node's own disk: a small tmpfs where a HyperPod node mounts its NVMe
 // instance store. The agent's disk monitor watches it; it is small enough to fill (hale debug
@@ -85,9 +96,28 @@ func (p *Provider) prepareDirs(r *record) error {
 		}
 		setup.Binds = append(setup.Binds, Bind{Source: src, Target: m.Path})
 	}
+	if err := p.writeNodeTools(root, r); err != nil {
+		return err
+	}
 	setup.Binds = append(setup.Binds, Bind{Source: p.hostsFile(r.ClusterID), Target: "/etc/hosts"})
 	b, _ := json.MarshalIndent(setup, "", "  ")
 	return os.WriteFile(filepath.Join(p.dir(r.ID), "setup.json"), b, 0o600)
+}
+
+// writeNodeTools puts hale's srun and hale itself in the node's /usr/local/bin, and says what
+// cluster the node belongs to in /opt/sagemaker_cluster.
+func (p *Provider) writeNodeTools(root string, r *record) error {
+	bin := filepath.Join(root, "usr/local/bin")
+	if err := os.WriteFile(filepath.Join(bin, "srun"), fmt.Appendf(nil, SrunWrapper, p.cfg.AgentBinary), 0o755); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(bin, "hale"))
+	if err := os.Symlink(p.cfg.AgentBinary, filepath.Join(bin, "hale")); err != nil {
+		return err
+	}
+	info, _ := json.MarshalIndent(map[string]string{"ClusterName": r.ClusterName, "ClusterId": r.ClusterID,
+		"InstanceGroupName": r.GroupName, "InstanceId": r.ID}, "", "  ")
+	return os.WriteFile(filepath.Join(root, ClusterMarker, "cluster.json"), info, 0o644)
 }
 
 // SetupNode applies a setup.json from inside the node's new UTS and mount namespaces: it sets

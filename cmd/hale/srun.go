@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/haleproject/hale/internal/autoresume"
+	"github.com/spf13/cobra"
+)
+
+func newSrunCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "srun [--auto-resume=1] [SRUN OPTIONS] COMMAND [ARG...]",
+		Short: "Slurm's srun with HyperPod's --auto-resume=1 (every node's /usr/local/bin/srun)",
+		Long: `srun --auto-resume=1 runs a job step and, when it fails because a node of the step has a
+fault, drops the faulty nodes from the job, waits for hale to replace them, takes them back and
+runs the step again in the same job, as SageMaker HyperPod does. A step that fails on healthy
+nodes is not retried. Lines that start with [Auto Resume] say what happened.
+
+Without --auto-resume (or with --auto-resume=0) it is Slurm's srun, unchanged. Every node of a
+hale cluster has this command as /usr/local/bin/srun, so job scripts written for HyperPod run
+as they are. The application must save checkpoints to shared storage (/fsx) and load the
+latest one when it starts: a retried step starts the command again.
+
+Outside a job it first makes one with salloc (with srun's allocation options). If the node at
+fault is the one the job's batch script runs on, the job cannot shrink away from it: the job is
+requeued instead (same job id) and the batch script runs again.
+
+Environment:
+  HALE_AUTO_RESUME_MAX_RETRIES   retries of one step (default 3)
+  HALE_AUTO_RESUME_TIMEOUT       how long a retry waits for the repair (default 15m)
+  HALE_AGENT_SOCKET              the node agent's endpoint (default /var/lib/hale-agent/agent.sock)`,
+		Example: `  srun --auto-resume=1 -N2 --ntasks-per-node=1 /usr/bin/python3 /fsx/train.py
+  sbatch -N2 --wrap "srun --auto-resume=1 /usr/bin/python3 /fsx/train.py"`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") && len(args) == 1 {
+				return cmd.Help()
+			}
+			a, err := autoresume.Parse(args)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			real, err := autoresume.RealSrun()
+			if err != nil {
+				return &exitError{2, err}
+			}
+			if !a.AutoResume {
+				return syscall.Exec(real, append([]string{real}, a.Srun()...), os.Environ())
+			}
+			self, _ := os.Executable()
+			host, _ := os.Hostname()
+			r := &autoresume.Runner{Srun: real, Self: []string{self, "srun"}, Socket: envOr("HALE_AGENT_SOCKET", autoresume.DefaultSocket),
+				MaxRetries: autoresume.DefaultMaxRetries, RepairTimeout: autoresume.DefaultRepairTimeout, Stderr: os.Stderr, Hostname: host}
+			if v := os.Getenv("HALE_AUTO_RESUME_MAX_RETRIES"); v != "" {
+				if r.MaxRetries, err = strconv.Atoi(v); err != nil || r.MaxRetries < 0 {
+					return &exitError{2, fmt.Errorf("srun: HALE_AUTO_RESUME_MAX_RETRIES=%s is not a count", v)}
+				}
+			}
+			if v := os.Getenv("HALE_AUTO_RESUME_TIMEOUT"); v != "" {
+				if r.RepairTimeout, err = time.ParseDuration(v); err != nil {
+					return &exitError{2, fmt.Errorf("srun: HALE_AUTO_RESUME_TIMEOUT=%s: %v", v, err)}
+				}
+			}
+			if err := r.Check(); err != nil {
+				return &exitError{2, err}
+			}
+			err = r.Run(cmd.Context(), a)
+			var code autoresume.Exit
+			var stopped autoresume.Stopped
+			switch {
+			case errors.As(err, &code):
+				os.Exit(int(code))
+			case errors.As(err, &stopped):
+				os.Exit(int(stopped))
+			case err != nil:
+				return &exitError{1, err}
+			}
+			return nil
+		},
+	}
+}

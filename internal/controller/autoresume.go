@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Auto-resume answers (research hyperpod-api-slurm.md §3.7): when a step started with
+// `srun --auto-resume=1` fails, srun asks whether any node of the step has a fault. RETRYSTEP
+// means yes: the step will be re-run once those nodes are replaced; NONE means the failure is the
+// application's, and the step is not retried.
+const (
+	ResumeRetryStep = "RETRYSTEP"
+	ResumeNone      = "NONE"
+)
+
+// AutoResumeSettle is how long a diagnosis waits for a fault to show when it finds none at once:
+// the step's failure and the node's own report of the fault race (a rank dies with its GPU in
+// the same instant the agent reads the Xid), and a dead agent is only known after heartbeats stop.
+var AutoResumeSettle = 3 * time.Second
+
+// AutoResume answers a node's AutoResume call about the Slurm nodes of a job step.
+func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	since := time.UnixMilli(req.StepStartUnixMs)
+	if req.Kind == "requeue" {
+		return c.autoResumeRequeue(ctx, clusterID, req)
+	}
+	if req.Kind == "status" {
+		return c.autoResumeLook(ctx, clusterID, req, since, false)
+	}
+	deadline := time.Now().Add(AutoResumeSettle)
+	for {
+		resp, err := c.autoResumeLook(ctx, clusterID, req, since, true)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Action == ResumeRetryStep || time.Now().After(deadline) {
+			return resp, c.autoResumeEvent(ctx, clusterID, req, resp)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// autoResumeLook finds, for each named node, its repair opened since the step started (or still
+// open). With diagnose it decides the action, records an event and makes a pending reboot a
+// replacement: HyperPod always replaces the nodes of an auto-resumed step, so the step comes
+// back on a fresh instance rather than on one that failed once already.
+func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, since time.Time, diagnose bool) (*agentproto.AutoResumeResponse, error) {
+	resp := &agentproto.AutoResumeResponse{Action: ResumeNone}
+	changed := false
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		resp.Unhealthy, resp.Repairs, changed = nil, nil, false
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		nodes, err := tx.NodesOf(clusterID)
+		if err != nil {
+			return err
+		}
+		byName := map[string]*store.Node{}
+		for _, n := range nodes {
+			byName[slurmName(n)] = n
+		}
+		open, err := tx.OpenRepairs(clusterID)
+		if err != nil {
+			return err
+		}
+		var unknown []string
+		for _, name := range req.Nodes {
+			n := byName[name]
+			if n == nil {
+				unknown = append(unknown, name)
+				continue
+			}
+			rp, err := latestRepair(tx, open, n, since)
+			if err != nil {
+				return err
+			}
+			if rp == nil || rp.State == store.RepairCancelled {
+				continue
+			}
+			resp.Unhealthy = append(resp.Unhealthy, name)
+			if diagnose && rp.Action == string(health.Reboot) && beforeRepairing(rp.State) {
+				rp.Action = string(health.Replace)
+				rp.Timeline = append(rp.Timeline, store.RepairStep{At: time.Now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
+				rp.UpdatedAt = time.Now()
+				if err := tx.PutRepair(rp); err != nil {
+					return err
+				}
+				changed = true
+			}
+			resp.Repairs = append(resp.Repairs, &agentproto.NodeRepair{Node: name, State: string(rp.State), Action: rp.Action,
+				Fault: rp.Fault, InService: rp.State == store.RepairDone && rp.InService, InstanceId: n.InstanceID})
+		}
+		switch {
+		case len(resp.Unhealthy) > 0 && cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone:
+			resp.Message = fmt.Sprintf("node %s has a fault, but the cluster's NodeRecovery is None: hale does not repair it, so the step is not retried", strings.Join(resp.Unhealthy, ","))
+		case len(resp.Unhealthy) > 0:
+			resp.Action = ResumeRetryStep
+			resp.Message = fmt.Sprintf("node %s has a fault (%s): the step is retried once it is replaced", strings.Join(resp.Unhealthy, ","), faults(resp.Repairs))
+		case len(unknown) > 0:
+			resp.Message = fmt.Sprintf("no node of this cluster is named %s", strings.Join(unknown, ","))
+		default:
+			resp.Message = "no node of the step has a fault: the failure is the application's, and the step is not retried"
+		}
+		return nil
+	})
+	if changed {
+		c.Enqueue(clusterID)
+	}
+	return resp, err
+}
+
+// autoResumeRequeue requeues a job whose step cannot be shrunk and expanded (see hale srun): the
+// asking node's agent runs scontrol, so the command outlives the batch script that the requeue
+// ends. StartTime=now lifts the cred_expire delay Slurm puts on a requeued job; it starts as
+// soon as it has its nodes again (the faulty ones are drained until repaired).
+func (c *Controller) autoResumeRequeue(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	if _, err := strconv.ParseUint(req.JobId, 10, 32); err != nil {
+		return nil, fmt.Errorf("auto-resume: job id %q is not a Slurm job id", req.JobId)
+	}
+	resp := &agentproto.AutoResumeResponse{Action: "REQUEUE", Unhealthy: req.Nodes}
+	if out, err := c.runOn(ctx, req.InstanceId, []string{"scontrol", "requeue", req.JobId}, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("scontrol requeue %s: %v %s", req.JobId, err, out)
+	}
+	update := []string{"scontrol", "update", "JobId=" + req.JobId, "StartTime=now"}
+	if req.NumNodes > 0 { // a job shrunk before its expansion failed gets its size back
+		update = append(update, fmt.Sprintf("NumNodes=%d", req.NumNodes))
+	}
+	if _, err := c.runOn(ctx, req.InstanceId, update, 30*time.Second); err != nil {
+		resp.Message = fmt.Sprintf("job %s requeued; it starts after Slurm's requeue delay (%v)", req.JobId, err)
+	} else {
+		resp.Message = fmt.Sprintf("job %s requeued; it starts again as soon as it has its nodes", req.JobId)
+	}
+	return resp, c.autoResumeEvent(ctx, clusterID, req, resp)
+}
+
+// autoResumeEvent records the answer as an event on the nodes at fault (or, for NONE, on the
+// step's first node), so ListClusterEvents shows why a step was or was not retried.
+func (c *Controller) autoResumeEvent(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, resp *agentproto.AutoResumeResponse) error {
+	return c.st.Write(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		nodes, err := tx.NodesOf(clusterID)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			name := slurmName(n)
+			if contains(resp.Unhealthy, name) || (len(resp.Unhealthy) == 0 && len(req.Nodes) > 0 && req.Nodes[0] == name) {
+				if err := instanceEvent(tx, cl, n, time.Now(), api.ClusterEventLevelInfo, "Auto-resume: job %s step %s failed on %s; %s: %s.",
+					req.JobId, req.StepId, strings.Join(req.Nodes, ","), resp.Action, resp.Message); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// latestRepair is the node's open repair, or the last one opened since the step started.
+func latestRepair(tx store.Tx, open []*store.Repair, n *store.Node, since time.Time) (*store.Repair, error) {
+	for _, rp := range open {
+		if rp.LogicalID == n.LogicalID {
+			return rp, nil
+		}
+	}
+	rps, err := tx.RepairsOf(n.ClusterID, n.LogicalID, since)
+	if err != nil || len(rps) == 0 {
+		return nil, err
+	}
+	return rps[len(rps)-1], nil
+}
+
+func faults(rs []*agentproto.NodeRepair) string {
+	var f []string
+	for _, r := range rs {
+		if !contains(f, r.Fault) {
+			f = append(f, r.Fault)
+		}
+	}
+	return strings.Join(f, ", ")
+}
