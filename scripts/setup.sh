@@ -23,9 +23,10 @@ fi
 # namespaces) and util-linux (nsenter, unshare) for the local provider, python3 for the example
 # lifecycle scripts, slurm-wlm (slurmctld, slurmd, srun, sbatch, scontrol) and munge for the
 # Slurm that runs on every cluster, gcc and libc6-dev for cgo (the agent reads NVIDIA's NVML
-# through NVIDIA's go-nvml, which loads the driver's library at run time when there is one).
-# The store is pure-Go SQLite.
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev)
+# through NVIDIA's go-nvml, which loads the driver's library at run time when there is one),
+# python3-torch (PyTorch 1.13, CPU, gloo: examples/train, the demo's training and its tests;
+# about 840 MB and a few minutes the first time). The store is pure-Go SQLite.
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -133,18 +133,19 @@ func (c *Controller) autoResumeRequeue(ctx context.Context, clusterID string, re
 		return nil, fmt.Errorf("auto-resume: job id %q is not a Slurm job id", req.JobId)
 	}
 	resp := &agentproto.AutoResumeResponse{Action: "REQUEUE", Unhealthy: req.Nodes}
-	if out, err := c.runOn(ctx, req.InstanceId, []string{"scontrol", "requeue", req.JobId}, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("scontrol requeue %s: %v %s", req.JobId, err, out)
-	}
-	update := []string{"scontrol", "update", "JobId=" + req.JobId, "StartTime=now"}
+	update := "StartTime=now"
 	if req.NumNodes > 0 { // a job shrunk before its expansion failed gets its size back
-		update = append(update, fmt.Sprintf("NumNodes=%d", req.NumNodes))
+		update += fmt.Sprintf(" NumNodes=%d", req.NumNodes)
 	}
-	if _, err := c.runOn(ctx, req.InstanceId, update, 30*time.Second); err != nil {
-		resp.Message = fmt.Sprintf("job %s requeued; it starts after Slurm's requeue delay (%v)", req.JobId, err)
-	} else {
-		resp.Message = fmt.Sprintf("job %s requeued; it starts again as soon as it has its nodes", req.JobId)
+	// Slurm sets the requeue delay when the job's batch script has ended, after the requeue
+	// call returns: wait for the job to be pending before lifting it.
+	script := fmt.Sprintf(`scontrol requeue %[1]s || exit 1
+for i in $(seq 100); do [ "$(squeue -h -j %[1]s -o %%T)" = PENDING ] && break; sleep 0.1; done
+scontrol update JobId=%[1]s %[2]s`, req.JobId, update)
+	if out, err := c.runOn(ctx, req.InstanceId, []string{"sh", "-c", script}, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("requeue job %s: %v %s", req.JobId, err, out)
 	}
+	resp.Message = fmt.Sprintf("job %s requeued; it starts again as soon as it has its nodes", req.JobId)
 	return resp, c.autoResumeEvent(ctx, clusterID, req, resp)
 }
 
