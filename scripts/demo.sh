@@ -7,8 +7,10 @@
 #      the HyperPod files; the API is driven with the hale CLI, the
 #      AWS SDK for Go and (if installed) the AWS CLI: describe, tags, events, logs, a broken
 #      CreateCluster file, scale-up, a node replacement that keeps its address.
-#   3. A GPU falls off the bus (hale debug inject-fault --xid 79): hale detects it, drains the
-#      node in Slurm, replaces it and resumes it under its name, printing the timeline.
+#   3. The main job: examples/train, a PyTorch DDP training on two GPU nodes started with
+#      srun --auto-resume=1, loses a GPU mid-run (hale debug inject-fault --xid 79): hale detects
+#      it, drains and replaces the node, auto-resume retries the step on the repaired job, and
+#      the training finishes from its last checkpoint. A timeline says when each stage happened.
 #   4. `hale down` tears it all down; nothing is left on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,11 @@ HALE="$PWD/bin/hale"
 data=$(mktemp -d /tmp/hale-demo.XXXXXX)
 up_pid=""
 cleanup() {
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ -f "$data/up.log" ]; then
+    echo "demo: failed (exit $rc); the server's last lines:" >&2
+    tail -20 "$data/up.log" >&2
+  fi
   if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
     kill -INT "$up_pid" 2>/dev/null || true # hale up tears the cluster down on Ctrl-C
     wait "$up_pid" 2>/dev/null || true
@@ -116,8 +123,35 @@ for _ in $(seq 100); do
 done
 run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
 
-step "A GPU of node gpu-1 falls off the bus (Xid 79): hale detects, drains, replaces and resumes the node"
-run "$HALE" debug inject-fault --cluster-name demo --node-id gpu-1 --xid 79
+step "Training: examples/train (PyTorch DDP over gloo on gpu-1 and gpu-2) with srun --auto-resume=1, checkpoints on /fsx"
+X="$HALE exec --cluster-name demo --node-id $login --"
+run $X sh -c "mkdir -p /fsx/train && cp $PWD/examples/train/train.py $PWD/examples/train/train.sbatch /fsx/train/ && grep -n 'srun' /fsx/train/train.sbatch"
+job=$($X sh -c 'cd /fsx && TRAIN_ARGS="--steps 600 --ckpt-every 25" sbatch --parsable -p gpu /fsx/train/train.sbatch')
+echo "submitted job $job: 600 steps, a checkpoint every 25, output in /fsx/train-$job.out"
+out="/fsx/train-$job.out"
+for _ in $(seq 600); do
+  $X grep -q "step 200 " "$out" 2>/dev/null && break
+  sleep 0.2
+done
+$X grep -q "step 200 " "$out" || { $X cat "$out"; echo "demo: the training did not reach step 200" >&2; exit 1; }
+$X tail -3 "$out"
+second=$($X sh -c "scontrol show hostnames \$(squeue -h -j $job -o %N) | sed -n 2p")
+
+step "A GPU of $second falls off the bus (Xid 79) mid-run: hale drains and replaces the node, auto-resume retries the step"
+t0=$(date +%s.%N)
+run "$HALE" debug inject-fault --cluster-name demo --node-id "$second" --xid 79 | tee "$data/inject.log" | cut -c1-200
+for _ in $(seq 900); do
+  [ -z "$($X squeue -h -j "$job" 2>/dev/null)" ] && break
+  sleep 0.2
+done
+state=$($X scontrol show job -o "$job" | tr ' ' '\n' | sed -n 's/^JobState=//p')
+$X cat "$out" >"$data/train.out"
+echo "job $job: $state"
+grep -E '\[Auto Resume\]|resumed from|finished|no checkpoint' "$data/train.out" | cut -c1-200
+[ "$state" = COMPLETED ] || { tail -20 "$data/train.out"; echo "demo: the training job ended $state" >&2; exit 1; }
+
+step "Timeline: fault to finish"
+python3 scripts/timeline.py "$t0" "$data/inject.log" "$data/train.out"
 run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
 
 step "An application error (Xid 13) is recorded and needs nothing"

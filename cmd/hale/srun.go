@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/haleproject/hale/internal/autoresume"
+	"github.com/haleproject/hale/internal/resume"
 	"github.com/spf13/cobra"
 )
 
@@ -41,11 +41,11 @@ Environment:
 			if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") && len(args) == 1 {
 				return cmd.Help()
 			}
-			a, err := autoresume.Parse(args)
+			a, err := resume.Parse(args)
 			if err != nil {
 				return &exitError{2, err}
 			}
-			real, err := autoresume.RealSrun()
+			real, err := resume.RealSrun()
 			if err != nil {
 				return &exitError{2, err}
 			}
@@ -54,8 +54,8 @@ Environment:
 			}
 			self, _ := os.Executable()
 			host, _ := os.Hostname()
-			r := &autoresume.Runner{Srun: real, Self: []string{self, "srun"}, Socket: envOr("HALE_AGENT_SOCKET", autoresume.DefaultSocket),
-				MaxRetries: autoresume.DefaultMaxRetries, RepairTimeout: autoresume.DefaultRepairTimeout, Stderr: os.Stderr, Hostname: host}
+			r := &resume.Runner{Srun: real, Self: []string{self, "srun"}, Socket: envOr("HALE_AGENT_SOCKET", resume.DefaultSocket),
+				MaxRetries: resume.DefaultMaxRetries, RepairTimeout: resume.DefaultRepairTimeout, Stderr: os.Stderr, Hostname: host}
 			if v := os.Getenv("HALE_AUTO_RESUME_MAX_RETRIES"); v != "" {
 				if r.MaxRetries, err = strconv.Atoi(v); err != nil || r.MaxRetries < 0 {
 					return &exitError{2, fmt.Errorf("srun: HALE_AUTO_RESUME_MAX_RETRIES=%s is not a count", v)}
@@ -70,8 +70,8 @@ Environment:
 				return &exitError{2, err}
 			}
 			err = r.Run(cmd.Context(), a)
-			var code autoresume.Exit
-			var stopped autoresume.Stopped
+			var code resume.Exit
+			var stopped resume.Stopped
 			switch {
 			case errors.As(err, &code):
 				os.Exit(int(code))

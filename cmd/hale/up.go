@@ -108,6 +108,9 @@ an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET
 				return err
 			}
 			fmt.Fprintf(out, "down: cluster %s and its nodes are gone\n", name)
+			// A 'hale down' polling DescribeCluster (every 200 ms) gets to see the cluster gone
+			// before this server stops, rather than a refused connection.
+			time.Sleep(time.Second)
 			if failed {
 				return &exitError{1, fmt.Errorf("cluster %s failed", name)}
 			}

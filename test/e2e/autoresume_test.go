@@ -34,7 +34,7 @@ type trainRun struct {
 
 // submit copies examples/train to the cluster's /fsx and runs the sbatch command line (with
 // --parsable) from /fsx on the login node.
-func (e *env) submit(t *testing.T, login string, args string) *trainRun {
+func (e *env) submit(t testing.TB, login string, args string) *trainRun {
 	t.Helper()
 	fsx := e.sharedFSx()
 	os.MkdirAll(filepath.Join(fsx, "train"), 0o755)
@@ -59,7 +59,7 @@ func (r *trainRun) output() string {
 }
 
 // waitFor waits until the job's output matches re.
-func (r *trainRun) waitFor(t *testing.T, re string, within time.Duration) {
+func (r *trainRun) waitFor(t testing.TB, re string, within time.Duration) {
 	t.Helper()
 	eventually(t, within, fmt.Sprintf("job %s output matches %q", r.id, re), func() (bool, string) {
 		o := r.output()
@@ -69,7 +69,7 @@ func (r *trainRun) waitFor(t *testing.T, re string, within time.Duration) {
 
 // waitEnd waits until the job has ended and returns its state and exit code (scontrol keeps
 // ended jobs for MinJobAge, 300 s).
-func (r *trainRun) waitEnd(t *testing.T, within time.Duration) (state, exit string) {
+func (r *trainRun) waitEnd(t testing.TB, within time.Duration) (state, exit string) {
 	t.Helper()
 	eventually(t, within, "job "+r.id+" ended", func() (bool, string) {
 		out, _ := r.e.onNode(r.login, "scontrol show job -o "+r.id)
@@ -82,7 +82,7 @@ func (r *trainRun) waitEnd(t *testing.T, within time.Duration) (state, exit stri
 }
 
 // nodes returns the job's node names.
-func (r *trainRun) nodes(t *testing.T) []string {
+func (r *trainRun) nodes(t testing.TB) []string {
 	out, err := r.e.onNode(r.login, "scontrol show hostnames $(squeue -h -j "+r.id+" -o %N)")
 	if err != nil {
 		t.Fatalf("nodes of job %s: %v %s", r.id, err, out)
@@ -108,7 +108,7 @@ func tail(s string, n int) string {
 }
 
 // nodeNamed is the cluster's node with that Slurm name.
-func (e *env) nodeNamed(t *testing.T, cluster, name string) *store.Node {
+func (e *env) nodeNamed(t testing.TB, cluster, name string) *store.Node {
 	for _, n := range e.storeNodes(cluster) {
 		if slurmName(n) == name {
 			return n
@@ -167,7 +167,7 @@ func TestAutoResume(t *testing.T) {
 	}
 
 	t.Run("an exclusive GPU job is requeued and resumes from its checkpoint", func(t *testing.T) {
-		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/requeue sbatch --parsable -p gpu /fsx/train/train.sbatch", train))
+		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/requeue sbatch --parsable --exclusive -p gpu /fsx/train/train.sbatch", train))
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
 		bad := breakSecond(t, r)
 		if state, exit := r.waitEnd(t, 180*time.Second); state != "COMPLETED" {
@@ -187,7 +187,7 @@ func TestAutoResume(t *testing.T) {
 	})
 
 	t.Run("a job without GRES shrinks, waits for the replacement and expands", func(t *testing.T) {
-		r := e.submit(t, login, fmt.Sprintf("sbatch --parsable -p gpu -N2 --ntasks-per-node=1 -o /fsx/train-%%j.out --wrap \"srun --auto-resume=1 /usr/bin/python3 /fsx/train/train.py --ckpt-dir /fsx/ckpt/expand %s\"", train))
+		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/expand sbatch --parsable -p gpu /fsx/train/train.sbatch", train))
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
 		bad := breakSecond(t, r)
 		if state, exit := r.waitEnd(t, 180*time.Second); state != "COMPLETED" {

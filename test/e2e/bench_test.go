@@ -320,3 +320,118 @@ func BenchmarkHealthDetectAndRepair(b *testing.B) {
 	e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("faults")})
 	e.waitGone("faults", time.Minute)
 }
+
+// BenchmarkAutoResume runs examples/train (2 nodes, 300 steps, a checkpoint every 20) with
+// srun --auto-resume=1 again and again, injects an Xid 79 on the job's second node at a
+// different step each run, and measures: fault to training resumed (the first step after the
+// restart done), the steps recomputed (the last step before the fault minus the checkpoint it
+// resumed from; at most the interval), and the run's goodput (300 steps at the undisturbed step
+// time over the training's wall time). HALE_BENCH_RUNS sets the runs (default 3). Run as root:
+// go test -tags e2e ./test/e2e -run '^$' -bench AutoResume -benchtime 1x
+func BenchmarkAutoResume(b *testing.B) {
+	runs := 3
+	if v, err := strconv.Atoi(os.Getenv("HALE_BENCH_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	const steps, every = 300, 20
+	e := startB(b)
+	login := healthCluster(b, e, "bench-resume", 3, types.ClusterNodeRecoveryAutomatic)
+	var resume, recomputed, goodput []float64
+	for i := 0; i < b.N*runs; i++ {
+		r := e.submit(b, login, fmt.Sprintf("TRAIN_ARGS='--steps %d --ckpt-every %d' CKPT_DIR=/fsx/ckpt/bench-%d sbatch --parsable -p gpu /fsx/train/train.sbatch", steps, every, i))
+		at := 90 + 23*i%100 // a different place in the checkpoint interval each run
+		r.waitFor(b, fmt.Sprintf(`step %d loss`, at), 120*time.Second)
+		nodes := r.nodes(b)
+		if len(nodes) != 2 {
+			b.Fatalf("job %s on %v", r.id, nodes)
+		}
+		fault := time.Now()
+		e.inject(e.nodeNamed(b, "bench-resume", nodes[1]).InstanceID, xid(79))
+		if state, _ := r.waitEnd(b, 240*time.Second); state != "COMPLETED" {
+			b.Fatalf("job %s ended %s:\n%s", r.id, state, r.output())
+		}
+		m, err := trainMetrics(r.output(), fault, steps)
+		if err != nil {
+			b.Fatalf("job %s: %v\n%s", r.id, err, r.output())
+		}
+		b.Logf("run %d: fault at step %d, resumed from %d (%d recomputed), training again %.2fs after the fault, goodput %.1f%%",
+			i+1, m.lastBefore, m.from, m.lastBefore-m.from, m.resume.Seconds(), 100*m.goodput)
+		resume = append(resume, m.resume.Seconds())
+		recomputed = append(recomputed, float64(m.lastBefore-m.from))
+		goodput = append(goodput, m.goodput)
+	}
+	b.ReportMetric(mean(resume), "s-fault-to-resumed")
+	b.ReportMetric(maxOf(resume), "s-fault-to-resumed-max")
+	b.ReportMetric(mean(recomputed), "steps-recomputed")
+	b.ReportMetric(every, "ckpt-interval-steps")
+	b.ReportMetric(100*mean(goodput), "%goodput")
+	e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String("bench-resume")})
+	e.waitGone("bench-resume", time.Minute)
+}
+
+type resumeMetrics struct {
+	lastBefore, from int
+	resume           time.Duration
+	goodput          float64
+}
+
+// trainMetrics reads examples/train's log: "HH:MM:SS.mmm [train] step N loss L" lines.
+func trainMetrics(out string, fault time.Time, steps int) (*resumeMetrics, error) {
+	m := &resumeMetrics{lastBefore: -1, from: -1}
+	var first, last, resumedAt time.Time
+	var prev time.Time
+	var intervals []float64
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[1] != "[train]" {
+			continue
+		}
+		hms, err := time.ParseInLocation("15:04:05.000", f[0], time.Local)
+		if err != nil {
+			continue
+		}
+		at := time.Date(fault.Year(), fault.Month(), fault.Day(), hms.Hour(), hms.Minute(), hms.Second(), hms.Nanosecond(), time.Local)
+		if first.IsZero() {
+			first = at
+		}
+		last = at
+		switch {
+		case f[2] == "step" && len(f) > 3:
+			n, _ := strconv.Atoi(f[3])
+			if at.Before(fault) {
+				m.lastBefore = n
+				if !prev.IsZero() {
+					intervals = append(intervals, at.Sub(prev).Seconds())
+				}
+				prev = at
+			} else if m.from >= 0 && n == m.from+1 && resumedAt.IsZero() {
+				resumedAt = at
+			}
+		case f[2] == "resumed" && len(f) > 5:
+			m.from, _ = strconv.Atoi(f[5])
+		}
+	}
+	if m.from < 0 || resumedAt.IsZero() || len(intervals) == 0 {
+		return nil, fmt.Errorf("no resumed run in the log")
+	}
+	sort.Float64s(intervals)
+	m.resume = resumedAt.Sub(fault)
+	m.goodput = float64(steps) * intervals[len(intervals)/2] / last.Sub(first).Seconds()
+	return m, nil
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func maxOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}

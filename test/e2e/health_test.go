@@ -76,7 +76,7 @@ func (e *env) waitRepair(t *testing.T, cluster, logical string, n int, within ti
 	return rp
 }
 
-func healthCluster(t *testing.T, e *env, name string, workers int32, recovery types.ClusterNodeRecovery) (login string) {
+func healthCluster(t testing.TB, e *env, name string, workers int32, recovery types.ClusterNodeRecovery) (login string) {
 	t.Helper()
 	lc := e.script("health", "on_create.sh", recordScript)
 	groups := withFSx([]types.ClusterInstanceGroupSpecification{

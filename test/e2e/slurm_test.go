@@ -48,7 +48,7 @@ func (e *env) exampleBundle() string {
 
 // eventually polls cond until it holds or within has passed; it fails the test with cond's
 // last explanation.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	last := ""
@@ -80,7 +80,7 @@ func byGroup(nodes []types.ClusterNodeSummary, group string) []types.ClusterNode
 }
 
 // sinfoIdle waits until sinfo on the login node shows every listed node idle.
-func (e *env) waitIdle(t *testing.T, login string, names ...string) {
+func (e *env) waitIdle(t testing.TB, login string, names ...string) {
 	t.Helper()
 	eventually(t, 60*time.Second, "nodes "+strings.Join(names, ",")+" idle", func() (bool, string) {
 		out, err := e.onNode(login, "sinfo -h -N -o '%N %t'")

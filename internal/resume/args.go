@@ -1,9 +1,9 @@
-// Package autoresume is hale's `srun --auto-resume=1` (research hyperpod-api-slurm.md §3.7): it
+// Package resume is hale's `srun --auto-resume=1` (research hyperpod-api-slurm.md §3.7): it
 // runs a job step with Slurm's srun and, when the step fails because a node of it has a fault,
 // shrinks the job to its healthy nodes, waits for hale to replace the faulty ones, expands the
 // job back onto them and runs the step again, in the same job id, as HyperPod's SPANK plugin
 // does. A step that fails on healthy nodes is not retried.
-package autoresume
+package resume
 
 import (
 	"fmt"

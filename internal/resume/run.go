@@ -1,4 +1,4 @@
-package autoresume
+package resume
 
 import (
 	"bytes"
