@@ -81,6 +81,19 @@ func (r *trainRun) waitEnd(t testing.TB, within time.Duration) (state, exit stri
 	return state, exit
 }
 
+// debug is what Slurm says about the job and its logs, for a failure message.
+func (r *trainRun) debug() string {
+	var b strings.Builder
+	out, _ := r.e.onNode(r.login, "scontrol show job "+r.id+"; ls -la /fsx /fsx/train; sinfo -N")
+	b.WriteString(out)
+	logs, _ := filepath.Glob(filepath.Join(r.e.Options.DataDir, "local", "instances", "*", "root", "var", "log", "slurm", "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		fmt.Fprintf(&b, "\n== %s\n%s", l, tail(string(data), 15))
+	}
+	return b.String()
+}
+
 // nodes returns the job's node names.
 func (r *trainRun) nodes(t testing.TB) []string {
 	out, err := r.e.onNode(r.login, "scontrol show hostnames $(squeue -h -j "+r.id+" -o %N)")
@@ -171,7 +184,7 @@ func TestAutoResume(t *testing.T) {
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
 		bad := breakSecond(t, r)
 		if state, exit := r.waitEnd(t, 180*time.Second); state != "COMPLETED" {
-			t.Fatalf("job %s ended %s (exit %s):\n%s", r.id, state, exit, r.output())
+			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
 		}
 		o := r.output()
 		for _, want := range []string{"ResumeAction=RETRYSTEP", "Requeueing job " + r.id + " (same job id)"} {
@@ -180,6 +193,11 @@ func TestAutoResume(t *testing.T) {
 			}
 		}
 		checkResumed(t, r, 100, every, steps)
+		for _, l := range strings.Split(o, "\n") {
+			if strings.Contains(l, "[Auto Resume]") || strings.Contains(l, "resumed from") || strings.Contains(l, "REQUEUE") {
+				t.Log(l)
+			}
+		}
 		rp := e.waitRepair(t, "resume", bad.LogicalID, 1, 60*time.Second)
 		if rp.State != store.RepairDone || rp.Action != "Replace" {
 			t.Errorf("repair of %s: %s %s, want a Replace Done", bad.LogicalID, rp.Action, rp.State)
@@ -191,7 +209,7 @@ func TestAutoResume(t *testing.T) {
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
 		bad := breakSecond(t, r)
 		if state, exit := r.waitEnd(t, 180*time.Second); state != "COMPLETED" {
-			t.Fatalf("job %s ended %s (exit %s):\n%s", r.id, state, exit, r.output())
+			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
 		}
 		o := r.output()
 		for _, want := range []string{"ResumeAction=RETRYSTEP", "Successfully shrink job to retain healthy nodes", "Job Expansion complete",
