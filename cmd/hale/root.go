@@ -39,7 +39,7 @@ func newRootCommand() *cobra.Command {
 		Version:       version(),
 	}
 	root.AddCommand(newServerCommand(), newAccessKeyCommand(), newAgentCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand(),
-		newDiagnoseCommand(), newDebugCommand(), newSrunCommand())
+		newDiagnoseCommand(), newDebugCommand(), newSrunCommand(), newTopologyCommand())
 	addOperationCommands(root)
 	return root
 }

@@ -1,0 +1,239 @@
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Node is one Slurm node and its place in the network, as EC2 DescribeInstanceTopology reports
+// it (research hyperpod-api-slurm.md §4.2).
+type Node struct {
+	Name         string   // the Slurm node name (ip-a-b-c-d)
+	InstanceType string   // ml.* (or EC2's name without "ml.")
+	NetworkNodes []string // top layer first; the last is the switch the instance hangs off
+	// CapacityBlockID groups the instances of one UltraServer (NVLink domain); empty outside.
+	CapacityBlockID string
+	Partitions      []string // the Slurm partitions the node is in (for per-partition topologies)
+}
+
+// Kind is a Slurm topology plugin's kind.
+type Kind string
+
+// Topology kinds (slurm.conf TopologyPlugin=topology/<kind>).
+const (
+	Flat  Kind = "flat"
+	Tree  Kind = "tree"
+	Block Kind = "block"
+)
+
+// Root is the synthetic switch hale puts over every top-layer switch so that every node is
+// reachable and jobs may span the whole fabric (research §4.3, step 3; HyperPod's own
+// topology.yaml example names it "root"). Unplaced is the leaf under it for nodes without
+// topology data, which must hang off some switch to be schedulable.
+const (
+	Root     = "root"
+	Unplaced = "unplaced"
+)
+
+// typeOf finds a node's catalog entry; EC2 names ("p5.48xlarge") are accepted too.
+func typeOf(name string) *InstanceType {
+	if t, ok := Lookup(name); ok {
+		return t
+	}
+	if t, ok := Lookup("ml." + name); ok {
+		return t
+	}
+	return nil
+}
+
+// supportsTopology says whether EC2 reports topology for the node's type.
+func supportsTopology(n Node) bool {
+	t := typeOf(n.InstanceType)
+	return t != nil && t.Topology != nil && t.Topology.NetworkNodeLayers > 0
+}
+
+// ultraServer returns the node's UltraServer, or nil.
+func ultraServer(n Node) *UltraServer {
+	if t := typeOf(n.InstanceType); t != nil && t.Topology != nil {
+		return t.Topology.UltraServer
+	}
+	return nil
+}
+
+// Choose picks the kind for a set of nodes, as HyperPod does (research §4.1): only UltraServer
+// types → block; any other topology-capable type → tree; no topology-capable type → flat.
+// Nodes whose type has no topology keep a tree (they hang off the root), since a single
+// cluster-wide file must hold every node.
+func Choose(nodes []Node) Kind {
+	any, allUltra := false, true
+	for _, n := range nodes {
+		if !supportsTopology(n) {
+			allUltra = false
+			continue
+		}
+		any = true
+		if ultraServer(n) == nil {
+			allUltra = false
+		}
+	}
+	switch {
+	case !any:
+		return Flat
+	case allUltra:
+		return Block
+	}
+	return Tree
+}
+
+// Switch is one line of a tree topology.
+type Switch struct {
+	Name     string
+	Switches []string // child switches, sorted
+	Nodes    []string // nodes, sorted
+}
+
+// BlockDef is one block of a block topology.
+type BlockDef struct {
+	Name  string
+	Nodes []string
+}
+
+// Topology is a built topology of one kind.
+type Topology struct {
+	Name       string // for topology.yaml ("default" when there is one)
+	Kind       Kind
+	Switches   []Switch   // tree: the root first, then by layer, then by name
+	Blocks     []BlockDef // block
+	BlockSizes []int      // block
+	Default    bool       // topology.yaml cluster_default
+}
+
+// BuildTree builds a tree from the nodes' network nodes: every network node is a switch whose
+// children are the next layer's; a node hangs off its last network node. Nodes without data hang
+// off the synthetic root, and a root is added whenever there is more than one top switch or such
+// a node, so the tree is connected.
+func BuildTree(nodes []Node) (*Topology, error) {
+	children := map[string]map[string]bool{}
+	leafNodes := map[string][]string{}
+	depth := map[string]int{}
+	tops := map[string]bool{}
+	var orphans []string
+	for _, n := range nodes {
+		nn := cleanNetworkNodes(n.NetworkNodes)
+		if len(nn) == 0 {
+			orphans = append(orphans, n.Name)
+			continue
+		}
+		tops[nn[0]] = true
+		for i, sw := range nn {
+			if d, ok := depth[sw]; ok && d != i {
+				return nil, fmt.Errorf("topology: network node %s is at layer %d for one instance and %d for another", sw, d, i)
+			}
+			depth[sw] = i
+			if children[sw] == nil {
+				children[sw] = map[string]bool{}
+			}
+			if i+1 < len(nn) {
+				children[sw][nn[i+1]] = true
+			}
+		}
+		leaf := nn[len(nn)-1]
+		leafNodes[leaf] = append(leafNodes[leaf], n.Name)
+	}
+	t := &Topology{Name: "default", Kind: Tree, Default: true}
+	for _, name := range []string{Root, Unplaced} {
+		if _, clash := depth[name]; clash {
+			return nil, fmt.Errorf("topology: a network node is named %q, a name hale keeps for its own switches", name)
+		}
+	}
+	if len(orphans) > 0 {
+		tops[Unplaced] = true
+	}
+	if len(tops) > 1 {
+		t.Switches = append(t.Switches, Switch{Name: Root, Switches: sortedKeys(tops)})
+	}
+	if len(orphans) > 0 {
+		defer func() { t.Switches = append(t.Switches, Switch{Name: Unplaced, Nodes: sorted(orphans)}) }()
+	}
+	names := make([]string, 0, len(depth))
+	for sw := range depth {
+		names = append(names, sw)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if depth[names[i]] != depth[names[j]] {
+			return depth[names[i]] < depth[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	for _, sw := range names {
+		s := Switch{Name: sw, Switches: sortedKeys(children[sw]), Nodes: sorted(leafNodes[sw])}
+		t.Switches = append(t.Switches, s)
+	}
+	return t, nil
+}
+
+// BuildBlock builds blocks by capacity block id; sizes are the block sizes (the catalog's
+// UltraServer size when nil). Nodes without a capacity block id each get a block of their own,
+// named after the node, so that they stay schedulable.
+func BuildBlock(nodes []Node, sizes []int) *Topology {
+	byBlock := map[string][]string{}
+	for _, n := range nodes {
+		id := n.CapacityBlockID
+		if id == "" || id == "null" { // EC2's docs show the string "null" right after launch
+			id = "solo-" + n.Name
+		}
+		byBlock[id] = append(byBlock[id], n.Name)
+		if sizes == nil {
+			if us := ultraServer(n); us != nil {
+				sizes = []int{us.BlockSize}
+			}
+		}
+	}
+	t := &Topology{Name: "default", Kind: Block, BlockSizes: sizes, Default: true}
+	for _, id := range sortedKeys(setOf(keys(byBlock))) {
+		t.Blocks = append(t.Blocks, BlockDef{Name: id, Nodes: sorted(byBlock[id])})
+	}
+	return t
+}
+
+func cleanNetworkNodes(nn []string) []string {
+	var out []string
+	for _, s := range nn {
+		if s = strings.TrimSpace(s); s != "" && s != "null" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+func keys(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func setOf(s []string) map[string]bool {
+	m := make(map[string]bool, len(s))
+	for _, x := range s {
+		m[x] = true
+	}
+	return m
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
