@@ -38,14 +38,21 @@ Environment:
   sbatch -N2 --wrap "srun --auto-resume=1 /usr/bin/python3 /fsx/train.py"`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") && len(args) == 1 {
-				return cmd.Help()
-			}
 			a, err := resume.Parse(args)
 			if err != nil {
 				return &exitError{2, err}
 			}
 			real, err := resume.RealSrun()
+			if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+				// Slurm's own help follows hale's, so srun --help on a node still shows srun's.
+				cmd.Help()
+				if err != nil {
+					return nil
+				}
+				fmt.Printf("\nSlurm's srun (%s):\n\n", real)
+				os.Stdout.Sync()
+				return syscall.Exec(real, []string{real, "--help"}, os.Environ())
+			}
 			if err != nil {
 				return &exitError{2, err}
 			}

@@ -81,20 +81,20 @@ def main():
 
     model = torch.nn.Sequential(torch.nn.Linear(args.dim, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    start = 0
+    start, loss = 0, float("nan")
     ckpt = latest_checkpoint(args.ckpt_dir)
     if ckpt:
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
+        loss = state["loss"]
         log(rank, f"resumed from step {start} (checkpoint {ckpt}, loss {state['loss']:.6f})")
     else:
         log(rank, "no checkpoint: starting at step 0")
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     log(rank, f"world size {world} on {os.environ.get('SLURM_JOB_NODELIST', '?')}, job {os.environ.get('SLURM_JOB_ID', '?')}")
 
-    loss = float("nan")
     t0 = time.time()
     for step in range(start + 1, args.steps + 1):
         x, y = batch(step, rank, args.batch, args.dim)
