@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -227,6 +229,7 @@ func (r *round) slurmRender() error {
 	}
 	cfg := slurm.Config{ClusterName: strings.ToLower(r.cl.Name), ControllerName: slurmName(ctl), ControllerAddr: ctl.Details.PrivateIP}
 	var listed []store.SlurmNode
+	var topo []topology.Node
 	for _, n := range r.nodes {
 		part, ok := st.Workers[n.GroupName]
 		if !ok || n.Details.PrivateIP == "" || n.Details.Phase == store.PhaseFailed || n.Details.Phase == store.PhaseTerminating {
@@ -241,14 +244,27 @@ func (r *round) slurmRender() error {
 		}
 		listed = append(listed, sn)
 		cfg.Nodes = append(cfg.Nodes, slurm.Node{Name: sn.Name, Addr: sn.Addr, CPUs: sn.CPUs, RealMemory: sn.RealMemory, GPUs: sn.GPUs, Group: sn.Group, Partition: sn.Partition})
+		topo = append(topo, topology.Node{Name: sn.Name, InstanceType: n.InstanceType, NetworkNodes: n.Details.NetworkNodes,
+			CapacityBlockID: n.Details.CapacityBlockID, Partitions: []string{"dev", sn.Partition}})
+	}
+	topoErr := st.TopologyError
+	if err := r.slurmTopology(st, topo); err != nil {
+		return err
+	}
+	if st.TopologyPlugin != "" {
+		cfg.TopologyPlugin, cfg.TopologyHash = st.TopologyPlugin, slurm.Hash(st.Topology)
 	}
 	operator := ""
 	if st.Conf != "" {
 		operator = slurm.OperatorPart(st.Conf)
 	}
 	conf, gres := slurm.Conf(operator, &cfg), cfg.Gres()
-	hash := slurm.Hash(conf, gres, string(st.MungeKey), fmt.Sprint(st.Generation))
+	hash := slurm.Hash(conf, gres, st.Topology, string(st.MungeKey), fmt.Sprint(st.Generation))
 	if hash == st.Hash {
+		if st.TopologyError != topoErr { // a refused topology is remembered, so its event is not repeated
+			r.cl.State.Slurm = st
+			return r.saveCluster()
+		}
 		return nil
 	}
 	sort.Slice(listed, func(i, j int) bool { return listed[i].Name < listed[j].Name })
@@ -256,6 +272,61 @@ func (r *round) slurmRender() error {
 	r.cl.State.Slurm = st
 	return r.saveCluster()
 }
+
+// slurmTopology renders the topology of the compute nodes for the installed Slurm (research
+// hyperpod-api-slurm.md §4): on every membership change, since a replacement may sit under
+// another leaf. A topology that does not validate is refused with an error event, once per
+// reason, and the previous one stays: slurmctld never reads an empty, partial or broken file.
+func (r *round) slurmTopology(st *store.SlurmState, nodes []topology.Node) error {
+	if len(nodes) == 0 {
+		return nil // an empty cluster keeps what it had (hale never writes an empty topology)
+	}
+	plan, err := topology.Generate(nodes, slurmVersion())
+	if err != nil {
+		if st.TopologyError == err.Error() {
+			return nil
+		}
+		st.TopologyError = err.Error()
+		return r.clusterEvent(api.ClusterEventLevelError, "The Slurm topology of the cluster's nodes is not valid, so hale keeps the previous one: %v.", err)
+	}
+	if plan.Conf != st.Topology && plan.Conf != "" {
+		if err := r.clusterEvent(api.ClusterEventLevelInfo, "Slurm topology (%s, Slurm %s) rendered for %d node(s): %s.", plan.Plugin, slurmVersion(),
+			len(nodes), topologySummary(plan.Topologies)); err != nil {
+			return err
+		}
+	}
+	st.Topology, st.TopologyPlugin, st.TopologyError = plan.Conf, plan.Plugin, ""
+	return nil
+}
+
+func topologySummary(ts []*topology.Topology) string {
+	var parts []string
+	for _, t := range ts {
+		switch t.Kind {
+		case topology.Tree:
+			leaves := 0
+			for _, s := range t.Switches {
+				if len(s.Nodes) > 0 {
+					leaves++
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%d switches, %d of them leaves", len(t.Switches), leaves))
+		case topology.Block:
+			parts = append(parts, fmt.Sprintf("%d blocks of size %v", len(t.Blocks), t.BlockSizes))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// slurmVersion is the installed Slurm's version (slurmctld -V), read once: hale only
+// configures a topology plugin that Slurm has (22.05 has topology/tree but not block).
+var slurmVersion = sync.OnceValue(func() topology.Version {
+	out, err := exec.Command("slurmctld", "-V").Output()
+	if v, perr := topology.ParseVersion(string(out)); err == nil && perr == nil {
+		return v
+	}
+	return topology.Version{Major: 22, Minor: 5} // Debian 12's, the oldest hale supports
+})
 
 // slurmNodeOf is a compute node's slurm.conf entry from what its agent reported, capped at its
 // instance type's size (on the local provider every node sees the host's CPUs and memory).
@@ -463,6 +534,9 @@ func (c *Controller) syncSlurmFiles(ctx context.Context, clusterID, logicalID st
 		{Path: slurm.MungeKey, Content: st.MungeKey, Mode: 0o400},
 		{Path: slurm.ConfPath, Content: []byte(st.Conf), Mode: 0o644},
 		{Path: slurm.GresPath, Content: []byte(st.Gres), Mode: 0o644},
+	}
+	if st.Topology != "" {
+		files = append(files, &agentproto.File{Path: slurm.TopologyPath, Content: []byte(st.Topology), Mode: 0o644})
 	}
 	r, err := c.do(ctx, n.InstanceID, &agentproto.Command{Id: fmt.Sprintf("slurm-files-%s-%d", st.Hash, time.Now().UnixNano()), Ephemeral: true,
 		Kind: &agentproto.Command_WriteFiles{WriteFiles: &agentproto.WriteFiles{Files: files}}}, 15*time.Second)

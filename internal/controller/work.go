@@ -60,6 +60,7 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 		n.Details.OldInstanceID = ""
 		n.Details.PrivateIP = inst.IP
 		n.Details.PrivateDNSHostname = inst.Hostname
+		n.Details.NetworkNodes, n.Details.CapacityBlockID = inst.NetworkNodes, inst.CapacityBlockID
 		if d := dnsDomain(cl.ARN); d != "" {
 			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
 		}

@@ -40,6 +40,11 @@ type Instance struct {
 	Hostname     string // ip-a-b-c-d, from IP
 	State        State
 	LaunchTime   time.Time
+	// NetworkNodes is the instance's place in the network, top layer first, as EC2
+	// DescribeInstanceTopology reports it (empty for types without topology); CapacityBlockID
+	// names its UltraServer (NVLink domain), if any.
+	NetworkNodes    []string
+	CapacityBlockID string
 }
 
 // Mount is storage a node gets: a directory shared by every node of the cluster (FSx Lustre or

@@ -24,6 +24,8 @@ const (
 	ConfDir   = "/etc/slurm"
 	ConfPath  = ConfDir + "/slurm.conf"
 	GresPath  = ConfDir + "/gres.conf"
+	// TopologyPath is topology.conf, beside slurm.conf (Slurm reads it from there).
+	TopologyPath = ConfDir + "/topology.conf"
 	MungeKey  = "/etc/munge/munge.key"
 	BeginMark = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
 	EndMark   = "# ---- END hale ----"
@@ -46,6 +48,10 @@ type Config struct {
 	ControllerName string
 	ControllerAddr string
 	Nodes          []Node // compute nodes
+	// TopologyPlugin (e.g. topology/tree) and TopologyHash (names topology.conf, so that a new
+	// topology changes hale's block and slurmctld starts with it) when there is a topology.
+	TopologyPlugin string
+	TopologyHash   string
 }
 
 // Block renders hale's part of slurm.conf, between the markers.
@@ -54,6 +60,9 @@ func (c *Config) Block() string {
 	b.WriteString(BeginMark + "\n")
 	fmt.Fprintf(&b, "ClusterName=%s\n", c.ClusterName)
 	fmt.Fprintf(&b, "SlurmctldHost=%s(%s)\n", c.ControllerName, c.ControllerAddr)
+	if c.TopologyPlugin != "" {
+		fmt.Fprintf(&b, "TopologyPlugin=%s\n# topology.conf %s\n", c.TopologyPlugin, c.TopologyHash)
+	}
 	nodes := append([]Node(nil), c.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	if anyGPU(nodes) {
@@ -147,7 +156,7 @@ MpiDefault=none
 
 // hale owns these keys wherever they appear: an operator line that sets one is dropped when
 // hale merges (it would fight hale's own).
-var haleKeys = []string{"clustername", "slurmctldhost", "nodename", "partitionname", "grestypes"}
+var haleKeys = []string{"clustername", "slurmctldhost", "nodename", "partitionname", "grestypes", "topologyplugin"}
 
 // OperatorPart returns a slurm.conf's lines outside hale's block.
 func OperatorPart(conf string) string {

@@ -181,6 +181,12 @@ type SlurmState struct {
 	MungeKey   []byte      `json:",omitempty"` // the cluster's munge key
 	Conf       string      `json:",omitempty"` // the slurm.conf hale wrote last
 	Gres       string      `json:",omitempty"` // the gres.conf hale wrote last
+	// Topology is the topology.conf hale wrote last ("" for none) and TopologyPlugin its
+	// slurm.conf plugin; TopologyError is why the newest rendering was refused (the previous
+	// file stays until a valid one comes).
+	Topology       string `json:",omitempty"`
+	TopologyPlugin string `json:",omitempty"`
+	TopologyError  string `json:",omitempty"`
 	Hash       string      `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
 	Nodes      []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
 	// CtldHash names hale's block (nodes, partitions) slurmctld last started with; Applied is
@@ -278,6 +284,10 @@ type NodeDetails struct {
 	ThreadsPerCore         int32      `json:",omitempty"`
 	CapacityType           string     `json:",omitempty"`
 	UltraServerID          string     `json:",omitempty"`
+	// NetworkNodes (top layer first) and CapacityBlockID: the instance's place in the network,
+	// as its provider reports it (EC2 DescribeInstanceTopology's fields).
+	NetworkNodes    []string `json:",omitempty"`
+	CapacityBlockID string   `json:",omitempty"`
 	UltraServerType        string     `json:",omitempty"`
 
 	// What the reconcilers keep about the node's bring-up (see internal/controller).

@@ -148,6 +148,11 @@ type record struct {
 	LaunchTime   time.Time        `json:"LaunchTime"`
 	AgentToken   string           `json:"AgentToken,omitempty"`
 	DNSDomain    string           `json:"DnsDomain,omitempty"`
+	// NetworkNodes and CapacityBlockID are the instance's place in the simulated fabric
+	// (fabric.go), Leaf its leaf's index (-1: none).
+	NetworkNodes    []string `json:"NetworkNodes,omitempty"`
+	CapacityBlockID string   `json:"CapacityBlockId,omitempty"`
+	Leaf            int      `json:"Leaf"`
 }
 
 func (p *Provider) dir(id string) string { return filepath.Join(p.cfg.Root, "instances", id) }
@@ -216,7 +221,8 @@ func (p *Provider) instance(r *record) *provider.Instance {
 		st = provider.Running
 	}
 	return &provider.Instance{ID: r.ID, ClusterID: r.ClusterID, GroupName: r.GroupName, LogicalID: r.LogicalID,
-		InstanceType: r.InstanceType, IP: r.IP, Hostname: r.Hostname, State: st, LaunchTime: r.LaunchTime}
+		InstanceType: r.InstanceType, IP: r.IP, Hostname: r.Hostname, State: st, LaunchTime: r.LaunchTime,
+		NetworkNodes: r.NetworkNodes, CapacityBlockID: r.CapacityBlockID}
 }
 
 // Describe returns the instance with that id.
@@ -304,7 +310,10 @@ func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
 	r := &record{ID: spec.InstanceID, ClusterID: spec.ClusterID, ClusterName: spec.ClusterName, GroupName: spec.GroupName,
 		LogicalID: spec.LogicalID, InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip),
 		Netns: "hale-" + spec.InstanceID, HostVeth: vethName(ip), Mounts: spec.Mounts,
-		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, DNSDomain: spec.DNSDomain}
+		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, DNSDomain: spec.DNSDomain, Leaf: -1}
+	if err := p.place(r); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(p.dir(r.ID), 0o700); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,209 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/topology"
+)
+
+// liveTopology is what slurmctld says (scontrol show topology): each switch's child switches,
+// and each leaf's nodes, expanded.
+func (e *env) liveTopology(t testing.TB, login string) (map[string]string, error) {
+	out, err := e.onNode(login, "scontrol show topology")
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, out)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := map[string]string{}
+		for _, w := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(w, "="); ok {
+				f[k] = v
+			}
+		}
+		if f["SwitchName"] == "" {
+			continue
+		}
+		desc := "switches=" + f["Switches"]
+		if f["Level"] == "0" {
+			nodes, err := e.onNode(login, "scontrol show hostnames "+f["Nodes"])
+			if err != nil {
+				return nil, err
+			}
+			desc = "nodes=" + strings.Join(strings.Fields(nodes), ",")
+		}
+		got[f["SwitchName"]] = desc
+	}
+	return got, nil
+}
+
+// modelTopology is hale's model of the cluster's compute nodes, from their network nodes as the
+// provider reported them, in the same form.
+func (e *env) modelTopology(t testing.TB, cluster string) map[string]string {
+	var nodes []topology.Node
+	for _, n := range e.storeNodes(cluster) {
+		if n.GroupName != "p5" || n.Details.Phase != store.PhaseReady {
+			continue
+		}
+		if len(n.Details.NetworkNodes) == 0 {
+			t.Fatalf("node %s has no network nodes", n.LogicalID)
+		}
+		nodes = append(nodes, topology.Node{Name: slurmName(n), InstanceType: n.InstanceType, NetworkNodes: n.Details.NetworkNodes})
+	}
+	tree, err := topology.BuildTree(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, s := range tree.Switches {
+		if len(s.Nodes) > 0 {
+			sorted := append([]string(nil), s.Nodes...)
+			sort.Strings(sorted)
+			want[s.Name] = "nodes=" + strings.Join(sorted, ",")
+		} else {
+			want[s.Name] = "switches=" + strings.Join(s.Switches, ",")
+		}
+	}
+	return want
+}
+
+// waitTopologyTrue waits until slurmctld's topology is hale's model of the cluster's nodes.
+func (e *env) waitTopologyTrue(t *testing.T, login, cluster string) map[string]string {
+	t.Helper()
+	var want map[string]string
+	eventually(t, 60*time.Second, "scontrol show topology matches hale's model", func() (bool, string) {
+		want = e.modelTopology(t, cluster)
+		got, err := e.liveTopology(t, login)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(want) > 0 && fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("slurmctld: %v\nhale:      %v", got, want)
+	})
+	return want
+}
+
+func leafOf(topo map[string]string, node string) string {
+	for sw, d := range topo {
+		if rest, ok := strings.CutPrefix(d, "nodes="); ok && contains(strings.Split(rest, ","), node) {
+			return sw
+		}
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTopology: on a cluster of ml.p5.48xlarge nodes (a type EC2 reports topology for), the
+// local provider gives each instance network nodes (leaves of 2 under spines of 2 leaves), and
+// slurmctld's topology (topology/tree, Slurm 22.05) is hale's model after create, scale-up,
+// replacement (which lands under another leaf) and BatchDelete; a --switches=1 job lands under
+// one leaf.
+func TestTopology(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	lc := e.script("topo", "on_create.sh", recordScript)
+	p5 := group("p5", "ml.p5.48xlarge", 3, types.ClusterSlurmNodeTypeCompute, lc, "p5")
+	groups := []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+		group("login", "ml.m5.xlarge", 1, types.ClusterSlurmNodeTypeLogin, lc),
+		p5,
+	}
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: groups, VpcConfig: vpc}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("topo", types.ClusterStatusInservice, 90*time.Second)
+	login := aws.ToString(byGroup(e.nodes("topo"), "login")[0].InstanceId)
+
+	topo := e.waitTopologyTrue(t, login, "topo")
+	t.Logf("topology after create: %v", topo)
+	if out, _ := e.onNode(login, "scontrol show config | grep -i TopologyPlugin"); !strings.Contains(out, "topology/tree") {
+		t.Errorf("slurmctld runs without topology/tree: %s", out)
+	}
+	if len(topo) < 4 { // core, spine, two leaves
+		t.Errorf("3 nodes in leaves of 2 make at least 4 switches: %v", topo)
+	}
+
+	t.Run("scale-up", func(t *testing.T) {
+		g := p5
+		g.InstanceCount = aws.Int32(4)
+		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitStatus("topo", types.ClusterStatusInservice, 60*time.Second)
+		var names []string
+		for _, n := range byGroup(e.nodes("topo"), "p5") {
+			names = append(names, host(n))
+		}
+		e.waitIdle(t, login, names...)
+		topo = e.waitTopologyTrue(t, login, "topo")
+	})
+
+	t.Run("a --switches=1 job lands under one leaf", func(t *testing.T) {
+		out, err := e.onNode(login, "srun -p p5 -N2 --switches=1 hostname")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		hosts := strings.Fields(out)
+		if len(hosts) != 2 || leafOf(topo, hosts[0]) == "" || leafOf(topo, hosts[0]) != leafOf(topo, hosts[1]) {
+			t.Errorf("the job ran on %v, leaves %q and %q of %v", hosts, leafOf(topo, hosts[0]), leafOf(topo, hosts[len(hosts)-1]), topo)
+		}
+	})
+
+	t.Run("a replacement lands under another leaf and the topology follows", func(t *testing.T) {
+		victim := byGroup(e.nodes("topo"), "p5")[0]
+		name, before := host(victim), leafOf(topo, host(victim))
+		if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("topo"), NodeIds: []string{*victim.InstanceId}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the replacement runs", func() (bool, string) {
+			for _, n := range byGroup(e.nodes("topo"), "p5") {
+				if host(n) == name && *n.InstanceId != *victim.InstanceId && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+					return true, ""
+				}
+			}
+			return false, "not yet"
+		})
+		e.waitIdle(t, login, name)
+		topo = e.waitTopologyTrue(t, login, "topo")
+		if after := leafOf(topo, name); after == before {
+			t.Errorf("the replacement of %s sits under the same leaf %s", name, after)
+		}
+	})
+
+	t.Run("BatchDelete", func(t *testing.T) {
+		gone := byGroup(e.nodes("topo"), "p5")[1]
+		if _, err := e.SDK.BatchDeleteClusterNodes(ctx, &sagemaker.BatchDeleteClusterNodesInput{ClusterName: aws.String("topo"), NodeIds: []string{*gone.InstanceId}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the node is gone", func() (bool, string) {
+			return len(byGroup(e.nodes("topo"), "p5")) == 3, "still there"
+		})
+		topo = e.waitTopologyTrue(t, login, "topo")
+		if leafOf(topo, host(gone)) != "" {
+			t.Errorf("the deleted node %s is still in the topology: %v", host(gone), topo)
+		}
+	})
+
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("topo")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("topo", 60*time.Second)
+}
