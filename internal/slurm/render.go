@@ -21,14 +21,14 @@ import (
 // Paths inside a node. /opt/slurm/etc is where HyperPod's scripts look; Debian's Slurm reads
 // /etc/slurm; the local provider binds one directory over both.
 const (
-	ConfDir   = "/etc/slurm"
-	ConfPath  = ConfDir + "/slurm.conf"
-	GresPath  = ConfDir + "/gres.conf"
+	ConfDir  = "/etc/slurm"
+	ConfPath = ConfDir + "/slurm.conf"
+	GresPath = ConfDir + "/gres.conf"
 	// TopologyPath is topology.conf, beside slurm.conf (Slurm reads it from there).
 	TopologyPath = ConfDir + "/topology.conf"
-	MungeKey  = "/etc/munge/munge.key"
-	BeginMark = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
-	EndMark   = "# ---- END hale ----"
+	MungeKey     = "/etc/munge/munge.key"
+	BeginMark    = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
+	EndMark      = "# ---- END hale ----"
 )
 
 // Node is a Slurm node as slurm.conf describes it.

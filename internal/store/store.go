@@ -177,18 +177,18 @@ type SlurmState struct {
 
 	// Generation goes up with every accepted UpdateCluster, so the update writes the files
 	// again (and the strategy merges or overwrites an operator's edits).
-	Generation int         `json:",omitempty"`
-	MungeKey   []byte      `json:",omitempty"` // the cluster's munge key
-	Conf       string      `json:",omitempty"` // the slurm.conf hale wrote last
-	Gres       string      `json:",omitempty"` // the gres.conf hale wrote last
+	Generation int    `json:",omitempty"`
+	MungeKey   []byte `json:",omitempty"` // the cluster's munge key
+	Conf       string `json:",omitempty"` // the slurm.conf hale wrote last
+	Gres       string `json:",omitempty"` // the gres.conf hale wrote last
 	// Topology is the topology.conf hale wrote last ("" for none) and TopologyPlugin its
 	// slurm.conf plugin; TopologyError is why the newest rendering was refused (the previous
 	// file stays until a valid one comes).
-	Topology       string `json:",omitempty"`
-	TopologyPlugin string `json:",omitempty"`
-	TopologyError  string `json:",omitempty"`
-	Hash       string      `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
-	Nodes      []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
+	Topology       string      `json:",omitempty"`
+	TopologyPlugin string      `json:",omitempty"`
+	TopologyError  string      `json:",omitempty"`
+	Hash           string      `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
+	Nodes          []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
 	// CtldHash names hale's block (nodes, partitions) slurmctld last started with; Applied is
 	// the rendering slurmctld and every slurmd were last told to read (restart, scontrol
 	// reconfigure), with AppliedNodes the node names it lists.
@@ -288,7 +288,7 @@ type NodeDetails struct {
 	// as its provider reports it (EC2 DescribeInstanceTopology's fields).
 	NetworkNodes    []string `json:",omitempty"`
 	CapacityBlockID string   `json:",omitempty"`
-	UltraServerType        string     `json:",omitempty"`
+	UltraServerType string   `json:",omitempty"`
 
 	// What the reconcilers keep about the node's bring-up (see internal/controller).
 	Phase          NodePhase `json:",omitempty"`
