@@ -252,7 +252,7 @@ func (r *round) slurmRender() error {
 		return err
 	}
 	if st.TopologyPlugin != "" {
-		cfg.TopologyPlugin, cfg.TopologyHash = st.TopologyPlugin, slurm.Hash(st.Topology)
+		cfg.TopologyPlugin, cfg.TopologyHash, cfg.PartitionTopology = st.TopologyPlugin, slurm.Hash(st.Topology), st.PartitionTopology
 	}
 	operator := ""
 	if st.Conf != "" {
@@ -289,13 +289,18 @@ func (r *round) slurmTopology(st *store.SlurmState, nodes []topology.Node) error
 		st.TopologyError = err.Error()
 		return r.clusterEvent(api.ClusterEventLevelError, "The Slurm topology of the cluster's nodes is not valid, so hale keeps the previous one: %v.", err)
 	}
-	if plan.Conf != st.Topology && plan.Conf != "" {
+	file := plan.Conf
+	if plan.YAML != "" {
+		file = plan.YAML
+	}
+	if file != st.Topology && file != "" {
 		if err := r.clusterEvent(api.ClusterEventLevelInfo, "Slurm topology (%s, Slurm %s) rendered for %d node(s): %s.", plan.Plugin, slurmVersion(),
 			len(nodes), topologySummary(plan.Topologies)); err != nil {
 			return err
 		}
 	}
-	st.Topology, st.TopologyPlugin, st.TopologyError = plan.Conf, plan.Plugin, ""
+	st.Topology, st.TopologyPlugin, st.TopologyError = file, plan.Plugin, ""
+	st.TopologyYAML, st.PartitionTopology = plan.YAML != "", plan.Partitions
 	return nil
 }
 
@@ -535,7 +540,10 @@ func (c *Controller) syncSlurmFiles(ctx context.Context, clusterID, logicalID st
 		{Path: slurm.ConfPath, Content: []byte(st.Conf), Mode: 0o644},
 		{Path: slurm.GresPath, Content: []byte(st.Gres), Mode: 0o644},
 	}
-	if st.Topology != "" {
+	switch {
+	case st.Topology != "" && st.TopologyYAML:
+		files = append(files, &agentproto.File{Path: slurm.TopologyYAMLPath, Content: []byte(st.Topology), Mode: 0o644})
+	case st.Topology != "":
 		files = append(files, &agentproto.File{Path: slurm.TopologyPath, Content: []byte(st.Topology), Mode: 0o644})
 	}
 	r, err := c.do(ctx, n.InstanceID, &agentproto.Command{Id: fmt.Sprintf("slurm-files-%s-%d", st.Hash, time.Now().UnixNano()), Ephemeral: true,

@@ -24,11 +24,13 @@ const (
 	ConfDir  = "/etc/slurm"
 	ConfPath = ConfDir + "/slurm.conf"
 	GresPath = ConfDir + "/gres.conf"
-	// TopologyPath is topology.conf, beside slurm.conf (Slurm reads it from there).
-	TopologyPath = ConfDir + "/topology.conf"
-	MungeKey     = "/etc/munge/munge.key"
-	BeginMark    = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
-	EndMark      = "# ---- END hale ----"
+	// TopologyPath is topology.conf, beside slurm.conf (Slurm reads it from there);
+	// TopologyYAMLPath is Slurm 25.05's topology.yaml, which takes precedence when it exists.
+	TopologyPath     = ConfDir + "/topology.conf"
+	TopologyYAMLPath = ConfDir + "/topology.yaml"
+	MungeKey         = "/etc/munge/munge.key"
+	BeginMark        = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
+	EndMark          = "# ---- END hale ----"
 )
 
 // Node is a Slurm node as slurm.conf describes it.
@@ -52,6 +54,9 @@ type Config struct {
 	// topology changes hale's block and slurmctld starts with it) when there is a topology.
 	TopologyPlugin string
 	TopologyHash   string
+	// PartitionTopology names the topology.yaml topology of a partition (Slurm 25.05+:
+	// PartitionName=... Topology=<name>); a partition not named uses the cluster default.
+	PartitionTopology map[string]string
 }
 
 // Block renders hale's part of slurm.conf, between the markers.
@@ -86,16 +91,23 @@ func (c *Config) Block() string {
 	sort.Strings(parts)
 	// Slurm refuses a partition without nodes at start; an empty cluster gets none.
 	if len(all) > 0 {
-		fmt.Fprintf(&b, "PartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", Hostlist(all))
+		fmt.Fprintf(&b, "PartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP%s\n", Hostlist(all), c.partTopology("dev"))
 		for _, p := range parts {
 			if p == "dev" {
 				continue
 			}
-			fmt.Fprintf(&b, "PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP\n", p, Hostlist(byPart[p]))
+			fmt.Fprintf(&b, "PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP%s\n", p, Hostlist(byPart[p]), c.partTopology(p))
 		}
 	}
 	b.WriteString(EndMark + "\n")
 	return b.String()
+}
+
+func (c *Config) partTopology(p string) string {
+	if t := c.PartitionTopology[p]; t != "" {
+		return " Topology=" + t
+	}
+	return ""
 }
 
 // Gres renders gres.conf: one line per simulated or real GPU device of each node.

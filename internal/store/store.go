@@ -184,11 +184,15 @@ type SlurmState struct {
 	// Topology is the topology.conf hale wrote last ("" for none) and TopologyPlugin its
 	// slurm.conf plugin; TopologyError is why the newest rendering was refused (the previous
 	// file stays until a valid one comes).
-	Topology       string      `json:",omitempty"`
-	TopologyPlugin string      `json:",omitempty"`
-	TopologyError  string      `json:",omitempty"`
-	Hash           string      `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
-	Nodes          []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
+	Topology       string `json:",omitempty"`
+	TopologyPlugin string `json:",omitempty"`
+	TopologyError  string `json:",omitempty"`
+	// TopologyYAML: Topology is a topology.yaml (Slurm 25.05+), with PartitionTopology the
+	// partitions' Topology= names.
+	TopologyYAML      bool              `json:",omitempty"`
+	PartitionTopology map[string]string `json:",omitempty"`
+	Hash              string            `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
+	Nodes             []SlurmNode       `json:",omitempty"` // the compute nodes Conf lists
 	// CtldHash names hale's block (nodes, partitions) slurmctld last started with; Applied is
 	// the rendering slurmctld and every slurmd were last told to read (restart, scontrol
 	// reconfigure), with AppliedNodes the node names it lists.
