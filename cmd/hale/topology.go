@@ -81,26 +81,26 @@ slurm.conf goes to stderr.`,
 			}
 			nodes, ignored := topology.NodesFrom(insts, names, types)
 			if len(ignored) > 0 {
-				fmt.Fprintf(os.Stderr, "ignored %d instance(s) that are not the cluster's: %s\n", len(ignored), strings.Join(ignored, ","))
+				fmt.Fprintf(cmd.ErrOrStderr(), "ignored %d instance(s) that are not the cluster's: %s\n", len(ignored), strings.Join(ignored, ","))
 			}
 			plan, err := topology.Generate(nodes, v)
 			if err != nil {
 				return &exitError{1, err}
 			}
 			if plan.Plugin == "" {
-				fmt.Fprintln(os.Stderr, "no instance type of the cluster has topology: no topology file (TopologyPlugin stays the default)")
+				fmt.Fprintln(cmd.ErrOrStderr(), "no instance type of the cluster has topology: no topology file (TopologyPlugin stays the default)")
 				return nil
 			}
-			fmt.Fprintf(os.Stderr, "slurm.conf: TopologyPlugin=%s (Slurm %s)\n", plan.Plugin, v)
+			fmt.Fprintf(cmd.ErrOrStderr(), "slurm.conf: TopologyPlugin=%s (Slurm %s)\n", plan.Plugin, v)
 			for p, t := range plan.Partitions {
-				fmt.Fprintf(os.Stderr, "slurm.conf: PartitionName=%s ... Topology=%s\n", p, t)
+				fmt.Fprintf(cmd.ErrOrStderr(), "slurm.conf: PartitionName=%s ... Topology=%s\n", p, t)
 			}
 			name, body := "topology.conf", plan.Conf
 			if plan.YAML != "" {
 				name, body = "topology.yaml", plan.YAML
 			}
 			if outDir == "" {
-				fmt.Print(body)
+				fmt.Fprint(cmd.OutOrStdout(), body)
 				return nil
 			}
 			path := filepath.Join(outDir, name)

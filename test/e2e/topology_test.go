@@ -114,8 +114,8 @@ func contains(list []string, s string) bool {
 // TestTopology: on a cluster of ml.p5.48xlarge nodes (a type EC2 reports topology for), the
 // local provider gives each instance network nodes (leaves of 2 under spines of 2 leaves), and
 // slurmctld's topology (topology/tree, Slurm 22.05) is hale's model after create, scale-up,
-// replacement (which lands under another leaf) and BatchDelete; a --switches=1 job lands under
-// one leaf.
+// replacement (which lands under another leaf), BatchDelete and scale-down; a --switches=1 job
+// lands under one leaf.
 func TestTopology(t *testing.T) {
 	e := start(t)
 	ctx := context.Background()
@@ -199,6 +199,27 @@ func TestTopology(t *testing.T) {
 		topo = e.waitTopologyTrue(t, login, "topo")
 		if leafOf(topo, host(gone)) != "" {
 			t.Errorf("the deleted node %s is still in the topology: %v", host(gone), topo)
+		}
+	})
+
+	t.Run("scale-down", func(t *testing.T) {
+		g := p5
+		g.InstanceCount = aws.Int32(2)
+		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "two p5 nodes left", func() (bool, string) {
+			return len(byGroup(e.nodes("topo"), "p5")) == 2, "not yet"
+		})
+		topo = e.waitTopologyTrue(t, login, "topo")
+		n := 0
+		for _, d := range topo {
+			if rest, ok := strings.CutPrefix(d, "nodes="); ok {
+				n += len(strings.Split(rest, ","))
+			}
+		}
+		if n != 2 {
+			t.Errorf("the topology places %d nodes after the scale-down to 2: %v", n, topo)
 		}
 	})
 
