@@ -115,7 +115,8 @@ func contains(list []string, s string) bool {
 // local provider gives each instance network nodes (leaves of 2 under spines of 2 leaves), and
 // slurmctld's topology (topology/tree, Slurm 22.05) is hale's model after create, scale-up,
 // replacement (which lands under another leaf), BatchDelete and scale-down; a --switches=1 job
-// lands under one leaf.
+// lands under one leaf. A topology that does not validate is refused with an error event, and
+// the previous file stays.
 func TestTopology(t *testing.T) {
 	e := start(t)
 	ctx := context.Background()
@@ -220,6 +221,38 @@ func TestTopology(t *testing.T) {
 		}
 		if n != 2 {
 			t.Errorf("the topology places %d nodes after the scale-down to 2: %v", n, topo)
+		}
+	})
+
+	t.Run("an invalid topology is refused and the previous file stays", func(t *testing.T) {
+		before, err := e.onNode(login, "cat /etc/slurm/topology.conf")
+		if err != nil {
+			t.Fatal(err, before)
+		}
+		// A provider that reports a network node Slurm cannot take (a space in its name).
+		victim := byGroup(e.nodes("topo"), "p5")[0]
+		if err := e.App.Store.Write(ctx, func(tx store.Tx) error {
+			n, err := tx.NodeByAnyInstanceID(*victim.InstanceId)
+			if err != nil {
+				return err
+			}
+			n.Details.NetworkNodes = append(append([]string(nil), n.Details.NetworkNodes[:len(n.Details.NetworkNodes)-1]...), "nn-bad leaf")
+			return tx.UpdateNode(n)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		g := p5
+		g.InstanceCount = aws.Int32(3)
+		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "an error event about the topology", func() (bool, string) {
+			ev := e.events("topo")
+			return strings.Contains(ev, "is not valid, so hale keeps the previous one") && strings.Contains(ev, "nn-bad leaf"), tail(ev, 3)
+		})
+		e.waitStatus("topo", types.ClusterStatusInservice, 60*time.Second)
+		if after, err := e.onNode(login, "cat /etc/slurm/topology.conf"); err != nil || after != before {
+			t.Errorf("topology.conf changed though the new one was refused:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
 	})
 
