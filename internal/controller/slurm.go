@@ -247,11 +247,11 @@ func (r *round) slurmRender() error {
 		topo = append(topo, topology.Node{Name: sn.Name, InstanceType: n.InstanceType, NetworkNodes: n.Details.NetworkNodes,
 			CapacityBlockID: n.Details.CapacityBlockID, Partitions: []string{"dev", sn.Partition}})
 	}
-	topoErr := st.TopologyError
+	topoErr, topoAnnounced := st.TopologyError, st.TopologyAnnounced
 	if err := r.slurmTopology(st, topo); err != nil {
 		return err
 	}
-	if st.TopologyPlugin != "" {
+	if st.Topology != "" {
 		cfg.TopologyPlugin, cfg.TopologyHash, cfg.PartitionTopology = st.TopologyPlugin, slurm.Hash(st.Topology), st.PartitionTopology
 	}
 	operator := ""
@@ -261,7 +261,7 @@ func (r *round) slurmRender() error {
 	conf, gres := slurm.Conf(operator, &cfg), cfg.Gres()
 	hash := slurm.Hash(conf, gres, st.Topology, string(st.MungeKey), fmt.Sprint(st.Generation))
 	if hash == st.Hash {
-		if st.TopologyError != topoErr { // a refused topology is remembered, so its event is not repeated
+		if st.TopologyError != topoErr || st.TopologyAnnounced != topoAnnounced { // so events are not repeated
 			r.cl.State.Slurm = st
 			return r.saveCluster()
 		}
@@ -293,11 +293,18 @@ func (r *round) slurmTopology(st *store.SlurmState, nodes []topology.Node) error
 	if plan.YAML != "" {
 		file = plan.YAML
 	}
-	if file != st.Topology && file != "" {
-		if err := r.clusterEvent(api.ClusterEventLevelInfo, "Slurm topology (%s, Slurm %s) rendered for %d node(s): %s.", plan.Plugin, slurmVersion(),
+	// While the cluster is created its nodes report one by one: the event says what it ended
+	// with, once it is created.
+	if h := slurm.Hash(file); file != "" && h != st.TopologyAnnounced && r.cl.Status != api.ClusterStatusCreating {
+		kind := plan.Plugin
+		if kind == "" {
+			kind = "topology.yaml"
+		}
+		if err := r.clusterEvent(api.ClusterEventLevelInfo, "Slurm topology (%s, Slurm %s) rendered for %d node(s): %s.", kind, slurmVersion(),
 			len(nodes), topologySummary(plan.Topologies)); err != nil {
 			return err
 		}
+		st.TopologyAnnounced = h
 	}
 	st.Topology, st.TopologyPlugin, st.TopologyError = file, plan.Plugin, ""
 	st.TopologyYAML, st.PartitionTopology = plan.YAML != "", plan.Partitions

@@ -66,7 +66,10 @@ func (c *Config) Block() string {
 	fmt.Fprintf(&b, "ClusterName=%s\n", c.ClusterName)
 	fmt.Fprintf(&b, "SlurmctldHost=%s(%s)\n", c.ControllerName, c.ControllerAddr)
 	if c.TopologyPlugin != "" {
-		fmt.Fprintf(&b, "TopologyPlugin=%s\n# topology.conf %s\n", c.TopologyPlugin, c.TopologyHash)
+		fmt.Fprintf(&b, "TopologyPlugin=%s\n", c.TopologyPlugin)
+	}
+	if c.TopologyHash != "" {
+		fmt.Fprintf(&b, "# topology.conf %s\n", c.TopologyHash)
 	}
 	nodes := append([]Node(nil), c.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })

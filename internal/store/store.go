@@ -190,6 +190,7 @@ type SlurmState struct {
 	// TopologyYAML: Topology is a topology.yaml (Slurm 25.05+), with PartitionTopology the
 	// partitions' Topology= names.
 	TopologyYAML      bool              `json:",omitempty"`
+	TopologyAnnounced string            `json:",omitempty"` // the hash of the last topology an event reported
 	PartitionTopology map[string]string `json:",omitempty"`
 	Hash              string            `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
 	Nodes             []SlurmNode       `json:",omitempty"` // the compute nodes Conf lists

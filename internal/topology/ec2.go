@@ -19,31 +19,48 @@ type InstanceTopology struct {
 }
 
 // ParseInstanceTopology reads a DescribeInstanceTopology answer ({"Instances": [...]}), or
-// several concatenated (one per page, as `aws ... --no-paginate` pages print them).
+// several concatenated (one per page, as `aws ... --no-paginate` pages print them). A document
+// without "Instances" is refused: it is not such an answer.
 func ParseInstanceTopology(r io.Reader) ([]InstanceTopology, error) {
 	dec := json.NewDecoder(r)
 	var out []InstanceTopology
+	pages := 0
 	for {
 		var page struct {
-			Instances []InstanceTopology `json:"Instances"`
+			Instances *[]InstanceTopology `json:"Instances"`
 		}
 		err := dec.Decode(&page)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("instance topology: %w", err)
+			return nil, fmt.Errorf("not DescribeInstanceTopology JSON: %w", err)
 		}
-		out = append(out, page.Instances...)
+		if page.Instances == nil {
+			return nil, fmt.Errorf("no \"Instances\" list: not the output of aws ec2 describe-instance-topology")
+		}
+		pages++
+		out = append(out, *page.Instances...)
+	}
+	if pages == 0 {
+		return nil, fmt.Errorf("empty: not the output of aws ec2 describe-instance-topology")
 	}
 	return out, nil
 }
 
-// ResourceConfigNames maps instance ids to Slurm node names (ip-a-b-c-d from
-// CustomerIpAddress) from a HyperPod resource_config.json, with each instance's type.
-func ResourceConfigNames(r io.Reader) (names, types map[string]string, err error) {
+// ClusterInstance is one instance of the cluster: its id, Slurm node name, type, group and
+// the partitions it is in.
+type ClusterInstance struct {
+	ID, Name, Type, Group string
+	Partitions            []string
+}
+
+// ResourceConfigInstances reads a HyperPod resource_config.json: every instance with its
+// Slurm node name (ip-a-b-c-d from CustomerIpAddress), type and group.
+func ResourceConfigInstances(r io.Reader) ([]ClusterInstance, error) {
 	var rc struct {
-		InstanceGroups []struct {
+		InstanceGroups *[]struct {
+			Name         string
 			InstanceType string
 			Instances    []struct {
 				InstanceId, CustomerIpAddress string
@@ -51,49 +68,55 @@ func ResourceConfigNames(r io.Reader) (names, types map[string]string, err error
 		}
 	}
 	if err := json.NewDecoder(r).Decode(&rc); err != nil {
-		return nil, nil, fmt.Errorf("resource config: %w", err)
+		return nil, fmt.Errorf("not a resource_config.json: %w", err)
 	}
-	names, types = map[string]string{}, map[string]string{}
-	for _, g := range rc.InstanceGroups {
+	if rc.InstanceGroups == nil {
+		return nil, fmt.Errorf("no \"InstanceGroups\": not a HyperPod resource_config.json")
+	}
+	var out []ClusterInstance
+	for _, g := range *rc.InstanceGroups {
 		for _, in := range g.Instances {
 			if in.InstanceId == "" || in.CustomerIpAddress == "" {
 				continue
 			}
-			names[in.InstanceId] = "ip-" + strings.ReplaceAll(in.CustomerIpAddress, ".", "-")
-			types[in.InstanceId] = g.InstanceType
+			out = append(out, ClusterInstance{ID: in.InstanceId, Name: "ip-" + strings.ReplaceAll(in.CustomerIpAddress, ".", "-"),
+				Type: g.InstanceType, Group: g.Name})
 		}
 	}
-	return names, types, nil
+	return out, nil
 }
 
-// NodesFrom joins the topology answer with the cluster's instances (id -> Slurm name, id ->
-// type): every instance of the cluster becomes a node, with its network nodes when EC2 reported
-// them (an instance EC2 has no data for yet stays without). Instances of the answer that are not
-// the cluster's are returned as ignored.
-func NodesFrom(insts []InstanceTopology, names, types map[string]string) (nodes []Node, ignored []string) {
+// NodesFrom joins the topology answer with the cluster's compute instances: every one becomes
+// a node, with its network nodes when EC2 reported them (missing lists those it has no data for
+// yet; they go under the root's "unplaced" leaf). Instances of the answer that are not the
+// cluster's compute instances are returned as ignored.
+func NodesFrom(insts []InstanceTopology, cluster []ClusterInstance) (nodes []Node, missing, ignored []string) {
+	mine := map[string]bool{}
+	for _, c := range cluster {
+		mine[c.ID] = true
+	}
 	byID := map[string]InstanceTopology{}
 	for _, in := range insts {
-		if _, ok := names[in.InstanceID]; !ok {
+		if !mine[in.InstanceID] {
 			ignored = append(ignored, in.InstanceID)
 			continue
 		}
 		byID[in.InstanceID] = in
 	}
-	ids := make([]string, 0, len(names))
-	for id := range names {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		n := Node{Name: names[id], InstanceType: types[id]}
-		if in, ok := byID[id]; ok {
+	sorted := append([]ClusterInstance(nil), cluster...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
+	for _, c := range sorted {
+		n := Node{Name: c.Name, InstanceType: c.Type, Partitions: c.Partitions}
+		if in, ok := byID[c.ID]; ok {
 			n.NetworkNodes, n.CapacityBlockID = in.NetworkNodes, in.CapacityBlockID
 			if n.InstanceType == "" {
 				n.InstanceType = in.InstanceType
 			}
+		} else {
+			missing = append(missing, c.ID)
 		}
 		nodes = append(nodes, n)
 	}
 	sort.Strings(ignored)
-	return nodes, ignored
+	return nodes, missing, ignored
 }

@@ -16,7 +16,10 @@ type Version struct{ Major, Minor int }
 func ParseVersion(s string) (Version, error) {
 	m := regexp.MustCompile(`(\d+)\.(\d+)`).FindStringSubmatch(s)
 	if m == nil {
-		return Version{}, fmt.Errorf("topology: no Slurm version in %q", s)
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			return Version{n, 0}, nil // "25": 25.0
+		}
+		return Version{}, fmt.Errorf("topology: %q is not a Slurm version (such as 22.05 or 25.11)", strings.TrimSpace(s))
 	}
 	a, _ := strconv.Atoi(m[1])
 	b, _ := strconv.Atoi(m[2])
@@ -35,8 +38,9 @@ func (v Version) HasYAML() bool  { return v.atLeast(25, 5) }
 // String is "22.05".
 func (v Version) String() string { return fmt.Sprintf("%d.%02d", v.Major, v.Minor) }
 
-// Plan is what hale writes for a cluster: the TopologyPlugin line of slurm.conf (empty: none,
-// the flat default) and topology.conf, or topology.yaml with the partitions' Topology= names.
+// Plan is what hale writes for a cluster: the TopologyPlugin line of slurm.conf and
+// topology.conf, or (Slurm 25.05+, where each topology names its own plugin and slurm.conf needs
+// none) topology.yaml with the partitions' Topology= names. Nothing at all for a flat cluster.
 type Plan struct {
 	Plugin     string            // e.g. "topology/tree"
 	Conf       string            // topology.conf (Slurm before 25.05), "" when flat
@@ -102,7 +106,7 @@ func generateYAML(nodes []Node, v Version) (*Plan, error) {
 			byPart[p] = append(byPart[p], n)
 		}
 	}
-	plan := &Plan{Plugin: "topology/tree", Partitions: map[string]string{}}
+	plan := &Plan{Partitions: map[string]string{}}
 	if len(treeNodes) == 0 {
 		return &Plan{}, nil
 	}

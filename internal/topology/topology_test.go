@@ -38,14 +38,13 @@ func fromFile(t *testing.T, file string) []Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, types := map[string]string{}, map[string]string{}
+	var cluster []ClusterInstance
 	for i, in := range insts {
-		names[in.InstanceID] = fmt.Sprintf("node-%d", i+1)
-		types[in.InstanceID] = in.InstanceType
+		cluster = append(cluster, ClusterInstance{ID: in.InstanceID, Name: fmt.Sprintf("node-%d", i+1), Type: in.InstanceType})
 	}
-	nodes, ignored := NodesFrom(insts, names, types)
-	if len(ignored) > 0 {
-		t.Fatalf("ignored %v", ignored)
+	nodes, missing, ignored := NodesFrom(insts, cluster)
+	if len(ignored)+len(missing) > 0 {
+		t.Fatalf("ignored %v, missing %v", ignored, missing)
 	}
 	return nodes
 }
