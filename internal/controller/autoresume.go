@@ -126,26 +126,26 @@ func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *
 
 // autoResumeRequeue requeues a job whose step cannot be shrunk and expanded (see hale srun): the
 // asking node's agent runs scontrol, so the command outlives the batch script that the requeue
-// ends. StartTime=now lifts the cred_expire delay Slurm puts on a requeued job; it starts as
-// soon as it has its nodes again (the faulty ones are drained until repaired).
+// ends. The job starts again once it has its nodes (the faulty ones stay drained until
+// repaired) and Slurm's requeue delay (cred_expire, 10 s in hale's slurm.conf) has passed. That
+// delay is kept on purpose: until it passes, slurmd refuses the job's revoked credential, and a
+// batch script started earlier on its old batch host fails at once (seen as exit 1, no output).
 func (c *Controller) autoResumeRequeue(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	if _, err := strconv.ParseUint(req.JobId, 10, 32); err != nil {
 		return nil, fmt.Errorf("auto-resume: job id %q is not a Slurm job id", req.JobId)
 	}
 	resp := &agentproto.AutoResumeResponse{Action: "REQUEUE", Unhealthy: req.Nodes}
-	update := "StartTime=now"
-	if req.NumNodes > 0 { // a job shrunk before its expansion failed gets its size back
-		update += fmt.Sprintf(" NumNodes=%d", req.NumNodes)
-	}
-	// Slurm sets the requeue delay when the job's batch script has ended, after the requeue
-	// call returns: wait for the job to be pending before lifting it.
-	script := fmt.Sprintf(`scontrol requeue %[1]s || exit 1
+	script := fmt.Sprintf("scontrol requeue %s", req.JobId)
+	if req.NumNodes > 0 {
+		// A job shrunk before its expansion failed gets its size back once it is pending.
+		script += fmt.Sprintf(` || exit 1
 for i in $(seq 100); do [ "$(squeue -h -j %[1]s -o %%T)" = PENDING ] && break; sleep 0.1; done
-scontrol update JobId=%[1]s %[2]s`, req.JobId, update)
+scontrol update JobId=%[1]s NumNodes=%[2]d`, req.JobId, req.NumNodes)
+	}
 	if out, err := c.runOn(ctx, req.InstanceId, []string{"sh", "-c", script}, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("requeue job %s: %v %s", req.JobId, err, out)
 	}
-	resp.Message = fmt.Sprintf("job %s requeued; it starts again as soon as it has its nodes", req.JobId)
+	resp.Message = fmt.Sprintf("job %s requeued; it starts again once it has its nodes and Slurm's requeue delay has passed", req.JobId)
 	return resp, c.autoResumeEvent(ctx, clusterID, req, resp)
 }
 
