@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -303,11 +304,12 @@ func diskUsedPercent(path string) (int, bool) {
 }
 
 // watchNICs reports a network interface that was up when the agent started and went down.
+// The interfaces are read from the kernel for the agent's own network namespace (netlink, through
+// package net), not from /sys/class/net: a sysfs mounted outside the namespace lists the host's
+// interfaces, and on the local provider every other node's veth going away would read as this
+// node's link going down.
 func (a *Agent) watchNICs(ctx context.Context) {
-	up := map[string]bool{}
-	for _, n := range nics() {
-		up[n] = operUp(n)
-	}
+	up := nicStates()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -316,28 +318,24 @@ func (a *Agent) watchNICs(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		now := nicStates()
 		for n, was := range up {
-			now := operUp(n)
-			if was && !now {
+			if is := now[n]; was && !is {
 				a.report(health.Default().FaultFinding("network.link_down", fmt.Sprintf("interface %s is down", n)), "network")
 			}
-			up[n] = now
+			up[n] = now[n]
 		}
 	}
 }
 
-func nics() []string {
-	entries, _ := os.ReadDir("/sys/class/net")
-	var out []string
-	for _, e := range entries {
-		if e.Name() != "lo" {
-			out = append(out, e.Name())
+// nicStates maps each non-loopback interface of the namespace to whether it is up and running.
+func nicStates() map[string]bool {
+	ifs, _ := net.Interfaces()
+	out := map[string]bool{}
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback == 0 {
+			out[i.Name] = i.Flags&net.FlagUp != 0 && i.Flags&net.FlagRunning != 0
 		}
 	}
 	return out
-}
-
-func operUp(nic string) bool {
-	b, err := os.ReadFile(filepath.Join("/sys/class/net", nic, "operstate"))
-	return err == nil && strings.TrimSpace(string(b)) != "down"
 }

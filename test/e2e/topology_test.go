@@ -222,6 +222,15 @@ func TestTopology(t *testing.T) {
 		if n != 2 {
 			t.Errorf("the topology places %d nodes after the scale-down to 2: %v", n, topo)
 		}
+		// Nodes going away is no fault of the others (their agents once read the host's
+		// interfaces, saw the removed nodes' veths go down and had themselves replaced).
+		for _, sn := range e.storeNodes("topo") {
+			for _, rp := range e.repairsOf("topo", sn.LogicalID) {
+				if rp.Source != "api" {
+					t.Errorf("node %s got a %s repair (%s) from a scale-down: %s", sn.LogicalID, rp.Action, rp.Source, rp.Reason)
+				}
+			}
+		}
 	})
 
 	t.Run("an invalid topology is refused and the previous file stays", func(t *testing.T) {
@@ -241,8 +250,9 @@ func TestTopology(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		// An UpdateCluster that changes nothing still renders and writes the files again.
 		g := p5
-		g.InstanceCount = aws.Int32(3)
+		g.InstanceCount = aws.Int32(2)
 		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
 			t.Fatal(err)
 		}
@@ -251,6 +261,10 @@ func TestTopology(t *testing.T) {
 			return strings.Contains(ev, "is not valid, so hale keeps the previous one") && strings.Contains(ev, "nn-bad leaf"), tail(ev, 3)
 		})
 		e.waitStatus("topo", types.ClusterStatusInservice, 60*time.Second)
+		time.Sleep(2 * time.Second) // the files of the new generation are written meanwhile
+		if n := e.nodeOf("topo", e.nodeNamed(t, "topo", host(victim)).LogicalID); !contains(n.Details.NetworkNodes, "nn-bad leaf") {
+			t.Fatalf("the test's bad network node is gone from the store: %v", n.Details.NetworkNodes)
+		}
 		if after, err := e.onNode(login, "cat /etc/slurm/topology.conf"); err != nil || after != before {
 			t.Errorf("topology.conf changed though the new one was refused:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
