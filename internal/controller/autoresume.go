@@ -60,7 +60,12 @@ func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agen
 func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, since time.Time, diagnose bool) (*agentproto.AutoResumeResponse, error) {
 	resp := &agentproto.AutoResumeResponse{Action: ResumeNone}
 	changed := false
-	err := c.st.Write(ctx, func(tx store.Tx) error {
+	// Only a diagnosis may change a repair; the status polls of a waiting srun just read.
+	txn := c.st.Read
+	if diagnose {
+		txn = c.st.Write
+	}
+	err := txn(ctx, func(tx store.Tx) error {
 		resp.Unhealthy, resp.Repairs, changed = nil, nil, false
 		cl, err := tx.ClusterByID(clusterID)
 		if err != nil {

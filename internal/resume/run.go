@@ -13,12 +13,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/slurm"
 )
 
 // Defaults for Runner.
@@ -134,7 +136,7 @@ func (r *Runner) replaceNodes(ctx context.Context, jobID, stepID string, j job, 
 	r.say("Info", jobID, stepID, "Job failed - replacing nodes %s", strings.Join(bad, ","))
 	var healthy []string
 	for _, n := range nodes {
-		if !contains(bad, n) {
+		if !slices.Contains(bad, n) {
 			healthy = append(healthy, n)
 		}
 	}
@@ -142,7 +144,7 @@ func (r *Runner) replaceNodes(ctx context.Context, jobID, stepID string, j job, 
 	switch {
 	case len(healthy) == 0:
 		why = "no node of the job is healthy"
-	case contains(bad, r.Hostname):
+	case slices.Contains(bad, r.Hostname):
 		why = "the job's batch script runs on a node at fault, and the job cannot shrink away from it"
 	case holdsGRES(ctx, j, nodes):
 		// Slurm refuses to expand a job that holds GRES ("JobId=N has allocated GRES"), and an
@@ -152,10 +154,7 @@ func (r *Runner) replaceNodes(ctx context.Context, jobID, stepID string, j job, 
 	if why != "" {
 		return nil, r.requeue(ctx, jobID, stepID, bad, why, 0)
 	}
-	list, err := hostlist(ctx, healthy)
-	if err != nil {
-		return nil, err
-	}
+	list := slurm.Hostlist(healthy)
 	r.say("Info", jobID, stepID, "Job failed - Dropping unhealthy nodes")
 	if _, err := slurmCmd(ctx, "scontrol", "update", "JobId="+jobID, "NodeList="+list); err != nil {
 		return nil, fmt.Errorf("shrinking the job to %s: %w", list, err)

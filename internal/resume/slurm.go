@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/haleproject/hale/internal/slurm"
 )
 
 // slurmCmd runs a Slurm client command and returns its output, or an error with its output.
@@ -54,12 +57,6 @@ func hostnames(ctx context.Context, list string) ([]string, error) {
 	return strings.Fields(out), nil
 }
 
-// hostlist compresses host names into a Slurm host list.
-func hostlist(ctx context.Context, hosts []string) (string, error) {
-	out, err := slurmCmd(ctx, "scontrol", "show", "hostlist", strings.Join(hosts, ","))
-	return strings.TrimSpace(out), err
-}
-
 var granted = regexp.MustCompile(`Granted job allocation (\d+)`)
 
 // expand grows job id onto hosts with Slurm's job expansion: a helper allocation of those
@@ -67,10 +64,7 @@ var granted = regexp.MustCompile(`Granted job allocation (\d+)`)
 // (NumNodes=ALL); the helper then ends. It needs SchedulerParameters=permit_job_expansion, which
 // hale's slurm.conf sets, as HyperPod's does.
 func expand(ctx context.Context, id string, j job, hosts []string) error {
-	list, err := hostlist(ctx, hosts)
-	if err != nil {
-		return err
-	}
+	list := slurm.Hostlist(hosts)
 	args := []string{"--no-shell", "-J", "auto-resume-" + id, "-N", fmt.Sprint(len(hosts)), "-w", list, "--dependency=expand:" + id}
 	if p := j["Partition"]; p != "" {
 		args = append(args, "-p", p)
@@ -102,20 +96,11 @@ func expand(ctx context.Context, id string, j job, hosts []string) error {
 		return err
 	}
 	for _, h := range hosts {
-		if !contains(have, h) {
+		if !slices.Contains(have, h) {
 			return fmt.Errorf("job %s did not take %s back (NodeList=%s): %v", id, h, j2["NodeList"], updErr)
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // holdsGRES says whether the job holds generic resources: it asked for them (TresPerNode,

@@ -2,6 +2,8 @@ package topology
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -191,7 +193,7 @@ func BuildBlock(nodes []Node, sizes []int) *Topology {
 		}
 	}
 	t := &Topology{Name: "default", Kind: Block, BlockSizes: sizes, Default: true}
-	for _, id := range sortedKeys(setOf(keys(byBlock))) {
+	for _, id := range slices.Sorted(maps.Keys(byBlock)) {
 		t.Blocks = append(t.Blocks, BlockDef{Name: id, Nodes: sorted(byBlock[id])})
 	}
 	return t
@@ -207,33 +209,6 @@ func cleanNetworkNodes(nn []string) []string {
 	return out
 }
 
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
-}
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
-func keys(m map[string][]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-func setOf(s []string) map[string]bool {
-	m := make(map[string]bool, len(s))
-	for _, x := range s {
-		m[x] = true
-	}
-	return m
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

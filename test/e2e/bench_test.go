@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -361,7 +362,7 @@ func BenchmarkAutoResume(b *testing.B) {
 		goodput = append(goodput, m.goodput)
 	}
 	b.ReportMetric(mean(resume), "s-fault-to-resumed")
-	b.ReportMetric(maxOf(resume), "s-fault-to-resumed-max")
+	b.ReportMetric(slices.Max(resume), "s-fault-to-resumed-max")
 	b.ReportMetric(mean(recomputed), "steps-recomputed")
 	b.ReportMetric(every, "ckpt-interval-steps")
 	b.ReportMetric(100*mean(goodput), "%goodput")
@@ -426,12 +427,4 @@ func mean(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
-}
-
-func maxOf(v []float64) float64 {
-	m := v[0]
-	for _, x := range v {
-		m = max(m, x)
-	}
-	return m
 }

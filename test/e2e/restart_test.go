@@ -31,38 +31,7 @@ import (
 // instance) and every event recorded before the kill still there.
 func TestServerKilledMidCreateConverges(t *testing.T) {
 	dir := t.TempDir()
-	o := options(t, dir)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	run := func() *exec.Cmd {
-		cmd := exec.Command(haleBin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
-			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
-		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatal("server did not start")
-		return nil
-	}
-	srv := run()
-	cfg, err := config.LoadDefaultConfig(context.Background(),
-		config.WithSharedCredentialsFiles([]string{filepath.Join(dir, "credentials")}),
-		config.WithSharedConfigFiles([]string{filepath.Join(dir, "config")}), config.WithSharedConfigProfile(server.Profile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore}
+	e, srv, run := binaryServer(t, dir)
 	// Slow scripts, so the kill lands in the middle of the creation.
 	lc := e.script("slow", "on_create.sh", "#!/bin/bash\nsleep 2\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
@@ -213,38 +182,7 @@ func TestRestartAdoptsRunningNodes(t *testing.T) {
 // restart exactly one repair completes: one replacement, one new instance, the node back.
 func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
 	dir := t.TempDir()
-	o := options(t, dir)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	run := func() *exec.Cmd {
-		cmd := exec.Command(haleBin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
-			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
-		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatal("server did not start")
-		return nil
-	}
-	srv := run()
-	cfg, err := config.LoadDefaultConfig(context.Background(),
-		config.WithSharedCredentialsFiles([]string{filepath.Join(dir, "credentials")}),
-		config.WithSharedConfigFiles([]string{filepath.Join(dir, "config")}), config.WithSharedConfigProfile(server.Profile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore}
+	e, srv, run := binaryServer(t, dir)
 	// Scripts slow enough for the kill to land while the replacement runs them.
 	lc := e.script("slow", "on_create.sh", "#!/bin/bash\nsleep 1.5\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
@@ -341,4 +279,42 @@ func TestAbandonedBridgeIsReclaimed(t *testing.T) {
 	if got, want := strings.TrimSpace(string(alias)), "hale "+filepath.Join(dir, "local"); got != want {
 		t.Fatalf("bridge alias %q, want %q", got, want)
 	}
+}
+
+// binaryServer runs the real hale binary as a server on dir, with the test's network, and
+// returns an env whose SDK client uses the server's own profile, the process, and run, which
+// starts the server again (after a kill) and waits until it answers.
+func binaryServer(t *testing.T, dir string) (*env, *exec.Cmd, func() *exec.Cmd) {
+	o := options(t, dir)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	run := func() *exec.Cmd {
+		cmd := exec.Command(haleBin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
+			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
+		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				return cmd
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("server did not start")
+		return nil
+	}
+	srv := run()
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithSharedCredentialsFiles([]string{filepath.Join(dir, "credentials")}),
+		config.WithSharedConfigFiles([]string{filepath.Join(dir, "config")}), config.WithSharedConfigProfile(server.Profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore}, srv, run
 }

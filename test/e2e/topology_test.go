@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -95,20 +96,11 @@ func (e *env) waitTopologyTrue(t *testing.T, login, cluster string) map[string]s
 
 func leafOf(topo map[string]string, node string) string {
 	for sw, d := range topo {
-		if rest, ok := strings.CutPrefix(d, "nodes="); ok && contains(strings.Split(rest, ","), node) {
+		if rest, ok := strings.CutPrefix(d, "nodes="); ok && slices.Contains(strings.Split(rest, ","), node) {
 			return sw
 		}
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestTopology: on a cluster of ml.p5.48xlarge nodes (a type EC2 reports topology for), the
@@ -262,7 +254,7 @@ func TestTopology(t *testing.T) {
 		})
 		e.waitStatus("topo", types.ClusterStatusInservice, 60*time.Second)
 		time.Sleep(2 * time.Second) // the files of the new generation are written meanwhile
-		if n := e.nodeOf("topo", e.nodeNamed(t, "topo", host(victim)).LogicalID); !contains(n.Details.NetworkNodes, "nn-bad leaf") {
+		if n := e.nodeOf("topo", e.nodeNamed(t, "topo", host(victim)).LogicalID); !slices.Contains(n.Details.NetworkNodes, "nn-bad leaf") {
 			t.Fatalf("the test's bad network node is gone from the store: %v", n.Details.NetworkNodes)
 		}
 		if after, err := e.onNode(login, "cat /etc/slurm/topology.conf"); err != nil || after != before {
