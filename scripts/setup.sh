@@ -19,13 +19,18 @@ if [ "$(printf '%s\n%s\n' "$need_go" "$have" | sort -V | head -1)" != "$need_go"
   exit 1
 fi
 
-# Debian packages hale uses at run time or in tests: iproute2 (ip: bridges, veths, network
-# namespaces) and util-linux (nsenter, unshare) for the local provider, python3 for the example
-# lifecycle scripts, slurm-wlm (slurmctld, slurmd, srun, sbatch, scontrol) and munge for the
-# Slurm that runs on every cluster, gcc and libc6-dev for cgo (the agent reads NVIDIA's NVML
-# through NVIDIA's go-nvml, which loads the driver's library at run time when there is one),
-# python3-torch (PyTorch 1.13, CPU, gloo: examples/train, the demo's training and its tests;
-# about 840 MB and a few minutes the first time). The store is pure-Go SQLite.
+# Debian packages hale uses at run time or in tests, each with why. The store is pure-Go SQLite.
+declare -A why=(
+  [ca-certificates]="TLS roots for the Go module proxy"
+  [iproute2]="ip: the local provider's bridge, veths and network namespaces"
+  [util-linux]="nsenter and unshare: the nodes' namespaces"
+  [python3]="the example lifecycle scripts"
+  [slurm-wlm]="Slurm (slurmctld, slurmd, srun, sbatch, scontrol) on every cluster"
+  [munge]="Slurm's authentication"
+  [gcc]="cgo: the agent reads NVIDIA's NVML through go-nvml"
+  [libc6-dev]="cgo"
+  [python3-torch]="PyTorch (CPU, gloo) for examples/train, the demo's training; about 840 MB"
+)
 apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch)
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -36,8 +41,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: missing Debian packages ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
     exit 1
   fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  echo "setup: installing Debian packages hale needs (the first time only; a few minutes on a fresh machine):"
+  for p in "${missing[@]}"; do printf '  %-16s %s\n' "$p" "${why[$p]:-}"; done
+  apt-get update -q
+  # apt's own progress (downloads, then unpacking and setting up) is the progress shown here.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 "${missing[@]}"
+  echo "setup: Debian packages installed"
 fi
 # Debian starts munged and the Slurm daemons of the host where systemd runs; hale runs its own
 # in each node's namespaces and needs none on the host (they would not get in the way: each node
@@ -49,3 +58,13 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 mkdir -p bin
 go build -o bin/hale ./cmd/hale
 echo "setup: built bin/hale ($(go env GOVERSION))"
+# hale prints hints that start with `hale ...`; put it on PATH so they run as printed. A link
+# of another checkout is replaced (the newest set-up wins); a file that is not a link is not ours.
+if [ "$(id -u)" -eq 0 ]; then
+  link=/usr/local/bin/hale
+  if [ -L "$link" ] || [ ! -e "$link" ]; then
+    [ "$(readlink "$link" 2>/dev/null)" = "$PWD/bin/hale" ] || { ln -sfn "$PWD/bin/hale" "$link" && echo "setup: $link -> $PWD/bin/hale"; }
+  else
+    echo "setup: $link exists and is not a link; leaving it (hale is at $PWD/bin/hale)" >&2
+  fi
+fi

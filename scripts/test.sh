@@ -1,26 +1,54 @@
 #!/usr/bin/env bash
 # The test command: formatting, vet, every test (real servers, real SDK clients, the real
-# binary), and a short fuzzing run of the request decoder.
-set -euo pipefail
+# binary), end-to-end tests on real namespaces, and a short fuzzing run of the request decoder.
+# Every stage runs even when an earlier one fails, so one run shows everything that is wrong;
+# the summary at the end lists each stage and the exit status is 1 if any failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
-command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
-export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" # quiet go-nvml's headers
-
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$unformatted" ]; then
-  echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
-fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "test: run as root (sudo ./scripts/test.sh): the end-to-end tests create network namespaces, veths and bind mounts" >&2
   exit 1
 fi
-go vet ./...
-go vet -tags e2e ./test/e2e
-go test -count=1 ./...
-# End to end on real namespaces, agents and lifecycle scripts (root).
-go test -count=1 -tags e2e ./test/e2e
-# The fuzz target also runs its seed corpus in the line above; this explores beyond it briefly.
+./scripts/setup.sh || { echo "test: set-up failed; nothing was tested" >&2; exit 1; }
+command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" # quiet go-nvml's headers
+
+bold="" plain=""
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
+passed=() failed=()
+# stage NAME COMMAND...: runs one stage, records its result and its time.
+stage() {
+  local name=$1; shift
+  printf '\n%s== %s%s\n' "$bold" "$name" "$plain"
+  local t0=$SECONDS
+  if "$@"; then
+    passed+=("$name ($((SECONDS - t0)) s)")
+  else
+    failed+=("$name ($((SECONDS - t0)) s)")
+    printf '%s== %s FAILED%s\n' "$bold" "$name" "$plain"
+  fi
+}
+
+gofmt_check() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  [ -z "$unformatted" ] && return 0
+  echo "gofmt would change:" >&2; echo "$unformatted" >&2; return 1
+}
+
+stage "gofmt" gofmt_check
+stage "go vet" go vet ./...
+stage "go vet (e2e)" go vet -tags e2e ./test/e2e
+stage "go test ./..." go test -count=1 ./...
+# End to end on real namespaces, agents, Slurm and lifecycle scripts (root).
+stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
+# The fuzz target also runs its seed corpus in go test; this explores beyond it briefly.
 # Minimizing each new interesting input (60s by default) would eat the whole short run.
-go test -run '^$' -fuzz FuzzDecodeInput -fuzztime "${HALE_FUZZTIME:-15s}" -fuzzminimizetime 1s ./api
-echo "all tests passed"
+stage "fuzz FuzzDecodeInput" go test -run '^$' -fuzz FuzzDecodeInput -fuzztime "${HALE_FUZZTIME:-15s}" -fuzzminimizetime 1s ./api
+
+echo
+echo "${bold}== summary${plain}"
+for s in "${passed[@]}"; do echo "  passed  $s"; done
+for s in "${failed[@]}"; do echo "  FAILED  $s"; done
+echo "${#passed[@]} passed, ${#failed[@]} failed"
+[ "${#failed[@]}" -eq 0 ]

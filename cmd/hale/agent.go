@@ -25,8 +25,12 @@ commands the server sends. Providers start it on every node; you rarely run it b
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if localSetup != "" {
 				// Inside the local provider's fresh UTS and mount namespaces: become the node.
-				if err := local.SetupNode(localSetup); err != nil {
+				setup, err := local.SetupNode(localSetup)
+				if err != nil {
 					return err
+				}
+				if setup.PrivateDev {
+					cfg.DeviceDir = "/dev" // the node's own: simulated GPUs at NVIDIA's paths
 				}
 			}
 			cfg.BootstrapTokenFile = tokenFile

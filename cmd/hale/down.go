@@ -5,17 +5,24 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/server"
 	"github.com/spf13/cobra"
 )
 
 func newDownCommand() *cobra.Command {
 	var cf clientFlags
-	var cluster string
+	var cluster, dataDir string
+	var purge bool
 	cmd := &cobra.Command{
-		Use:   "down [--cluster-name NAME]",
+		Use:   "down [--cluster-name NAME] [--purge]",
 		Short: "Delete a cluster (every cluster without --cluster-name) and wait until it is gone",
 		Long: `Delete the named cluster, or every cluster of the server, through the API and wait until
-each is gone. A 'hale up' that runs the cluster then stops its server and exits.`,
+each is gone. A 'hale up' that runs the cluster then stops its server and exits; the machine is
+as it was, but for hale's data directory (its store, events and admin access key).
+
+--purge also removes the data directory once its server has exited (it waits up to 30 s; a
+'hale server' runs until stopped, so stop it first) and says what it removed. It refuses a
+directory that holds no hale database.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -55,10 +62,17 @@ each is gone. A 'hale up' that runs the cluster then stops its server and exits.
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), " gone")
 			}
+			if purge {
+				if err := purgeDataDir(cmd.OutOrStdout(), dataDir, 30*time.Second); err != nil {
+					return &exitError{1, err}
+				}
+			}
 			return nil
 		},
 	}
 	cf.add(cmd)
 	cmd.Flags().StringVar(&cluster, "cluster-name", "", "cluster name or ARN (default: every cluster)")
+	cmd.Flags().BoolVar(&purge, "purge", false, "also remove the data directory (store, events, admin access key) once the server has exited")
+	cmd.Flags().StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory, for --purge (env HALE_DATA_DIR)")
 	return cmd
 }

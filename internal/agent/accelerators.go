@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/haleproject/hale/internal/agentproto"
@@ -32,6 +33,11 @@ func (a *Agent) accelerators() ([]*agentproto.Accelerator, error) {
 		if err := json.Unmarshal(b, &devs); err != nil {
 			return nil, err
 		}
+		for _, d := range devs { // a node started with another DeviceDir (an older agent)
+			if d.Simulated && d.Kind == "gpu" {
+				d.DevicePath = a.devicePath(int(d.Index))
+			}
+		}
 		return devs, a.deviceNodes(devs)
 	}
 	if !errors.Is(err, os.ErrNotExist) {
@@ -52,7 +58,7 @@ func (a *Agent) accelerators() ([]*agentproto.Accelerator, error) {
 			Uuid:      fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]),
 			MemoryMib: it.Accelerators.MemoryMiB, Simulated: true, Healthy: true}
 		if d.Kind == "gpu" {
-			d.DevicePath = filepath.Join(a.cfg.StateDir, "dev", fmt.Sprintf("nvidia%d", i))
+			d.DevicePath = a.devicePath(i)
 		}
 		devs = append(devs, d)
 	}
@@ -63,13 +69,35 @@ func (a *Agent) accelerators() ([]*agentproto.Accelerator, error) {
 	return devs, a.deviceNodes(devs)
 }
 
-// nvidiaMajor is the character device major number of NVIDIA GPUs (/dev/nvidia0 is 195, 0).
-const nvidiaMajor = 195
+// nvidiaMajor is the character device major number of NVIDIA GPUs (/dev/nvidia0 is 195, 0);
+// nvidiaCtlMinor is /dev/nvidiactl's minor (NVIDIA's driver README, "Device files").
+const (
+	nvidiaMajor    = 195
+	nvidiaCtlMinor = 255
+)
+
+// devicePath is the device file of simulated GPU i.
+func (a *Agent) devicePath(i int) string {
+	dir := a.cfg.DeviceDir
+	if dir == "" {
+		dir = filepath.Join(a.cfg.StateDir, "dev")
+	}
+	return filepath.Join(dir, fmt.Sprintf("nvidia%d", i))
+}
 
 // deviceNodes makes the simulated GPUs' device files: character devices with NVIDIA's numbers
 // in the agent's own directory, so Slurm's gres.conf can name them as File= (it checks that
 // they are devices) while nothing can open them.
 func (a *Agent) deviceNodes(devs []*agentproto.Accelerator) error {
+	if a.cfg.DeviceDir != "" && slices.ContainsFunc(devs, func(d *agentproto.Accelerator) bool { return d.Simulated && d.Kind == "gpu" }) {
+		// The driver's control device, which CUDA opens first, beside the GPUs as on a machine.
+		ctl := filepath.Join(a.cfg.DeviceDir, "nvidiactl")
+		if _, err := os.Stat(ctl); err != nil {
+			if err := mknodChar(ctl, nvidiaCtlMinor); err != nil {
+				return err
+			}
+		}
+	}
 	for _, d := range devs {
 		// A device the fault injector took away (unhealthy) stays gone across reboots, as a
 		// GPU that fell off the bus does.
@@ -82,9 +110,17 @@ func (a *Agent) deviceNodes(devs []*agentproto.Accelerator) error {
 		if err := os.MkdirAll(filepath.Dir(d.DevicePath), 0o755); err != nil {
 			return err
 		}
-		if err := syscall.Mknod(d.DevicePath, syscall.S_IFCHR|0o600, int(unix.Mkdev(nvidiaMajor, uint32(d.Index)))); err != nil {
-			return fmt.Errorf("simulated device %s: %w", d.DevicePath, err)
+		if err := mknodChar(d.DevicePath, uint32(d.Index)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// mknodChar makes an NVIDIA character device file, mode 0666 as the driver's are.
+func mknodChar(path string, minor uint32) error {
+	if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(unix.Mkdev(nvidiaMajor, minor))); err != nil {
+		return fmt.Errorf("simulated device %s: %w", path, err)
+	}
+	return os.Chmod(path, 0o666) // mknod applies the umask
 }

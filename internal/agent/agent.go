@@ -45,6 +45,10 @@ type Config struct {
 	DiskPaths  []string
 	// DHCPort is the port of the bandwidth sink for InstanceConnectivity checks (0: 7072).
 	DHCPort int
+	// DeviceDir is where simulated GPUs get their device files: "/dev" on a node with a /dev of
+	// its own (the local provider's), so they sit at NVIDIA's paths (/dev/nvidia0 ...,
+	// /dev/nvidiactl); empty means StateDir/dev, which never touches a real machine's /dev.
+	DeviceDir string
 }
 
 // Agent is a running agent.

@@ -32,6 +32,25 @@ import (
 
 var haleBin string
 
+// hostPaths are the mount points nodes need that a host need not have; hostHad records which
+// of them the host had before any test ran, so tests can tell that nodes created none.
+var (
+	hostPaths = []string{"/fsx", "/opt/ml", "/opt/sagemaker_cluster", "/opt/sagemaker", "/opt/slurm", "/opt/dlami",
+		"/var/lib/hale-agent", "/dev/nvidia0", "/dev/nvidiactl"}
+	hostHad = map[string]bool{}
+)
+
+// hostPathsCreated lists the hostPaths that exist now and did not before the tests.
+func hostPathsCreated() []string {
+	var made []string
+	for _, p := range hostPaths {
+		if _, err := os.Lstat(p); err == nil && !hostHad[p] {
+			made = append(made, p)
+		}
+	}
+	return made
+}
+
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "test/e2e needs root: it creates network namespaces, veths and bind mounts")
@@ -41,12 +60,20 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	for _, p := range hostPaths {
+		_, err := os.Lstat(p)
+		hostHad[p] = err == nil
+	}
 	haleBin = filepath.Join(dir, "hale")
 	if out, err := exec.Command("go", "build", "-o", haleBin, "github.com/haleproject/hale/cmd/hale").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()
+	if made := hostPathsCreated(); len(made) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests' nodes created %v on the host\n", made)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -117,14 +117,21 @@ func TestOrphansAreReapedOnStart(t *testing.T) {
 	}
 	p.Close() // as a crashed server's provider: its lock is gone, its instance is not
 	servertest.Start(t, o)
+	// The reaper deletes the namespace first and the directory after it, so the reap is done
+	// only when both are gone: polling the namespace alone raced with the directory's removal.
+	orphanDir := filepath.Join(dir, "local", "instances", orphan.ID)
+	reaped := func() bool {
+		_, err := os.Stat(orphanDir)
+		return !netnsExists(orphan.ID) && os.IsNotExist(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for netnsExists(orphan.ID) && time.Now().Before(deadline) {
+	for !reaped() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if netnsExists(orphan.ID) {
 		t.Fatal("the server did not reap an instance no node owns")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "local", "instances", orphan.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(orphanDir); !os.IsNotExist(err) {
 		t.Fatalf("the orphan's directory survives: %v", err)
 	}
 }

@@ -168,6 +168,20 @@ func TestSlurmCluster(t *testing.T) {
 		}
 	})
 
+	// Nodes have NVIDIA's device files and every mount point they need, and the host gets none.
+	t.Run("node file system", func(t *testing.T) {
+		gpuNode := aws.ToString(byGroup(nodes, "gpu")[0].InstanceId)
+		out, err := e.onNode(gpuNode, "stat -c '%n %F %t:%T' /dev/nvidia0 /dev/nvidiactl; grep -o 'File=[^ ]*' /etc/slurm/gres.conf | sort -u; ls -d /fsx /opt/ml /opt/sagemaker_cluster /opt/slurm/etc /dev/null")
+		want := "/dev/nvidia0 character special file c3:0\n/dev/nvidiactl character special file c3:ff\nFile=/dev/nvidia0\n" +
+			"/dev/null\n/fsx\n/opt/ml\n/opt/sagemaker_cluster\n/opt/slurm/etc\n"
+		if err != nil || out != want {
+			t.Errorf("on a gpu node:\n%s(%v)\nwant:\n%s", out, err, want)
+		}
+		if made := hostPathsCreated(); len(made) > 0 {
+			t.Errorf("nodes created %v on the host", made)
+		}
+	})
+
 	t.Run("sbatch", func(t *testing.T) {
 		script := "#!/bin/bash\n#SBATCH -N 2 -p gpu -o /fsx/job-%j.out\nsrun hostname | sort\necho finished\n"
 		out, err := e.onNode(login, "cat > /fsx/job.sh <<'EOF'\n"+script+"EOF\nsbatch --parsable /fsx/job.sh")

@@ -76,7 +76,7 @@ func InjectFault(root, id string, f Fault) (string, error) {
 		}
 		return fmt.Sprintf("killed slurmd on %s (pid %d)", id, pid), syscall.Kill(pid, syscall.SIGKILL)
 	case f.LoseGPU >= 0:
-		return loseGPU(filepath.Join(nodeRoot, "var/lib/hale-agent"), f.LoseGPU)
+		return loseGPU(dir, filepath.Join(nodeRoot, "var/lib/hale-agent"), f.LoseGPU)
 	case f.FillDisk:
 		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
 		if err != nil {
@@ -119,7 +119,7 @@ func pidFile(path string) (int, error) {
 
 // loseGPU takes a simulated GPU away: its device file goes, and it is marked unhealthy in the
 // node's device list so that it stays gone after a reboot (a replacement is a new machine).
-func loseGPU(stateDir string, i int) (string, error) {
+func loseGPU(dir, stateDir string, i int) (string, error) {
 	path := filepath.Join(stateDir, agent.SimulatedDevicesFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -141,8 +141,14 @@ func loseGPU(stateDir string, i int) (string, error) {
 		if err := os.Rename(path+".tmp", path); err != nil {
 			return "", err
 		}
-		if d.DevicePath != "" {
-			os.Remove(filepath.Join(stateDir, strings.TrimPrefix(d.DevicePath, "/var/lib/hale-agent/")))
+		if rel, ok := strings.CutPrefix(d.DevicePath, "/var/lib/hale-agent/"); ok {
+			os.Remove(filepath.Join(stateDir, rel))
+		} else if d.DevicePath != "" {
+			// In the node's own /dev, which only its mount namespace has: reach it through the
+			// agent's root. A node that is down has no /dev to take the file from.
+			if pid, err := pidFile(filepath.Join(dir, "agent.pid")); err == nil {
+				os.Remove(filepath.Join("/proc", strconv.Itoa(pid), "root", d.DevicePath))
+			}
 		}
 		return fmt.Sprintf("GPU %d (%s) is gone from the node", i, d.Uuid), nil
 	}

@@ -20,6 +20,9 @@ type NodeSetup struct {
 	Binds    []Bind `json:"Binds"`
 	// Tmpfs are file systems of the node's own, in memory: Target -> size in MiB.
 	Tmpfs map[string]int `json:"Tmpfs,omitempty"`
+	// PrivateDev gives the node a /dev of its own (the host's devices, and the node's simulated
+	// GPUs at NVIDIA's paths, /dev/nvidia0 ..., which the host never sees).
+	PrivateDev bool `json:"PrivateDev,omitempty"`
 }
 
 // Bind mounts Source over Target.
@@ -63,7 +66,7 @@ var sameAs = map[string][]string{"/etc/slurm": {"/opt/slurm/etc"}}
 
 // prepareDirs makes the instance's directories and writes its setup.json.
 func (p *Provider) prepareDirs(r *record) error {
-	setup := NodeSetup{Hostname: r.Hostname, Tmpfs: map[string]int{NodeDisk: NodeDiskSize}}
+	setup := NodeSetup{Hostname: r.Hostname, Tmpfs: map[string]int{NodeDisk: NodeDiskSize}, PrivateDev: true}
 	root := filepath.Join(p.dir(r.ID), "root")
 	// A machine's /var/log has these before anything runs (scripts append to them).
 	for _, d := range []string{"/var/log/provision", "/var/log/slurm", "/var/log/munge"} {
@@ -121,38 +124,49 @@ func (p *Provider) writeNodeTools(root string, r *record) error {
 }
 
 // SetupNode applies a setup.json from inside the node's new UTS and mount namespaces: it sets
-// the hostname and makes the bind mounts. hale agent calls it before anything else.
-func SetupNode(path string) error {
+// the hostname, makes the mount points without touching the host (makeMountPoints) and mounts
+// the node's directories and file systems. hale agent calls it before anything else, and learns
+// from the setup it returns whether the node has a /dev of its own.
+func SetupNode(path string) (*NodeSetup, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var s NodeSetup
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return &s, s.apply(filepath.Join(filepath.Dir(path), stageName))
+}
+
+// apply makes the node's namespaces what s says; stage is an empty directory of hale's.
+func (s *NodeSetup) apply(stage string) error {
 	if err := syscall.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set hostname %s: %w", s.Hostname, err)
 	}
+	var targets []string
+	files := map[string]bool{}
 	for _, bind := range s.Binds {
-		// The mount point must exist on the host's file system; an empty directory (or file,
-		// for a file such as /etc/hosts) is all it takes, and only this namespace sees what is
-		// mounted on it.
+		targets = append(targets, bind.Target)
 		if st, err := os.Stat(bind.Source); err == nil && !st.IsDir() {
-			if _, err := os.Stat(bind.Target); err != nil {
-				return fmt.Errorf("bind %s: %w", bind.Target, err)
-			}
-		} else if err := os.MkdirAll(bind.Target, 0o755); err != nil {
-			return err
+			files[bind.Target] = true // a file (such as /etc/hosts) is bound over a file
 		}
+	}
+	for target := range s.Tmpfs {
+		targets = append(targets, target)
+	}
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		return err
+	}
+	if err := makeMountPoints(targets, files, s.PrivateDev, stage); err != nil {
+		return err
+	}
+	for _, bind := range s.Binds {
 		if err := syscall.Mount(bind.Source, bind.Target, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s over %s: %w", bind.Source, bind.Target, err)
 		}
 	}
 	for target, mib := range s.Tmpfs {
-		if err := os.MkdirAll(target, 0o755); err != nil {
-			return err
-		}
 		if err := syscall.Mount("tmpfs", target, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%dm,mode=1777", mib)); err != nil {
 			return fmt.Errorf("tmpfs on %s: %w", target, err)
 		}
