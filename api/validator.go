@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/haleproject/hale/internal/plural"
 )
 
 // validator collects constraint violations worded as the AWS front end words them:
@@ -116,7 +118,7 @@ func render(x any) string {
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case reflect.Map:
-		return fmt.Sprintf("{%d entries}", rv.Len())
+		return "{" + plural.Count(rv.Len(), "entry", "entries") + "}"
 	}
 	return fmt.Sprint(x)
 }

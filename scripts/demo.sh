@@ -18,10 +18,16 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "demo: run as root (sudo ./scripts/demo.sh): the local provider creates network namespaces" >&2
   exit 1
 fi
-./scripts/setup.sh >/dev/null
+# The first time, the set-up installs Debian's Slurm, munge and PyTorch (a few minutes): it says
+# what and why, with apt's progress.
+./scripts/setup.sh
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 HALE="$PWD/bin/hale"
 
+# What the host has before the demo, to show it has the same after: nodes make their mount
+# points (/fsx, /opt/ml, ...) and devices (/dev/nvidia0) in their own mount namespaces only.
+host_paths() { ls -d /fsx /opt/ml /opt/sagemaker_cluster /opt/sagemaker /opt/slurm /opt/dlami /var/lib/hale-agent /dev/nvidia* 2>/dev/null || true; }
+host_before=$(host_paths)
 data=$(mktemp -d /tmp/hale-demo.XXXXXX)
 up_pid=""
 cleanup() {
@@ -38,7 +44,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+bold="" plain=""
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 export HALE_DATA_DIR="$data"
 
@@ -82,13 +90,16 @@ step "The API: events, tags, a broken file"
 run "$HALE" list-cluster-events --cluster-name demo --max-results 5 --output table
 arn=$("$HALE" describe-cluster --cluster-name demo | sed -n 's/.*"ClusterArn": "\(.*\)".*/\1/p' | head -1)
 run "$HALE" add-tags --resource-arn "$arn" --tags Key=owner,Value=demo
+echo "examples/broken-cluster.json breaks two rules; the next two commands are expected to fail with SageMaker's errors:"
 set +e
-"$HALE" create-cluster --cli-input-json file://examples/broken-cluster.json
+run "$HALE" create-cluster --cli-input-json file://examples/broken-cluster.json
 rc=$?
 set -e
 [ "$rc" -eq 254 ] || { echo "expected the service error exit status 254, got $rc" >&2; exit 1; }
+echo "(expected: exit status $rc, a ValidationException naming the fields)"
 AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" \
   run go run ./examples/sdk-create-cluster -file examples/broken-cluster.json -name sdk-demo 2>&1 | grep -v '^exit status' || true
+echo "(expected: the Go SDK gets the same typed error)"
 if command -v aws >/dev/null 2>&1; then
   AWS_SHARED_CREDENTIALS_FILE="$data/credentials" AWS_CONFIG_FILE="$data/config" \
     run aws --profile hale sagemaker list-clusters --output table
@@ -129,17 +140,18 @@ run $X sh -c "mkdir -p /fsx/train && cp $PWD/examples/train/train.py $PWD/exampl
 job=$($X sh -c 'cd /fsx && TRAIN_ARGS="--steps 600 --ckpt-every 25" sbatch --parsable -p gpu /fsx/train/train.sbatch')
 echo "submitted job $job: 600 steps, a checkpoint every 25, output in /fsx/train-$job.out"
 out="/fsx/train-$job.out"
-for _ in $(seq 600); do
+echo "waiting for step 200 (the job starts PyTorch on two nodes first):"
+for i in $(seq 600); do
   $X grep -q "step 200 " "$out" 2>/dev/null && break
+  [ $((i % 25)) -eq 0 ] && echo "  $($X sh -c "grep -o 'step [0-9]*' $out 2>/dev/null | tail -1" || true) ($($X squeue -h -j "$job" -o %T 2>/dev/null))"
   sleep 0.2
 done
 $X grep -q "step 200 " "$out" || { $X cat "$out"; echo "demo: the training did not reach step 200" >&2; exit 1; }
 $X tail -3 "$out"
-second=$($X sh -c "scontrol show hostnames \$(squeue -h -j $job -o %N) | sed -n 2p")
 
-step "A GPU of $second falls off the bus (Xid 79) mid-run: hale drains and replaces the node, auto-resume retries the step"
+step "A GPU of one of job $job's nodes (not its batch host) falls off the bus (Xid 79) mid-run: hale drains and replaces the node, auto-resume retries the step"
 t0=$(date +%s.%N)
-run "$HALE" debug inject-fault --cluster-name demo --node-id "$second" --xid 79 | tee "$data/inject.log" | cut -c1-200
+run "$HALE" debug inject-fault --cluster-name demo --job "$job" --xid 79 | tee "$data/inject.log" | cut -c1-200
 for _ in $(seq 900); do
   [ -z "$($X squeue -h -j "$job" 2>/dev/null)" ] && break
   sleep 0.2
@@ -170,4 +182,9 @@ tail -3 "$data/up.log"
 left=$(ip netns list | grep -c "^hale-" || true)
 echo "namespaces left: $left"
 [ "$left" -eq 0 ] || exit 1
+if [ "$(host_paths)" = "$host_before" ]; then
+  echo "host paths nodes use (/fsx, /opt/ml, /opt/sagemaker_cluster, /dev/nvidia0, ...): as before the demo"
+else
+  echo "demo: the host changed: before: [$host_before] after: [$(host_paths)]" >&2; exit 1
+fi
 step "Demo finished"

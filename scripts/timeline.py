@@ -74,7 +74,8 @@ def main():
     step = int(re.search(r"resumed from step (\d+)", resumed[2]).group(1))
     loss = re.search(r"final loss ([\d.]+)", next(e for e in events if e[1] == "finished")[2]).group(1)
     print(f"\n  training resumed {resumed[0]:.1f}s after the fault, from step {step}"
-          + (f" ({last_step_before - step} steps recomputed)" if last_step_before is not None else "")
+          + (f" ({last_step_before - step} step{'' if last_step_before - step == 1 else 's'} recomputed)"
+             if last_step_before is not None else "")
           + f"; final loss {loss}")
     return 0
 

@@ -25,10 +25,11 @@ func newInjectFaultCommand() *cobra.Command {
 	var cf clientFlags
 	var cluster, node, dataDir, text, logLine string
 	var xid, gpu, loseGPU int
-	var killAgent, killSlurmd, fillDisk, noWait bool
+	var job string
+	var killAgent, killSlurmd, fillDisk, noWait, batchHost bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "inject-fault --cluster-name NAME --node-id ID (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk)",
+		Use:   "inject-fault --cluster-name NAME (--node-id ID | --job JOBID [--batch-host]) (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk)",
 		Short: "Break a node of a local-provider cluster the way hardware breaks, and watch hale repair it",
 		Long: `Inject a fault into a node of a local-provider cluster, through the paths hale's agent
 watches on every node:
@@ -40,11 +41,20 @@ watches on every node:
   --lose-gpu K       GPU K disappears from the node (and stays gone across reboots)
   --fill-disk        fill the node's own disk (/opt/dlami/nvme)
 
+The node is --node-id (an instance id, hostname or logical id), or one of a running Slurm job's
+nodes with --job: hale asks Slurm (scontrol show job, on the cluster's controller or login
+node) where the job runs and picks the first of its nodes that is not its batch host. The batch
+host runs the job's batch script, so a fault there ends the job instead of showing it resume;
+--batch-host aims at it on purpose. A job that is not running, or runs on its batch host alone
+(without --batch-host), is an error.
+
 Then, unless --no-wait, it prints the node's events as hale handles the fault: the finding and
 the action the catalog and policy chose, the drain, the reboot or replacement, the checks and
 the resume, until the repair ends (or the fault turns out to need no action). Run as root on
 the server's machine.`,
 		Example: `  hale debug inject-fault --cluster-name demo --node-id ip-10-222-0-13 --xid 79
+  hale debug inject-fault --cluster-name demo --job 12 --xid 79        # a node of job 12 that is not its batch host
+  hale debug inject-fault --cluster-name demo --job 12 --batch-host --kill-agent
   hale debug inject-fault --cluster-name demo --node-id gpu-1 --xid 13 --no-wait
   hale debug inject-fault --cluster-name demo --node-id ip-10-222-0-11 --kill-agent`,
 		Args: cobra.NoArgs,
@@ -60,9 +70,25 @@ the server's machine.`,
 			if kinds != 1 {
 				return &exitError{252, errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk")}
 			}
+			switch {
+			case node != "" && job != "":
+				return &exitError{252, errors.New("give --node-id or --job, not both")}
+			case node == "" && job == "":
+				return &exitError{252, errors.New("give the node to break: --node-id ID, or --job JOBID for one of a running job's nodes")}
+			case batchHost && job == "":
+				return &exitError{252, errors.New("--batch-host goes with --job: it picks the job's batch host")}
+			}
 			c, err := cf.client(ctx)
 			if err != nil {
 				return &exitError{255, err}
+			}
+			out := cmd.OutOrStdout()
+			var choice faultChoice
+			if job != "" {
+				if choice, err = jobFaultNode(ctx, c, dataDir, cluster, job, batchHost); err != nil {
+					return err
+				}
+				node = choice.Node
 			}
 			id, err := resolveNode(ctx, &cf, cluster, node)
 			if err != nil {
@@ -72,12 +98,14 @@ the server's machine.`,
 			if err != nil {
 				return err
 			}
+			if job != "" {
+				fmt.Fprintln(out, choice.Line(logical))
+			}
 			start := time.Now()
 			what, err := local.InjectFault(filepath.Join(dataDir, "local"), id, f)
 			if err != nil {
 				return &exitError{1, err}
 			}
-			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "[%6.2fs] injected into %s (%s): %s\n", 0.0, id, logical, what)
 			if noWait {
 				return nil
@@ -88,7 +116,9 @@ the server's machine.`,
 	cf.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&cluster, "cluster-name", "", "cluster name or ARN (required)")
-	fl.StringVar(&node, "node-id", "", "instance id, hostname or logical id of the node (required)")
+	fl.StringVar(&node, "node-id", "", "instance id, hostname or logical id of the node (or --job)")
+	fl.StringVar(&job, "job", "", "a running Slurm job: break one of its nodes that is not its batch host (or --node-id)")
+	fl.BoolVar(&batchHost, "batch-host", false, "with --job: break the job's batch host, which ends the job's batch script")
 	fl.StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")
 	fl.IntVar(&xid, "xid", 0, "write an NVRM Xid line with this Xid")
 	fl.IntVar(&gpu, "gpu", 0, "the GPU of --xid")
@@ -101,7 +131,6 @@ the server's machine.`,
 	fl.BoolVar(&noWait, "no-wait", false, "inject and return, without watching hale handle it")
 	fl.DurationVar(&timeout, "wait-timeout", 5*time.Minute, "how long to watch")
 	cmd.MarkFlagRequired("cluster-name")
-	cmd.MarkFlagRequired("node-id")
 	return cmd
 }
 

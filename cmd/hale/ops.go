@@ -72,8 +72,15 @@ func runOperation(cmd *cobra.Command, op *api.Operation, args []string) error {
 		return nil
 	}
 	if a.skeleton == "input" {
-		fmt.Fprint(out, printResult("json", op.Name, skeleton(api.Shapes[op.InputShape], map[string]int{}, false, ""), "", 0))
+		fmt.Fprint(out, printResult("json", op.Name, skeleton(api.Shapes[op.InputShape], map[string]int{}, false, ""), 0))
 		return nil
+	}
+	// The expression is checked before anything is sent, as the CLI checks it while parsing.
+	var q *query
+	if a.query != nil {
+		if q, err = compileQuery(*a.query); err != nil {
+			return usageFailure(op, err)
+		}
 	}
 	in, err := a.buildInput(op)
 	if err != nil {
@@ -87,7 +94,7 @@ func runOperation(cmd *cobra.Command, op *api.Operation, args []string) error {
 		if op.OutputShape != "" {
 			sk = skeleton(api.Shapes[op.OutputShape], map[string]int{}, true, "")
 		}
-		fmt.Fprint(out, printResult("json", op.Name, sk, "", 0))
+		fmt.Fprint(out, printResult("json", op.Name, sk, 0))
 		return nil
 	}
 
@@ -127,9 +134,9 @@ func runOperation(cmd *cobra.Command, op *api.Operation, args []string) error {
 	}
 
 	var result *object
-	resume := ""
+	var pages *paged
 	if autoPaginate {
-		result, resume, err = paginate(op, in, pageOpts{maxItems: a.maxItems, pageSize: a.pageSize, startingToken: a.startingToken}, call)
+		pages, err = paginate(op, in, pageOpts{maxItems: a.maxItems, pageSize: a.pageSize, startingToken: a.startingToken}, call)
 	} else {
 		result, err = call(in)
 	}
@@ -143,7 +150,13 @@ func runOperation(cmd *cobra.Command, op *api.Operation, args []string) error {
 		}
 		return fail(exitOther, err.Error(), err)
 	}
-	_, err = io.WriteString(out, printResult(a.output, op.Name, result, resume, terminalWidth(out)))
+	text, err := renderResponse(a.output, op.Name, q, result, pages, terminalWidth(out))
+	if err != nil {
+		// An expression that fails on the data (a function given the wrong type): the CLI
+		// raises it while formatting, after the call, and exits 255.
+		return fail(exitOther, err.Error(), err)
+	}
+	_, err = io.WriteString(out, text)
 	return err
 }
 

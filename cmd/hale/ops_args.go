@@ -18,6 +18,7 @@ import (
 type opArgs struct {
 	endpointURL, profile, region string
 	output                       string
+	query                        *string // --query, a JMESPath expression
 	cliInputJSON                 *string
 	noPaginate, debug, help      bool
 	skeleton                     string // "", "input" or "output"
@@ -76,6 +77,7 @@ var globalOptions = map[string]byte{
 	"profile":               '1',
 	"region":                '1',
 	"output":                '1',
+	"query":                 '1',
 	"cli-input-json":        '1',
 	"no-paginate":           '0',
 	"generate-cli-skeleton": '?',
@@ -218,6 +220,8 @@ func (a *opArgs) set(name string, spec optSpec, values []string) error {
 		default:
 			return syntaxf("argument --output: Invalid choice '%s', valid choices are: json | text | table", value)
 		}
+	case "query":
+		a.query = &value
 	case "cli-input-json":
 		a.cliInputJSON = &value
 	case "no-paginate":

@@ -147,7 +147,7 @@ func TestJSONOutputIsPythons(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "{\n    \"b\": 2,\n    \"a\": [],\n    \"c\": {},\n    \"d\": \"<&> é \u2028 \\\"q\\\"\\n\",\n    \"e\": [\n        1.50,\n        true,\n        null\n    ]\n}\n"
-	if got := printResult("json", "X", v, "", 80); got != want {
+	if got := printResult("json", "X", v, 80); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	if _, err := parseJSON([]byte("{\"a\": [1,]}")); err == nil || !strings.Contains(err.Error(), "line 1 column 10") {

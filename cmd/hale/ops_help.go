@@ -78,7 +78,7 @@ func operationHelp(op *api.Operation) string {
 		globals = append(globals, "[--starting-token <value>]", "[--page-size <value>]", "[--max-items <value>]")
 	}
 	globals = append(globals, "[--generate-cli-skeleton <value>]", "[--debug]", "[--endpoint-url <value>]",
-		"[--no-paginate]", "[--output <value>]", "[--profile <value>]", "[--region <value>]")
+		"[--no-paginate]", "[--output <value>]", "[--query <value>]", "[--profile <value>]", "[--region <value>]")
 	for _, g := range globals {
 		b.WriteString("          " + g + "\n")
 	}
@@ -177,6 +177,11 @@ func operationHelp(op *api.Operation) string {
           o text
 
           o table
+
+       --query (string)
+          A JMESPath query to use in filtering the response data, applied before --output
+          formats it (https://jmespath.org). Paginated operations: json and table apply it to
+          the merged result, text to each page, as the AWS CLI does.
 
        --profile (string)
           Use a specific profile from your credential file. Default: AWS_PROFILE, else "hale"

@@ -38,20 +38,6 @@ func (o *object) set(k string, v any) {
 	o.vals[k] = v
 }
 
-// del removes k.
-func (o *object) del(k string) {
-	if _, ok := o.vals[k]; !ok {
-		return
-	}
-	delete(o.vals, k)
-	for i, key := range o.keys {
-		if key == k {
-			o.keys = append(o.keys[:i:i], o.keys[i+1:]...)
-			break
-		}
-	}
-}
-
 func (o *object) len() int { return len(o.keys) }
 
 // jsonSyntaxError is a parse failure with its position, for "Invalid JSON" messages.

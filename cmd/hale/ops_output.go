@@ -6,24 +6,16 @@ import (
 	"strings"
 )
 
-// printResult renders a response (or a merged paginated response) in the chosen format:
-// json as the AWS CLI prints it (4-space indent, the server's member order, nothing at all for
-// an empty response), table and text as its formatters draw them. nextToken, when not empty,
-// is the resume token of a --max-items run; text output prints it on its own line as the CLI
-// does, the other formats carry it in the document.
-func printResult(format, opName string, v any, nextToken string, termWidth int) string {
+// printResult renders a response, or what --query made of it, in the chosen format: json as
+// the AWS CLI prints it (4-space indent, the server's member order, nothing at all for an
+// empty object), table and text as its formatters draw them.
+func printResult(format, opName string, v any, termWidth int) string {
 	switch format {
 	case "table":
 		return formatTable(opName, v, termWidth)
 	case "text":
 		var b strings.Builder
-		if o, ok := v.(*object); ok && nextToken != "" {
-			o.del("NextToken")
-		}
 		formatText(&b, v, "", nil)
-		if nextToken != "" {
-			b.WriteString("NEXTTOKEN\t" + nextToken + "\n")
-		}
 		return b.String()
 	}
 	if o, ok := v.(*object); ok && o.len() == 0 {
@@ -33,6 +25,43 @@ func printResult(format, opName string, v any, nextToken string, termWidth int) 
 	writeJSON(&b, v, 0)
 	b.WriteString("\n")
 	return b.String()
+}
+
+// renderResponse prints the answer of a run: result, or for an automatically paginated run
+// p, with q (nil without --query) applied first. As in the AWS CLI, json and table print the
+// merged response and text prints page by page (see paged).
+func renderResponse(format, opName string, q *query, result *object, p *paged, termWidth int) (string, error) {
+	if p != nil && format == "text" {
+		var b strings.Builder
+		for _, page := range p.pages {
+			v, err := q.apply(page)
+			if err != nil {
+				return "", err
+			}
+			formatText(&b, v, "", nil)
+		}
+		if p.resume != "" {
+			tok := newObject()
+			tok.set("NextToken", p.resume)
+			doc := newObject()
+			doc.set("NextToken", tok)
+			v, err := q.apply(doc)
+			if err != nil {
+				return "", err
+			}
+			formatText(&b, v, "", nil)
+		}
+		return b.String(), nil
+	}
+	var v any = result
+	if p != nil {
+		v = p.merged
+	}
+	v, err := q.apply(v)
+	if err != nil {
+		return "", err
+	}
+	return printResult(format, opName, v, termWidth), nil
 }
 
 // formatText is a port of the AWS CLI's text output (awscli/text.py): one line per structure

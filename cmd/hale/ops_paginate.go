@@ -16,6 +16,10 @@ import (
 // {"NextToken": <service token>, "boto_truncate_amount": <items of that page already shown>},
 // so tokens printed by `aws` and by hale are interchangeable. A --starting-token that does not
 // decode as one is taken as a service token as it is.
+//
+// The CLI's json and table output print the merged response; its text output prints page by
+// page (awscli/formatter.py TextFormatter), applying --query to each page and then to
+// {"NextToken": {"NextToken": <resume token>}}, so paginate keeps the pages too.
 
 // pageCall makes one call with the given input and returns the parsed response.
 type pageCall func(in *object) (*object, error)
@@ -26,9 +30,20 @@ type pageOpts struct {
 	startingToken      *string
 }
 
-// paginate fetches the pages of op for in and returns the merged response and the resume
-// token ("" when every item was returned).
-func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*object, string, error) {
+// paged is the answer of an automatically paginated run.
+type paged struct {
+	// merged is every page's items under the result key, with the first page's other members
+	// and, when the run can be resumed, NextToken: what json and table print.
+	merged *object
+	// pages are the pages as text prints them: each page's items (after --starting-token and
+	// --max-items), the first page also with its other members.
+	pages []*object
+	// resume is the resume token of a --max-items run; "" when every item was returned.
+	resume string
+}
+
+// paginate fetches the pages of op for in.
+func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*paged, error) {
 	pg := op.Paginator
 	current, skip := "", 0
 	if o.startingToken != nil {
@@ -42,6 +57,7 @@ func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*object
 	}
 	var first *object
 	var items []any
+	var pages []*object
 	haveItems := false
 	total := 0
 	previous := ""
@@ -49,7 +65,7 @@ func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*object
 	for page := 0; ; page++ {
 		resp, err := call(in)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		list, ok := resp.vals[pg.ResultKey].([]any)
 		haveItems = haveItems || ok
@@ -64,10 +80,12 @@ func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*object
 		if o.maxItems != nil && total+len(list) > *o.maxItems {
 			keep := *o.maxItems - total
 			items = append(items, list[:keep]...)
+			pages = append(pages, textPage(pg, resp, page == 0, list[:keep], ok))
 			resume = encodeResumeToken(current, keep+skip, true)
 			break
 		}
 		items = append(items, list...)
+		pages = append(pages, textPage(pg, resp, page == 0, list, ok))
 		total += len(list)
 		next, _ := resp.vals[pg.OutputToken].(string)
 		if next == "" {
@@ -78,7 +96,7 @@ func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*object
 			break
 		}
 		if next == previous {
-			return nil, "", fmt.Errorf("Error during pagination: The same next token was received twice: {'%s': '%s'}", pg.InputToken, next)
+			return nil, fmt.Errorf("Error during pagination: The same next token was received twice: {'%s': '%s'}", pg.InputToken, next)
 		}
 		in.set(pg.InputToken, next)
 		previous, current = next, next
@@ -99,7 +117,27 @@ func paginate(op *api.Operation, in *object, o pageOpts, call pageCall) (*object
 	if resume != "" {
 		merged.set("NextToken", resume)
 	}
-	return merged, resume, nil
+	return &paged{merged: merged, pages: pages, resume: resume}, nil
+}
+
+// textPage is one page as botocore's PageIterator hands it to the text output: the result key
+// with the page's (trimmed) items, or null where the page had none, and on the first page the
+// members that are neither items nor the service's token.
+func textPage(pg *api.Paginator, resp *object, first bool, list []any, hasList bool) *object {
+	p := newObject()
+	if first {
+		for _, k := range resp.keys {
+			if k != pg.OutputToken && k != pg.ResultKey {
+				p.set(k, resp.vals[k])
+			}
+		}
+	}
+	if hasList {
+		p.set(pg.ResultKey, list)
+	} else {
+		p.set(pg.ResultKey, nil)
+	}
+	return p
 }
 
 func nonNil(l []any) []any {

@@ -419,7 +419,7 @@ func TestFormattersMatchTheAWSCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := printResult("json", tc.op, v, "", 80); got != string(raw) {
+		if got := printResult("json", tc.op, v, 80); got != string(raw) {
 			t.Errorf("%s json differs from the AWS CLI's:\n%s", tc.file, got)
 		}
 		check := func(golden, got string) {
@@ -431,10 +431,10 @@ func TestFormattersMatchTheAWSCLI(t *testing.T) {
 				t.Errorf("%s differs from the AWS CLI's:\n%s\nwant:\n%s", golden, got, want)
 			}
 		}
-		check(tc.file+".table", printResult("table", tc.op, v, "", 80))
-		check(tc.file+".text", printResult("text", tc.op, v, "", 80))
+		check(tc.file+".table", printResult("table", tc.op, v, 80))
+		check(tc.file+".text", printResult("text", tc.op, v, 80))
 		if tc.file == "describe-cluster" {
-			check(tc.file+".300.table", printResult("table", tc.op, v, "", 300))
+			check(tc.file+".300.table", printResult("table", tc.op, v, 300))
 		}
 	}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/haleproject/hale/internal/topology"
 )
 
 // hale topology generate turns real DescribeInstanceTopology output (NVIDIA topograph's four
@@ -44,5 +47,96 @@ func TestTopologyGenerate(t *testing.T) {
 	os.WriteFile(other, []byte(`{"Instances":[{"InstanceId":"i-0123","InstanceType":"p5.48xlarge","NetworkNodes":["a","b","c"]}]}`), 0o644)
 	if r := hale(t, "topology", "generate", "--instance-topology", other, "--resource-config", rc, "--slurm-version", "24.11"); r.code != 1 || !strings.Contains(r.stderr, "none of the cluster's 3 compute instance(s)") {
 		t.Errorf("no instance of the cluster: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// The README's example, run as printed (plus an explicit --slurm-version, so the test does not
+// depend on an installed slurmctld): examples/topology holds a DescribeInstanceTopology answer
+// and the resource_config.json and provisioning_parameters.json of the same cluster. Every
+// compute instance must sit under the leaf EC2 reports for it (its last network node), the
+// controller and login nodes must not be placed, and nothing may be ignored or unplaced: the
+// two files must keep agreeing with each other.
+func TestTopologyGenerateExamples(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "topology")
+	topoFile, rcFile := filepath.Join(dir, "instance-topology.json"), filepath.Join(dir, "resource_config.json")
+	f, err := os.Open(topoFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts, err := topology.ParseInstanceTopology(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafOf := map[string]string{} // instance id -> its leaf
+	for _, in := range insts {
+		if in.InstanceType != "p5.48xlarge" || len(in.NetworkNodes) != 3 {
+			t.Errorf("%s: want a p5.48xlarge with EC2's 3 network-node layers, got %s %v", in.InstanceID, in.InstanceType, in.NetworkNodes)
+			continue
+		}
+		leafOf[in.InstanceID] = in.NetworkNodes[2]
+	}
+	f, err = os.Open(rcFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := topology.ResourceConfigInstances(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // Slurm node name -> leaf; "" for nodes that must not be placed
+	for _, c := range cluster {
+		switch {
+		case c.Group == "gpu" && c.Type == "ml.p5.48xlarge" && leafOf[c.ID] != "":
+			want[c.Name] = leafOf[c.ID]
+		case c.Group == "controller" || c.Group == "login":
+			want[c.Name] = ""
+		default:
+			t.Errorf("resource_config.json: %s (%s, group %s) is no ml.p5.48xlarge of instance-topology.json", c.ID, c.Type, c.Group)
+		}
+	}
+	if len(leafOf) < 2 || len(want) != len(leafOf)+2 {
+		t.Fatalf("the examples disagree: %d instances with topology, %d nodes in resource_config.json", len(leafOf), len(want))
+	}
+
+	for _, v := range []string{"22.05", "25.11"} {
+		r := hale(t, "topology", "generate", "--instance-topology", topoFile, "--resource-config", rcFile, "--slurm-version", v)
+		if r.code != 0 || strings.Contains(r.stderr, "ignored") || strings.Contains(r.stderr, "no topology data") || strings.Contains(r.stderr, "every group is placed") {
+			t.Fatalf("Slurm %s: exit %d\n%s%s", v, r.code, r.stdout, r.stderr)
+		}
+		got := map[string]string{} // node -> the switch it hangs off
+		var leaf string
+		for _, line := range strings.Split(r.stdout, "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(line, "SwitchName="): // topology.conf
+				sw, nodes, _ := strings.Cut(strings.TrimPrefix(line, "SwitchName="), " Nodes=")
+				if !strings.Contains(sw, " ") {
+					for _, n := range strings.Split(nodes, ",") {
+						got[n] += sw
+					}
+				}
+			case strings.HasPrefix(line, "- switch: "): // topology.yaml
+				leaf = strings.TrimPrefix(line, "- switch: ")
+			case strings.HasPrefix(line, "nodes: "):
+				for _, n := range strings.Split(strings.TrimPrefix(line, "nodes: "), ",") {
+					got[n] += leaf
+				}
+			}
+		}
+		for name, l := range want {
+			if got[name] != l {
+				t.Errorf("Slurm %s: %s hangs off %q, want %q\n%s", v, name, got[name], l, r.stdout)
+			}
+		}
+		if len(got) != len(leafOf) {
+			t.Errorf("Slurm %s: %d nodes placed, want the %d compute nodes\n%s", v, len(got), len(leafOf), r.stdout)
+		}
+	}
+	if _, err := exec.LookPath("slurmctld"); err == nil { // exactly as the README prints it
+		if r := hale(t, "topology", "generate", "--instance-topology", topoFile, "--resource-config", rcFile); r.code != 0 || !strings.Contains(r.stdout, "SwitchName=") {
+			t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Command sdk-create-cluster drives a hale server with the unmodified AWS SDK for Go v2, as any
 // Go program talking to SageMaker would: it creates a cluster from a CreateCluster JSON file
-// (the document `aws sagemaker create-cluster --cli-input-json` takes), describes it, lists
-// clusters, and with -delete deletes it and waits until it is gone. It finds the endpoint,
+// (the document `aws sagemaker create-cluster --cli-input-json` takes), waits until it is
+// InService (or Failed), describes it, lists its nodes and the clusters, and with -delete deletes
+// it and waits until it is gone. It finds the endpoint,
 // region and key in the AWS profile "hale" that hale server writes:
 //
 //	AWS_SHARED_CREDENTIALS_FILE=/var/lib/hale/credentials AWS_CONFIG_FILE=/var/lib/hale/config \
@@ -28,6 +29,7 @@ func main() {
 	name := flag.String("name", "", "cluster name (default: the document's ClusterName)")
 	profile := flag.String("profile", "hale", "AWS profile")
 	del := flag.Bool("delete", false, "delete the cluster at the end and wait until it is gone")
+	wait := flag.Duration("wait", 5*time.Minute, "how long to wait for the cluster to be InService")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -58,13 +60,36 @@ func main() {
 	}
 	fmt.Println("CreateCluster:", *out.ClusterArn)
 
-	d, err := sm.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: out.ClusterArn})
+	// Creation is asynchronous: the cluster is Creating until its nodes run their lifecycle
+	// scripts, then InService (or Failed, with a FailureMessage). SageMaker's SDK has no waiter
+	// for clusters, so poll DescribeCluster as the console does.
+	start := time.Now()
+	var d *sagemaker.DescribeClusterOutput
+	for deadline := start.Add(*wait); ; time.Sleep(time.Second) {
+		d, err = sm.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: out.ClusterArn})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if d.ClusterStatus == types.ClusterStatusInservice || d.ClusterStatus == types.ClusterStatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Fatalf("%s is still %s after %s", *d.ClusterName, d.ClusterStatus, *wait)
+		}
+	}
+	fmt.Printf("DescribeCluster: %s is %s after %.0f s\n", *d.ClusterName, d.ClusterStatus, time.Since(start).Seconds())
+	if d.FailureMessage != nil {
+		fmt.Println("  FailureMessage:", *d.FailureMessage)
+	}
+	for _, g := range d.InstanceGroups {
+		fmt.Printf("  group %-10s %-14s target %d, current %d, %s\n", *g.InstanceGroupName, g.InstanceType, *g.TargetCount, *g.CurrentCount, g.Status)
+	}
+	nodes, err := sm.ListClusterNodes(ctx, &sagemaker.ListClusterNodesInput{ClusterName: out.ClusterArn})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("DescribeCluster: %s is %s\n", *d.ClusterName, d.ClusterStatus)
-	for _, g := range d.InstanceGroups {
-		fmt.Printf("  group %-10s %-14s target %d, current %d, %s\n", *g.InstanceGroupName, g.InstanceType, *g.TargetCount, *g.CurrentCount, g.Status)
+	for _, n := range nodes.ClusterNodeSummaries {
+		fmt.Printf("  node  %-10s %s %s\n", *n.InstanceGroupName, *n.InstanceId, n.InstanceStatus.Status)
 	}
 	list, err := sm.ListClusters(ctx, &sagemaker.ListClustersInput{})
 	if err != nil {

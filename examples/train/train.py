@@ -110,7 +110,7 @@ def main():
             save_checkpoint(args.ckpt_dir, step, model, opt, loss)
             log(rank, f"checkpoint saved at step {step}")
     dist.barrier()
-    log(rank, f"finished {args.steps} steps ({args.steps - start} in this run, {time.time() - t0:.1f}s); final loss {loss:.6f}")
+    log(rank, f"finished {args.steps} step{'' if args.steps == 1 else 's'} ({args.steps - start} in this run, {time.time() - t0:.1f}s); final loss {loss:.6f}")
     dist.destroy_process_group()
 
 

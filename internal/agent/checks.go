@@ -13,6 +13,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/plural"
 )
 
 // Health checks the server runs on a node (RunChecks). "basic" runs at every start before the
@@ -159,13 +160,13 @@ func (a *Agent) stress(ctx context.Context, d time.Duration, say func(string, ..
 		}
 	}
 	wg.Wait()
-	say("CPU stress: %d workers, %d rounds of 1000 hashes in %s, %d wrong", runtime.NumCPU(), rounds, d, bad)
-	say("memory: %d MiB written and verified, %d bytes wrong", size>>20, memBad)
+	say("CPU stress: %s, %s of 1000 hashes in %s, %d wrong", plural.Count(runtime.NumCPU(), "worker", "workers"), plural.Count(rounds, "round", "rounds"), d, bad)
+	say("memory: %d MiB written and verified, %s wrong", size>>20, plural.Count(memBad, "byte", "bytes"))
 	if bad > 0 {
-		out = append(out, cat.FaultFinding("dhc.stress", fmt.Sprintf("CPU stress: %d wrong results", bad)))
+		out = append(out, cat.FaultFinding("dhc.stress", fmt.Sprintf("CPU stress: %s", plural.Count(bad, "wrong result", "wrong results"))))
 	}
 	if memBad > 0 {
-		out = append(out, cat.FaultFinding("dhc.stress", fmt.Sprintf("memory: %d bytes read back wrong", memBad)))
+		out = append(out, cat.FaultFinding("dhc.stress", fmt.Sprintf("memory: %s read back wrong", plural.Count(memBad, "byte", "bytes"))))
 	}
 	if _, err := exec.LookPath("dcgmi"); err == nil {
 		cmd := exec.CommandContext(ctx, "dcgmi", "diag", "-r", "2")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/plural"
 )
 
 // The agent's health monitors. Each reports what it finds as a Finding, classified by
@@ -207,7 +208,7 @@ func (a *Agent) deviceFindings(all bool) []health.Finding {
 			present++
 		}
 		if lost && (all || !a.devState.missing[i]) {
-			f := cat.FaultFinding("gpu.count_mismatch", fmt.Sprintf("%s %d (%s, %s) is gone: %d of %d devices present", d.Kind, i, d.Uuid, d.DevicePath, countPresent(devs), len(devs)))
+			f := cat.FaultFinding("gpu.count_mismatch", fmt.Sprintf("%s %d (%s, %s) is gone: %d of %s present", d.Kind, i, d.Uuid, d.DevicePath, countPresent(devs), plural.Count(len(devs), "device", "devices")))
 			f.GPU = i
 			out = append(out, f)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/topology"
 )
 
@@ -167,7 +168,7 @@ func (m *nvmlMonitor) findings(instanceType string, all bool) []health.Finding {
 	var out []health.Finding
 	n, ret := nvml.DeviceGetCount()
 	if it, ok := topology.Lookup(instanceType); ok && it.Accelerators != nil && it.Accelerators.Kind == "gpu" && ret == nvml.SUCCESS && n < it.Accelerators.Count {
-		out = append(out, cat.FaultFinding("gpu.count_mismatch", fmt.Sprintf("NVML sees %d GPUs, %s has %d", n, instanceType, it.Accelerators.Count)))
+		out = append(out, cat.FaultFinding("gpu.count_mismatch", fmt.Sprintf("NVML sees %s, %s has %d", plural.Count(n, "GPU", "GPUs"), instanceType, it.Accelerators.Count)))
 	}
 	for _, d := range m.devs {
 		if _, _, pending, failed, ret := d.dev.GetRemappedRows(); ret == nvml.SUCCESS {

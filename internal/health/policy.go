@@ -3,6 +3,8 @@ package health
 import (
 	"fmt"
 	"time"
+
+	"github.com/haleproject/hale/internal/plural"
 )
 
 // Past is something that happened to a node before: a finding, or a repair with the action
@@ -42,7 +44,7 @@ func (c *Catalog) Decide(f Finding, findings, repairs []Past, now time.Time) Dec
 		}
 		if n >= r.Count {
 			d.Action = r.Action.Effective()
-			d.Escalated = fmt.Sprintf("%s %d times within %s", f.Fault, n, r.Window)
+			d.Escalated = fmt.Sprintf("%s %s within %s", f.Fault, plural.Count(n, "time", "times"), r.Window)
 		}
 	}
 	if d.Action == Reboot {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/slurm"
 )
 
@@ -102,7 +103,7 @@ func (r *Runner) Run(ctx context.Context, a *Args) error {
 			return err // success, or srun could not run, or we were told to stop
 		}
 		if attempt >= r.MaxRetries {
-			r.say("Error", jobID, stepID, "The step failed again; giving up after %d retries", r.MaxRetries)
+			r.say("Error", jobID, stepID, "The step failed again; giving up after %s", plural.Count(r.MaxRetries, "retry", "retries"))
 			return err
 		}
 		j, jerr := showJob(ctx, jobID)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -39,7 +40,7 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 		}
 		if n >= s.cfg.MaxClusters {
 			return "", api.Errorf(api.CodeResourceLimitExceeded,
-				"This hale server already has %d clusters, its limit (--max-clusters); delete one first.", n)
+				"This hale server already has %s, its limit (--max-clusters); delete one first.", plural.Count(n, "cluster", "clusters"))
 		}
 		now := s.now()
 		spec := *in

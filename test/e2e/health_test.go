@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -323,4 +325,95 @@ func TestDeepHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("dhc", 60*time.Second)
+}
+
+// TestInjectFaultJob: hale debug inject-fault --job asks Slurm where a running job is and puts
+// the fault on one of its nodes that is not its batch host (or on the batch host with
+// --batch-host); a one-node, held or unknown job is refused with exit 1, --job with --node-id
+// with 252.
+func TestInjectFaultJob(t *testing.T) {
+	e := start(t)
+	login := healthCluster(t, e, "jobfault", 3, types.ClusterNodeRecoveryAutomatic)
+	submit := func(args string) (id, batchHost string, nodes []string) {
+		t.Helper()
+		out, err := e.onNode(login, "cd /fsx && sbatch --parsable "+args)
+		if err != nil {
+			t.Fatalf("sbatch %s: %v %s", args, err, out)
+		}
+		id = strings.TrimSpace(out)
+		if strings.Contains(args, "--hold") {
+			return id, "", nil
+		}
+		eventually(t, 30*time.Second, "job "+id+" runs", func() (bool, string) {
+			out, _ := e.onNode(login, "scontrol show job -o "+id)
+			batchHost = field(out, "BatchHost")
+			return field(out, "JobState") == "RUNNING", out
+		})
+		out, err = e.onNode(login, "scontrol show hostnames $(squeue -h -j "+id+" -o %N)")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		return id, batchHost, strings.Fields(out)
+	}
+	injectJob := func(args ...string) (string, int) {
+		cmd := exec.Command(haleBin, append([]string{"debug", "inject-fault", "--cluster-name", "jobfault", "--xid", "13", "--no-wait"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	// landed waits for the agent's finding of the Xid 13 on the node named name.
+	landed := func(name string) {
+		t.Helper()
+		n := e.nodeNamed(t, "jobfault", name)
+		eventually(t, 15*time.Second, "Xid 13 found on "+name, func() (bool, string) {
+			ev := e.events("jobfault")
+			return strings.Contains(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID), tail(ev, 3)
+		})
+	}
+
+	id, batchHost, nodes := submit("-N2 --wrap 'srun sleep 600'")
+	if len(nodes) != 2 || !slices.Contains(nodes, batchHost) {
+		t.Fatalf("job %s runs on %v, batch host %q", id, nodes, batchHost)
+	}
+	other := nodes[0]
+	if other == batchHost {
+		other = nodes[1]
+	}
+	out, code := injectJob("--job", id)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("job %s runs on %s (batch host) and %s; injecting into %s (", id, batchHost, other, other)) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	landed(other)
+	if out, code := injectJob("--job", id, "--batch-host"); code != 0 || !strings.Contains(out, "injecting into "+batchHost+" (") {
+		t.Fatalf("--batch-host: exit %d:\n%s", code, out)
+	}
+	landed(batchHost)
+
+	single, _, _ := submit("-N1 --wrap 'sleep 600'")
+	held, _, _ := submit("--hold -N2 --wrap true")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--job", single}, 1, "(batch host) alone"},
+		{[]string{"--job", held}, 1, "job " + held + " is PENDING (JobHeldUser), not RUNNING"},
+		{[]string{"--job", "99999"}, 1, "job 99999 is unknown to Slurm"},
+		{[]string{"--job", id, "--node-id", "gpu-1"}, 252, "not both"},
+	} {
+		if out, code := injectJob(c.args...); code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, want %d and %q:\n%s", c.args, code, c.code, c.want, out)
+		}
+	}
+
+	e.onNode(login, "scancel "+id+" "+single+" "+held)
+	if _, err := e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String("jobfault")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("jobfault", 60*time.Second)
 }

@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/client"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/topology"
 )
@@ -49,12 +53,12 @@ func (e *env) liveTopology(t testing.TB, login string) (map[string]string, error
 	return got, nil
 }
 
-// modelTopology is hale's model of the cluster's compute nodes, from their network nodes as the
-// provider reported them, in the same form.
-func (e *env) modelTopology(t testing.TB, cluster string) map[string]string {
+// modelTopology is hale's model of the cluster's compute nodes (those of group), from their
+// network nodes as the provider reported them, in the same form.
+func (e *env) modelTopology(t testing.TB, cluster, group string) map[string]string {
 	var nodes []topology.Node
 	for _, n := range e.storeNodes(cluster) {
-		if n.GroupName != "p5" || n.Details.Phase != store.PhaseReady {
+		if n.GroupName != group || n.Details.Phase != store.PhaseReady {
 			continue
 		}
 		if len(n.Details.NetworkNodes) == 0 {
@@ -79,12 +83,13 @@ func (e *env) modelTopology(t testing.TB, cluster string) map[string]string {
 	return want
 }
 
-// waitTopologyTrue waits until slurmctld's topology is hale's model of the cluster's nodes.
-func (e *env) waitTopologyTrue(t *testing.T, login, cluster string) map[string]string {
+// waitTopologyTrue waits until slurmctld's topology is hale's model of the nodes of the
+// cluster's compute group.
+func (e *env) waitTopologyTrue(t *testing.T, login, cluster, group string) map[string]string {
 	t.Helper()
 	var want map[string]string
 	eventually(t, 60*time.Second, "scontrol show topology matches hale's model", func() (bool, string) {
-		want = e.modelTopology(t, cluster)
+		want = e.modelTopology(t, cluster, group)
 		got, err := e.liveTopology(t, login)
 		if err != nil {
 			return false, err.Error()
@@ -125,7 +130,7 @@ func TestTopology(t *testing.T) {
 	e.waitStatus("topo", types.ClusterStatusInservice, 90*time.Second)
 	login := aws.ToString(byGroup(e.nodes("topo"), "login")[0].InstanceId)
 
-	topo := e.waitTopologyTrue(t, login, "topo")
+	topo := e.waitTopologyTrue(t, login, "topo", "p5")
 	t.Logf("topology after create: %v", topo)
 	if out, _ := e.onNode(login, "scontrol show config | grep -i TopologyPlugin"); !strings.Contains(out, "topology/tree") {
 		t.Errorf("slurmctld runs without topology/tree: %s", out)
@@ -146,7 +151,7 @@ func TestTopology(t *testing.T) {
 			names = append(names, host(n))
 		}
 		e.waitIdle(t, login, names...)
-		topo = e.waitTopologyTrue(t, login, "topo")
+		topo = e.waitTopologyTrue(t, login, "topo", "p5")
 	})
 
 	t.Run("a --switches=1 job lands under one leaf", func(t *testing.T) {
@@ -175,7 +180,7 @@ func TestTopology(t *testing.T) {
 			return false, "not yet"
 		})
 		e.waitIdle(t, login, name)
-		topo = e.waitTopologyTrue(t, login, "topo")
+		topo = e.waitTopologyTrue(t, login, "topo", "p5")
 		if after := leafOf(topo, name); after == before {
 			t.Errorf("the replacement of %s sits under the same leaf %s", name, after)
 		}
@@ -189,7 +194,7 @@ func TestTopology(t *testing.T) {
 		eventually(t, 60*time.Second, "the node is gone", func() (bool, string) {
 			return len(byGroup(e.nodes("topo"), "p5")) == 3, "still there"
 		})
-		topo = e.waitTopologyTrue(t, login, "topo")
+		topo = e.waitTopologyTrue(t, login, "topo", "p5")
 		if leafOf(topo, host(gone)) != "" {
 			t.Errorf("the deleted node %s is still in the topology: %v", host(gone), topo)
 		}
@@ -204,7 +209,7 @@ func TestTopology(t *testing.T) {
 		eventually(t, 60*time.Second, "two p5 nodes left", func() (bool, string) {
 			return len(byGroup(e.nodes("topo"), "p5")) == 2, "not yet"
 		})
-		topo = e.waitTopologyTrue(t, login, "topo")
+		topo = e.waitTopologyTrue(t, login, "topo", "p5")
 		n := 0
 		for _, d := range topo {
 			if rest, ok := strings.CutPrefix(d, "nodes="); ok {
@@ -266,4 +271,82 @@ func TestTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("topo", 60*time.Second)
+}
+
+// TestExampleClusterP5: examples/cluster-p5.json, the document docs/topology.md brings up, as it
+// is (its lifecycle scripts from examples/s3), gives a live topology/tree: its ml.p5.48xlarge
+// workers span two leaves of the local fabric, scontrol show topology is hale's model, and
+// srun --switches=1 -N2 runs under one leaf.
+func TestExampleClusterP5(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	in := e.exampleCluster(t, "cluster-p5.json")
+	name := aws.ToString(in.ClusterName)
+	if _, err := e.SDK.CreateCluster(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(name, types.ClusterStatusInservice, 90*time.Second)
+	login := aws.ToString(byGroup(e.nodes(name), "login")[0].InstanceId)
+	var names []string
+	for _, n := range byGroup(e.nodes(name), "gpu") {
+		if n.InstanceType != types.ClusterInstanceTypeMlP548xlarge {
+			t.Errorf("worker %s is %s", host(n), n.InstanceType)
+		}
+		names = append(names, host(n))
+	}
+	e.waitIdle(t, login, names...)
+	topo := e.waitTopologyTrue(t, login, name, "gpu")
+	leaves := 0
+	for _, d := range topo {
+		if strings.HasPrefix(d, "nodes=") {
+			leaves++
+		}
+	}
+	if leaves < 2 {
+		t.Errorf("the %d workers sit under %d leaf: %v", len(names), leaves, topo)
+	}
+	out, err := e.onNode(login, "srun --switches=1 -N2 hostname")
+	hosts := strings.Fields(out)
+	if err != nil || len(hosts) != 2 || leafOf(topo, hosts[0]) == "" || leafOf(topo, hosts[0]) != leafOf(topo, hosts[1]) {
+		t.Errorf("srun --switches=1 -N2: %v %q, topology %v", err, out, topo)
+	}
+	t.Logf("topology %v; srun --switches=1 -N2 ran on %v", topo, hosts)
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone(name, 60*time.Second)
+}
+
+// exampleCluster reads examples/<file> as hale up does, with the lifecycle scripts of
+// examples/s3 in the test's object store, where its s3:// URIs point.
+func (e *env) exampleCluster(t *testing.T, file string) *sagemaker.CreateClusterInput {
+	t.Helper()
+	src := filepath.Join("..", "..", "examples", "s3")
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "README.md" {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(e.scripts, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o755)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := client.DecodeCreateClusterInput(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }

@@ -70,7 +70,7 @@ def main():
     total = sum(len(g["Instances"]) for g in rc["InstanceGroups"])
     print(f"[lifecycle] cluster {rc['ClusterConfig']['ClusterName']}: I am {inst['InstanceName']} "
           f"({inst['InstanceId']}, {inst['CustomerIpAddress']}), group {group}, role {role}; "
-          f"controller at {','.join(controllers) or 'none'}; {total} nodes in all")
+          f"controller at {','.join(controllers) or 'none'}; {total} node{'' if total == 1 else 's'} in all")
     if pp.get("workload_manager") == "slurm" and controllers:
         if not wait_for_slurm_conf(controllers[0]):
             sys.exit(f"[lifecycle] {SLURM_CONF} does not name the controller {controllers[0]} after 60 s")

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/haleproject/hale/api"
+)
+
+// TestQueryMatchesTheAWSCLI prints each case of testdata/output/query/cases.tsv in the three
+// formats and compares the bytes with what the AWS CLI's own formatters, botocore's paginator
+// and jmespath.py print for it (NAME.golden, made by golden.py there): scalars, numbers, a
+// member that is not there, list and hash projections, filters, functions, and paginated
+// responses with --max-items and --starting-token, where text applies the query page by page.
+func TestQueryMatchesTheAWSCLI(t *testing.T) {
+	const dir = "testdata/output/query/"
+	cases, err := os.ReadFile(dir + "cases.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(cases), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.SplitN(line, "\t", 6)
+		if len(f) != 6 {
+			t.Fatalf("cases.tsv: %q has %d fields", line, len(f))
+		}
+		name, path, opName, maxItems, startingToken, expr := f[0], f[1], f[2], f[3], f[4], f[5]
+		n++
+		t.Run(name, func(t *testing.T) {
+			want, err := os.ReadFile(dir + name + ".golden")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var q *query
+			if expr != "-" {
+				if q, err = compileQuery(expr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			raw, err := os.ReadFile(dir + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, err := parseJSON(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			for _, format := range []string{"json", "text", "table"} {
+				var result *object
+				var p *paged
+				if strings.HasSuffix(path, ".pages.json") {
+					p = servePages(t, opName, doc.([]any), maxItems, startingToken)
+				} else {
+					result = doc.(*object)
+				}
+				out, err := renderResponse(format, opName, q, result, p, 80)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.WriteString("--- " + format + "\n" + out)
+			}
+			if got.String() != string(want) {
+				t.Errorf("--query %s differs from the AWS CLI's:\n%s\nwant:\n%s", expr, got.String(), want)
+			}
+		})
+	}
+	if n < 10 {
+		t.Fatalf("cases.tsv has %d cases", n)
+	}
+}
+
+// servePages runs paginate over pages, served by their NextToken as golden.py serves them.
+func servePages(t *testing.T, opName string, pages []any, maxItems, startingToken string) *paged {
+	t.Helper()
+	byToken := map[string]*object{"": pages[0].(*object)}
+	for i, p := range pages {
+		if tok, ok := p.(*object).get("NextToken"); ok {
+			byToken[tok.(string)] = pages[i+1].(*object)
+		}
+	}
+	var o pageOpts
+	if maxItems != "-" {
+		n, err := strconv.Atoi(maxItems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.maxItems = &n
+	}
+	if startingToken != "-" {
+		o.startingToken = &startingToken
+	}
+	op := api.LookupOperation(opName)
+	p, err := paginate(op, newObject(), o, func(in *object) (*object, error) {
+		tok, _ := in.get("NextToken")
+		s, _ := tok.(string)
+		page, ok := byToken[s]
+		if !ok {
+			t.Fatalf("no page for token %q", s)
+		}
+		return page, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestQueryErrors(t *testing.T) {
+	for _, tc := range []struct{ expr, want string }{
+		{"A[}", "Bad value for --query A[}: Expected star, received: rbrace: Parse error at column 2, for expression:\n\"A[}\"\n   ^"},
+		{"ClusterStatus ||", "Bad value for --query ClusterStatus ||: "},
+		{"foo-bar", "Bad value for --query foo-bar: "},
+		{"a\u0080", "Bad value for --query a\u0080: "}, // panics inside go-jmespath's lexer
+	} {
+		_, err := compileQuery(tc.expr)
+		u, ok := err.(*usageError)
+		if !ok || !strings.HasPrefix(u.msg, tc.want) {
+			t.Errorf("compileQuery(%q): %v, want a usage error starting %q", tc.expr, err, tc.want)
+		}
+	}
+	// Errors the expression raises on the data are not usage errors: they come after the call.
+	q, err := compileQuery("length(ClusterStatus.Nope) || abs(ClusterStatus)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := newObject()
+	doc.set("ClusterStatus", "InService")
+	if _, err := q.search(doc); err == nil || !strings.Contains(err.Error(), "Bad value for --query length(") {
+		t.Errorf("abs(string): %v", err)
+	}
+	if q, _ := compileQuery("nosuchfunction(@)"); q == nil {
+		t.Fatal("an unknown function is found when it is called, as in jmespath.py")
+	} else if _, err := q.search(doc); err == nil || !strings.Contains(err.Error(), "unknown function") {
+		t.Errorf("unknown function: %v", err)
+	}
+}
+
+func TestHashKeyOrder(t *testing.T) {
+	got := hashKeyOrder("a[?b=='{x: 1}'].{Name: n, \"Other key\": `{\"z\": 1}`, nested: {Inner: m, Name: k}} | [0].{Zed: z}")
+	want := []string{"Name", "Other key", "nested", "Inner", "Zed"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i, k := range want {
+		if got[k] != i {
+			t.Errorf("%s at %d, want %d (%v)", k, got[k], i, got)
+		}
+	}
+}
+
+func TestPyNumber(t *testing.T) {
+	for f, want := range map[float64]string{
+		0: "0", 3: "3", -7: "-7", 1796002090.68: "1796002090.68", 1796002081.655: "1796002081.655",
+		0.5: "0.5", 0.0001: "0.0001", 0.00001: "1e-05", 1.5e-7: "1.5e-07", 1e16: "1e+16", 2.5e20: "2.5e+20",
+	} {
+		if got := pyNumber(f); got != want {
+			t.Errorf("pyNumber(%v) = %s, want %s", f, got, want)
+		}
+	}
+}
+
+// TestQueryAgainstTheServer runs --query through the whole command against a real server:
+// every format, an automatically paginated list, and the exit statuses.
+func TestQueryAgainstTheServer(t *testing.T) {
+	app := startServer(t)
+	must(t, "create-cluster", "--cli-input-json", slurmConfig)
+	ids := seedNodes(t, app, "ml-training-cluster", 120)
+	describe := []string{"describe-cluster", "--cluster-name", "ml-training-cluster"}
+
+	if got := must(t, append(describe, "--query", "ClusterName", "--output", "text")...); got != "ml-training-cluster\n" {
+		t.Errorf("text scalar: %q", got)
+	}
+	if got := must(t, append(describe, "--query", "ClusterName")...); got != "\"ml-training-cluster\"\n" {
+		t.Errorf("json scalar: %q", got)
+	}
+	if got := must(t, append(describe, "--query=InstanceGroups[].InstanceGroupName", "--output", "text")...); got != "controller\tlogin\tgpu-compute\tcpu-compute\n" {
+		t.Errorf("text list: %q", got)
+	}
+	if got := must(t, append(describe, "--query", "InstanceGroups[0].InstanceGroupName", "--output", "table")...); !strings.Contains(got, "|DescribeCluster|") {
+		t.Errorf("table scalar: %q", got)
+	}
+
+	// Automatic pagination: json and table query the merged list, text each page.
+	list := []string{"list-cluster-nodes", "--cluster-name", "ml-training-cluster", "--page-size", "50", "--query", "ClusterNodeSummaries[].InstanceId"}
+	all := decodeList(t, must(t, list...))
+	if strings.Join(all, ",") != strings.Join(ids, ",") {
+		t.Errorf("json over three pages: %d ids", len(all))
+	}
+	text := must(t, append(list, "--output", "text")...)
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if len(lines) != 3 || strings.Join(strings.Split(strings.Join(lines, "\t"), "\t"), ",") != strings.Join(ids, ",") {
+		t.Errorf("text over three pages of 50, 50, 20: %d lines\n%s", len(lines), text)
+	}
+	if got := must(t, append(list, "--max-items", "2", "--output", "text")...); got != ids[0]+"\t"+ids[1]+"\nNone\n" {
+		t.Errorf("text with --max-items prints the query of the resume token as the CLI does: %q", got)
+	}
+	if got := must(t, "list-cluster-nodes", "--cluster-name", "ml-training-cluster", "--max-items", "2", "--query", "length(ClusterNodeSummaries)"); got != "2\n" {
+		t.Errorf("json length: %q", got)
+	}
+
+	r := hale(t, append(describe, "--query", "InstanceGroups[")...)
+	if r.code != 252 || !strings.Contains(r.stderr, "Bad value for --query InstanceGroups[: ") || r.stdout != "" {
+		t.Errorf("bad expression: %+v", r)
+	}
+	r = hale(t, append(describe, "--query", "abs(ClusterName)")...)
+	if r.code != 255 || !strings.Contains(r.stderr, "Bad value for --query abs(ClusterName): ") || r.stdout != "" {
+		t.Errorf("expression failing on the response: %+v", r)
+	}
+	r = hale(t, append(describe, "--query")...)
+	if r.code != 252 || !strings.Contains(r.stderr, "argument --query: expected one argument") {
+		t.Errorf("--query without a value: %+v", r)
+	}
+	if h := must(t, "describe-cluster", "help"); !strings.Contains(h, "[--query <value>]") || !strings.Contains(h, "--query (string)") {
+		t.Errorf("help lacks --query:\n%s", h)
+	}
+}
+
+// decodeList parses CLI JSON output that is a list of strings.
+func decodeList(t *testing.T, s string) []string {
+	t.Helper()
+	v, err := parseJSON([]byte(s))
+	if err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, s)
+	}
+	l, ok := v.([]any)
+	if !ok {
+		t.Fatalf("output is not a list:\n%s", s)
+	}
+	out := make([]string, len(l))
+	for i, e := range l {
+		out[i], _ = e.(string)
+	}
+	return out
+}
