@@ -17,6 +17,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/spf13/cobra"
@@ -31,9 +32,11 @@ func newUpCommand() *cobra.Command {
 		Long: `Start a hale server with its embedded store and the local provider (every node a set of
 Linux namespaces on this machine; needs root), create the cluster described by FILE (the
 document 'aws sagemaker create-cluster --cli-input-json' takes), show each node's progress,
-and wait at InService with how to reach the cluster. Ctrl-C, or 'hale down' from another
-terminal, tears it all down. Lifecycle scripts are read from --object-store, which defaults to
-an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET/PREFIX).`,
+and at InService say how to reach the cluster, then print its events as they happen
+(scaling, replacements, faults, repairs, resumed jobs), one line each. Ctrl-C, or 'hale down'
+from another terminal, tears it all down. Lifecycle scripts are read from --object-store,
+which defaults to an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is
+DIR/BUCKET/PREFIX).`,
 		Example: `  sudo hale up examples/cluster.json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -98,8 +101,10 @@ an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is DIR/BUCKET
 			case err != nil && ctx.Err() == nil:
 				return err
 			case status == api.ClusterStatusInService:
+				after := lastEventSeq(ctx, app.Store, name)
 				printReach(out, app, name, o.DataDir)
-				waitGone(ctx, app.Store, name)
+				fmt.Fprintf(out, "\nEvents of %s as they happen (all of them: hale list-cluster-events --cluster-name %s):\n", name, name)
+				follow(ctx, out, app.Store, name, after)
 			case failed:
 				printFailure(out, app.Store, name)
 			}
@@ -186,7 +191,7 @@ func printReach(out io.Writer, app *server.App, name, dataDir string) {
 		}
 		return err
 	})
-	fmt.Fprintf(out, "\nCluster %s is InService with %d nodes:\n", name, len(nodes))
+	fmt.Fprintf(out, "\nCluster %s is InService with %s:\n", name, plural.Count(len(nodes), "node", "nodes"))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  GROUP\tINSTANCE ID\tHOSTNAME\tADDRESS\tTYPE")
 	for _, n := range nodes {
@@ -225,21 +230,6 @@ func printFailure(out io.Writer, st store.Store, name string) {
 		}
 		return nil
 	})
-}
-
-// waitGone blocks until ctx ends or the cluster is deleted (by hale down).
-func waitGone(ctx context.Context, st store.Store, name string) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		err := st.Read(ctx, func(tx store.Tx) error { _, err := tx.Cluster(name); return err })
-		if errors.Is(err, store.ErrNotFound) {
-			return
-		}
-	}
 }
 
 // teardown deletes the cluster and waits until the reconcilers removed every node.

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
@@ -48,18 +48,36 @@ type Config struct {
 	// Provider launches machines; nil means none is configured, and clusters then wait in
 	// Creating (a Deleting one is removed at once: none of its nodes has a machine).
 	Provider  provider.Provider
-	Agents    *agentserver.Server
+	Agents    Agents
 	Lifecycle lifecycle.Source
 	Logger    *slog.Logger
 	// BootTimeout is how long a launched instance's agent has to register; LifecycleTimeout
-	// how long its lifecycle scripts may run. Either failing fails the node.
+	// how long its lifecycle scripts may run; JoinTimeout how long a set-up node may wait for
+	// its orchestrator to accept work on it (join.go). Any of them passing fails the node.
 	BootTimeout      time.Duration
 	LifecycleTimeout time.Duration
+	JoinTimeout      time.Duration
 	ResyncInterval   time.Duration
 	// DeepHealthCheckDuration is how long InstanceStress loads a node (HyperPod's take hours);
 	// ConnectivityMBps the bandwidth (MB/s) InstanceConnectivity must reach (dhc.go).
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
+}
+
+// Agents is what the reconcilers need of the agent server (agentserver.Server), declared here
+// so a test can run them against agents it scripts.
+type Agents interface {
+	// Connected: the node's agent has a session; Reachable: it has spoken within the silence
+	// threshold; Silent: it has not, or has no session once agents had time to reconnect.
+	Connected(instanceID string) bool
+	Reachable(instanceID string) bool
+	Silent(instanceID string) bool
+	SilenceThreshold() time.Duration
+	// Send sends a command to the node's agent; its result arrives on the channel
+	// (agentserver.ErrNotConnected when the agent has no session).
+	Send(instanceID string, cmd *agentproto.Command) (<-chan *agentproto.CommandResult, error)
+	// Disconnect ends the node's session (its instance is going away).
+	Disconnect(instanceID string)
 }
 
 // Controller runs the reconcilers.
@@ -89,6 +107,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.LifecycleTimeout <= 0 {
 		cfg.LifecycleTimeout = DefaultLifecycleTimeout
+	}
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = DefaultJoinTimeout
 	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval

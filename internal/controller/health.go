@@ -98,8 +98,9 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		rec.Decision = "Quarantine"
 	}
 	current := n.InstanceID == instanceID
-	// A node acts on findings while it serves; one still coming up is judged by its checks.
-	act := d.Action != health.Ignore && current && n.Details.Phase == store.PhaseReady
+	// A node acts on findings while it serves (or, set up, waits for Slurm to take it); one
+	// still coming up is judged by its checks.
+	act := d.Action != health.Ignore && current && (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining)
 	var rp *store.Repair
 	if act {
 		if rp, err = c.openRepair(tx, cl, n, f, d, source, now); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/slurm"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -19,9 +20,10 @@ import (
 //	Held            NodeRecovery None (for what hale found): it stays drained, an event says what to do
 //	WaitingForJobs  until the node's jobs have left (at once when the node is dead)
 //	Repairing       reboot or replace the instance through the provider
-//	Checking        until it is Running again: its lifecycle scripts (a new instance) and basic
+//	Checking        until it is set up again: its lifecycle scripts (a new instance) and basic
 //	                checks passed; a rebooted node that fails them is replaced
-//	Resuming        Slurm: resume, until the node is back in service under the same name
+//	Resuming        Slurm: resume, until the node is back in service under the same name and
+//	                Running (join.go: a node is Running only once Slurm accepts work on it)
 //	Done            an event with the repair's timeline
 //
 // Every step is recorded in the store before it is acted on, and what it does is idempotent
@@ -98,8 +100,8 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			if err := r.repairTo(rp, n, store.RepairQuarantined, what+"; quarantined"); err != nil {
 				return err
 			}
-			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) is quarantined: it was replaced %d times within %s for %s, so hale keeps it drained instead of replacing it again (repair %s). Replace it by hand (BatchReplaceClusterNodes) once its hardware is looked at.",
-				n.LogicalID, n.InstanceID, health.Default().Policy.QuarantineAfter, health.Default().Policy.QuarantineWindow, rp.Fault, rp.ID)
+			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) is quarantined: it was replaced %s within %s for %s, so hale keeps it drained instead of replacing it again (repair %s). Replace it by hand (BatchReplaceClusterNodes) once its hardware is looked at.",
+				n.LogicalID, n.InstanceID, plural.Count(health.Default().Policy.QuarantineAfter, "time", "times"), health.Default().Policy.QuarantineWindow, rp.Fault, rp.ID)
 		case r.cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && (rp.Source == "health" || rp.Source == "heartbeat"):
 			rp.Message = "NodeRecovery is None"
 			if err := r.repairTo(rp, n, store.RepairHeld, what+"; held: NodeRecovery is None"); err != nil {
@@ -172,7 +174,8 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			}
 			return r.nodeEvent(n, api.ClusterEventLevelError, "Repair %s of node %s failed: %s. Timeline: %s", rp.ID, n.LogicalID, n.StatusMessage, timeline(rp))
 		}
-		back := n.Details.Phase == store.PhaseReady && !n.Details.Unreachable
+		// Set up again: Running, or waiting for Slurm, which the resume below lets take it.
+		back := (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining) && !n.Details.Unreachable
 		if replaced {
 			back = back && n.InstanceID == rp.NewInstanceID
 		} else {
@@ -190,22 +193,32 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if !back {
 			return nil
 		}
-		what := "Running again: basic checks passed"
+		what := "set up again: basic checks passed"
 		if replaced {
-			what = "Running again: lifecycle scripts and basic checks passed on " + n.InstanceID
+			what = "set up again: lifecycle scripts and basic checks passed on " + n.InstanceID
 		}
 		return r.repairTo(rp, n, store.RepairResuming, what)
 
 	case store.RepairResuming:
+		if n.Details.Phase == store.PhaseFailed { // Slurm did not take it back in time (join.go)
+			rp.Message = n.StatusMessage
+			if err := r.repairTo(rp, n, store.RepairFailed, "not back in service: "+n.StatusMessage); err != nil {
+				return err
+			}
+			return r.nodeEvent(n, api.ClusterEventLevelError, "Repair %s of node %s failed: %s. Timeline: %s", rp.ID, n.LogicalID, n.StatusMessage, timeline(rp))
+		}
 		if inSlurm && !rp.InService {
 			if ctl := r.slurmCtl(); ctl != "" {
 				r.repairResume(rp, ctl)
 			}
 			return nil
 		}
-		what := "back in service"
+		if n.Details.Phase != store.PhaseReady {
+			return nil // Running once Slurm accepts work on it (join.go)
+		}
+		what := "back in service, Running"
 		if inSlurm {
-			what = "back in service in Slurm as " + rp.SlurmName + " (" + rp.SlurmState + ")"
+			what = "back in service in Slurm as " + rp.SlurmName + " (" + rp.SlurmState + "), Running"
 		}
 		if err := r.repairTo(rp, n, store.RepairDone, what); err != nil {
 			return err
@@ -304,8 +317,10 @@ func (r *round) repairResume(rp *store.Repair, ctl string) {
 		}
 		st := slurm.ParseShowNodes(out)[name]
 		switch {
-		case st.State == "" || st.Has("NOT_RESPONDING"):
-			time.Sleep(200 * time.Millisecond) // its slurmd has not registered yet
+		case st.State == "" || st.Has("NOT_RESPONDING") || strings.HasPrefix(st.State, "DOWN"):
+			// Its slurmd has not registered yet: the registration ends the DOWN hale set
+			// (ReturnToService=2), and a resume before it would have Slurm call the node idle.
+			time.Sleep(200 * time.Millisecond)
 		case outOfService(st.State):
 			if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
 				c.log.Warn("repair: resume", "repair", id, "node", name, "error", err)

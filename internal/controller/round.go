@@ -11,6 +11,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -161,7 +162,7 @@ func (r *round) live(group string) []*store.Node {
 
 func isBringUp(p store.NodePhase) bool {
 	switch p {
-	case "", store.PhasePending, store.PhaseLaunching, store.PhaseBooting, store.PhaseConfiguring:
+	case "", store.PhasePending, store.PhaseLaunching, store.PhaseBooting, store.PhaseConfiguring, store.PhaseJoining:
 		return true
 	}
 	return false
@@ -543,6 +544,10 @@ func (r *round) drive() error {
 				continue
 			}
 			r.sendLifecycle(n)
+		case store.PhaseJoining:
+			if err := r.join(n); err != nil {
+				return err
+			}
 		case store.PhaseReady:
 			if err := r.watchReachability(n); err != nil {
 				return err
@@ -653,6 +658,13 @@ func (r *round) watchReachability(n *store.Node) error {
 		return r.c.judge(r.tx, r.cl, n, n.InstanceID, f, "server", "heartbeat", r.now)
 	case n.Details.Unreachable && agents.Reachable(n.InstanceID):
 		n.Details.Unreachable = false
+		if st := n.Details.SlurmState; joins(r.sl, n.GroupName) && (strings.HasPrefix(st, "DOWN") || strings.Contains(st, "NOT_RESPONDING")) {
+			// Slurm lost it too: Running once its slurmd is back (join.go).
+			if err := r.setPhase(n, store.PhaseJoining, waitingForSlurm+" (slurmctld has it "+strings.ToLower(st)+")"); err != nil {
+				return err
+			}
+			return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is reachable again; waiting for Slurm to accept it (it has it %s).", n.InstanceID, strings.ToLower(st))
+		}
 		if err := r.setPhase(n, store.PhaseReady, ""); err != nil {
 			return err
 		}
@@ -803,7 +815,7 @@ func (r *round) aggregate() error {
 					level = api.ClusterEventLevelWarn
 				}
 				if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, level, nil,
-					"Instance group %s is %s: %d of %d instances Running.", g.Name, next, ready, target); err != nil {
+					"Instance group %s is %s: %d of %s Running.", g.Name, next, ready, plural.Count(target, "instance", "instances")); err != nil {
 					return err
 				}
 			}
@@ -854,7 +866,7 @@ func (r *round) clusterStatus(converged, healthy bool, failed *store.Node) error
 			if err := r.saveCluster(); err != nil {
 				return err
 			}
-			return r.clusterEvent(api.ClusterEventLevelInfo, "Cluster %s is InService: %d instances Running.", r.cl.Name, r.running())
+			return r.clusterEvent(api.ClusterEventLevelInfo, "Cluster %s is InService: %s Running.", r.cl.Name, plural.Count(r.running(), "instance", "instances"))
 		}
 	case api.ClusterStatusUpdating, api.ClusterStatusSystemUpdating:
 		switch {
@@ -865,7 +877,7 @@ func (r *round) clusterStatus(converged, healthy bool, failed *store.Node) error
 			if err := r.saveCluster(); err != nil {
 				return err
 			}
-			return r.clusterEvent(api.ClusterEventLevelInfo, "Cluster %s is InService: %d instances Running.", r.cl.Name, r.running())
+			return r.clusterEvent(api.ClusterEventLevelInfo, "Cluster %s is InService: %s Running.", r.cl.Name, plural.Count(r.running(), "instance", "instances"))
 		}
 	case api.ClusterStatusRollingBack: // of an update: back in service once the old shape is restored
 		if converged {

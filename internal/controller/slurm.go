@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/slurm"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/topology"
@@ -322,9 +323,13 @@ func topologySummary(ts []*topology.Topology) string {
 					leaves++
 				}
 			}
-			parts = append(parts, fmt.Sprintf("%d switches, %d of them leaves", len(t.Switches), leaves))
+			leafWord := "leaves"
+			if leaves == 1 {
+				leafWord = "a leaf"
+			}
+			parts = append(parts, fmt.Sprintf("%s, %d of them %s", plural.Count(len(t.Switches), "switch", "switches"), leaves, leafWord))
 		case topology.Block:
-			parts = append(parts, fmt.Sprintf("%d blocks of size %v", len(t.Blocks), t.BlockSizes))
+			parts = append(parts, fmt.Sprintf("%s of size %v", plural.Count(len(t.Blocks), "block", "blocks"), t.BlockSizes))
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -393,7 +398,7 @@ func (r *round) slurmSteps() error {
 	synced := true
 	for _, n := range r.nodes {
 		role := r.slurmRole(n)
-		if role == "" || (n.Details.Phase != store.PhaseConfiguring && n.Details.Phase != store.PhaseReady) || !agents.Connected(n.InstanceID) {
+		if role == "" || (n.Details.Phase != store.PhaseConfiguring && n.Details.Phase != store.PhaseJoining && n.Details.Phase != store.PhaseReady) || !agents.Connected(n.InstanceID) {
 			continue
 		}
 		if role == "controller" && n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && ctl == nil {
@@ -569,7 +574,7 @@ func (c *Controller) syncSlurmFiles(ctx context.Context, clusterID, logicalID st
 		if err := tx.UpdateNode(n); err != nil {
 			return err
 		}
-		if had != "" && had != hash && n.Details.Phase == store.PhaseReady && cl.State.Slurm != nil {
+		if had != "" && had != hash && (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining) && cl.State.Slurm != nil {
 			// Running daemons read the new files only when told to.
 			cl.State.Slurm.Applied = ""
 			txErr = tx.UpdateCluster(cl)
@@ -677,8 +682,8 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 		if len(removed) > 0 {
 			change += "; left: " + slurm.Hostlist(removed)
 		}
-		return clusterEventTx(tx, cl, api.ClusterEventLevelInfo, "Slurm configuration applied (%s, %.2fs): %d compute nodes %s%s.",
-			how, took.Seconds(), len(names), slurm.Hostlist(names), change)
+		return clusterEventTx(tx, cl, api.ClusterEventLevelInfo, "Slurm configuration applied (%s, %.2fs): %s %s%s.",
+			how, took.Seconds(), plural.Count(len(names), "compute node", "compute nodes"), slurm.Hostlist(names), change)
 	})
 	if err != nil && ctx.Err() == nil {
 		c.log.Error("recording the Slurm configuration", "cluster_id", clusterID, "error", err)

@@ -232,9 +232,10 @@ func (r *round) sendLifecycle(n *store.Node) {
 	}))
 }
 
-// lifecycleDone records a lifecycle result: Running, or Failure with a message naming the
-// group, the host, the script, the exit code and the last lines of output. Either way the
-// cluster's CreateCluster log stream gets a line for the host.
+// lifecycleDone records a lifecycle result: Running (a Slurm compute node: Joining, until Slurm
+// accepts it), or Failure with a message naming the group, the host, the script, the exit code
+// and the last lines of output. Either way the cluster's CreateCluster log stream gets a line
+// for the host.
 func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, createStream, script string, res *agentproto.CommandResult) {
 	took := time.Duration(res.DurationMs) * time.Millisecond
 	c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
@@ -273,9 +274,14 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			add("%s stdout (last lines):\n%s", host, res.StdoutTail)
 			add("%s stderr (last lines):\n%s", host, res.StderrTail)
 		}
-		if ok {
+		join := ok && joins(cl.State.Slurm, n.GroupName)
+		switch {
+		case join:
+			n.Details.Phase = store.PhaseJoining // Running once Slurm accepts work on it (join.go)
+			n.StatusMessage = waitingForSlurm + " (its slurmd is registering)"
+		case ok:
 			n.Details.Phase = store.PhaseReady
-		} else {
+		default:
 			n.Details.Phase = store.PhaseFailed
 		}
 		n.Status = statusOf(n)
@@ -288,7 +294,11 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			}
 		}
 		if ok {
-			if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Instance %s is Running (%s).", n.InstanceID, lines[0].Message); err != nil {
+			format := "Instance %s is Running (%s)."
+			if join {
+				format = "Instance %s is set up; waiting for Slurm to accept it (%s)."
+			}
+			if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, format, n.InstanceID, lines[0].Message); err != nil {
 				return err
 			}
 			if !res.Replayed {

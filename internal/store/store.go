@@ -328,12 +328,14 @@ type NodeDetails struct {
 // NodePhase is where a node's bring-up stands; ClusterInstanceStatus is what the API shows.
 type NodePhase string
 
-// Node phases, in order. Pending, Launching, Booting and Configuring show as status Pending.
+// Node phases, in order. Pending, Launching, Booting, Configuring and Joining show as status
+// Pending.
 const (
 	PhasePending     NodePhase = "Pending"     // recorded, not launched
 	PhaseLaunching   NodePhase = "Launching"   // the provider is creating the instance
 	PhaseBooting     NodePhase = "Booting"     // the instance runs; waiting for its agent
 	PhaseConfiguring NodePhase = "Configuring" // the agent runs the lifecycle scripts
+	PhaseJoining     NodePhase = "Joining"     // set up; waiting for its orchestrator (Slurm) to accept work on it
 	PhaseReady       NodePhase = "Ready"       // Running
 	PhaseFailed      NodePhase = "Failed"      // Failure
 	PhaseTerminating NodePhase = "Terminating" // ShuttingDown
