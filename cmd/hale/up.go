@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -206,12 +207,12 @@ func printReach(out io.Writer, app *server.App, name, dataDir string) {
 	fmt.Fprintf(out, `
 Reach it from another terminal:
   export HALE_DATA_DIR=%[1]s
-  hale list-cluster-nodes --cluster-name %[2]s --output table
-  hale exec --cluster-name %[2]s --node-id %[3]s            # a shell on a node
-  hale logs --cluster-name %[2]s                            # lifecycle and creation logs
-  AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s
-Ctrl-C here, or 'hale down --cluster-name %[2]s', tears the cluster down.
-`, dataDir, name, host, app.CredentialsFile, app.ConfigFile)
+  %[6]s list-cluster-nodes --cluster-name %[2]s --output table
+  %[6]s exec --cluster-name %[2]s --node-id %[3]s            # a shell on a node
+  %[6]s logs --cluster-name %[2]s                            # lifecycle and creation logs
+  AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s   # with the AWS CLI, if installed
+Ctrl-C here, or '%[6]s down --cluster-name %[2]s', tears the cluster down.
+`, dataDir, name, host, app.CredentialsFile, app.ConfigFile, haleCommand())
 }
 
 func printFailure(out io.Writer, st store.Store, name string) {
@@ -250,4 +251,21 @@ func teardown(app *server.App, name string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// haleCommand is how a printed hint should call hale so that it runs as printed: "hale" when
+// that name on PATH is this very binary (scripts/setup.sh links it into /usr/local/bin), and
+// this binary's absolute path otherwise.
+func haleCommand() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "hale"
+	}
+	self, _ = filepath.EvalSymlinks(self)
+	if onPath, err := exec.LookPath("hale"); err == nil {
+		if p, err := filepath.EvalSymlinks(onPath); err == nil && p == self {
+			return "hale"
+		}
+	}
+	return self
 }
