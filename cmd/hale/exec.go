@@ -100,7 +100,11 @@ func nodeCommand(dataDir, id string, args []string) ([]string, error) {
 	if len(args) == 0 {
 		args = []string{"/bin/bash", "-l"}
 	}
-	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--wd=" + homeDir(), "--", "env", "HOSTNAME=" + setup.Hostname}
+	// The working directory is set inside the node (env --chdir), not by nsenter's --wd=DIR:
+	// nsenter opens DIR before it enters the mount namespace, and the node has a root of its
+	// own, so a directory opened on the host's root is unreachable from the node (getcwd fails,
+	// and srun refuses to run).
+	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--", "env", "--chdir=" + homeDir(), "HOSTNAME=" + setup.Hostname}
 	return append(argv, args...), nil
 }
 

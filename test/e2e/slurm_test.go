@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -179,6 +180,13 @@ func TestSlurmCluster(t *testing.T) {
 		}
 		if made := hostPathsCreated(); len(made) > 0 {
 			t.Errorf("nodes created %v on the host", made)
+		}
+		// hale exec starts in the user's home directory inside the node's own root, where
+		// Slurm's commands (which need a working directory) run.
+		home, _ := os.UserHomeDir()
+		out2, err := exec.Command(haleBin, "exec", "--cluster-name", "slurm", "--node-id", login, "--", "sh", "-c", "pwd; srun -N1 -p cpu hostname").CombinedOutput()
+		if err != nil || string(out2) != home+"\n"+cpuHost+"\n" {
+			t.Errorf("hale exec -- sh -c 'pwd; srun -N1 -p cpu hostname':\n%s(%v)\nwant %s and %s", out2, err, home, cpuHost)
 		}
 	})
 
