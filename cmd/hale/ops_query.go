@@ -43,7 +43,7 @@ func compileQuery(expr string) (q *query, err error) {
 			q, err = nil, usagef("Bad value for --query %s: invalid expression (%v)", expr, r)
 		}
 	}()
-	c, err := jmespath.Compile(expr)
+	c, err := jmespath.Compile(legacyLiterals(expr))
 	if err != nil {
 		var se jmespath.SyntaxError
 		if errors.As(err, &se) {
@@ -268,4 +268,41 @@ func closingQuote(expr string, start int) int {
 		}
 	}
 	return len(expr)
+}
+
+// legacyLiterals rewrites the backtick literals of expr that are not JSON (`gpu`) as the JSON
+// strings jmespath.py reads them as: the AWS CLI still takes this deprecated form (jmespath.py's
+// lexer retries a literal that fails to parse as '"' + lexeme.lstrip() + '"'), and users copy
+// it from AWS's own examples, while go-jmespath takes JSON only. Raw strings and quoted
+// identifiers are skipped whole; every other character is kept.
+func legacyLiterals(expr string) string {
+	var b strings.Builder
+	for i := 0; i < len(expr); {
+		ch := expr[i]
+		if ch != '"' && ch != '\'' && ch != '`' {
+			b.WriteByte(ch)
+			i++
+			continue
+		}
+		end := closingQuote(expr, i)
+		if ch != '`' || end-i < 2 || expr[end-1] != '`' {
+			b.WriteString(expr[i:end])
+			i = end
+			continue
+		}
+		lexeme := strings.ReplaceAll(expr[i+1:end-1], "\\`", "`")
+		var v any
+		if json.Unmarshal([]byte(lexeme), &v) != nil {
+			var str string
+			if json.Unmarshal([]byte(`"`+strings.TrimLeft(lexeme, " \t\n\r")+`"`), &str) == nil {
+				quoted, _ := json.Marshal(str)
+				b.WriteString("`" + strings.ReplaceAll(string(quoted), "`", "\\`") + "`")
+				i = end
+				continue
+			}
+		}
+		b.WriteString(expr[i:end])
+		i = end
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -237,4 +238,35 @@ func decodeList(t *testing.T, s string) []string {
 		out[i], _ = e.(string)
 	}
 	return out
+}
+
+// The AWS CLI (jmespath.py) still reads a backtick literal that is not JSON as a string, and
+// AWS's examples use it: InstanceGroups[?InstanceGroupName==`gpu`].
+func TestQueryLegacyLiterals(t *testing.T) {
+	for in, want := range map[string]string{
+		"a[?n==`gpu`].c":     "a[?n==`\"gpu\"`].c",
+		"a[?n==`  gpu`]":     "a[?n==`\"gpu\"`]",
+		"a[?n==`\"gpu\"`]":   "a[?n==`\"gpu\"`]",
+		"a[?n==`1`]":         "a[?n==`1`]",
+		"a[?n==`[1, 2]`]":    "a[?n==`[1, 2]`]",
+		"a[?n=='raw `x` y']": "a[?n=='raw `x` y']",
+		"\"quoted `x`\".b":   "\"quoted `x`\".b",
+		"a[?n==`a\\`b`]":     "a[?n==`\"a\\`b\"`]",
+		"a[?n==`foo bar`].c": "a[?n==`\"foo bar\"`].c",
+		"a[?n==`unclosed":    "a[?n==`unclosed",
+	} {
+		if got := legacyLiterals(in); got != want {
+			t.Errorf("legacyLiterals(%q) = %q, want %q", in, got, want)
+		}
+	}
+	q, err := compileQuery("[ClusterStatus, InstanceGroups[?InstanceGroupName==`gpu`].CurrentCount]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.search(map[string]any{"ClusterStatus": "InService", "InstanceGroups": []any{
+		map[string]any{"InstanceGroupName": "cpu", "CurrentCount": 1.0},
+		map[string]any{"InstanceGroupName": "gpu", "CurrentCount": 2.0}}})
+	if err != nil || fmt.Sprint(got) != "[InService [2]]" {
+		t.Errorf("search = %v, %v; want [InService [2]]", got, err)
+	}
 }

@@ -62,3 +62,27 @@ func TestPurgeDataDir(t *testing.T) {
 		}
 	})
 }
+
+// After a hale up has ended no server answers: down --purge removes the data directory, unless
+// the stopped server left nodes that only it can terminate.
+func TestDownPurgeWithoutServer(t *testing.T) {
+	app := startServer(t)
+	dir := filepath.Dir(app.CredentialsFile)
+	app.Close()
+	os.MkdirAll(filepath.Join(dir, "local", "instances", "i-0123456789abcdef0"), 0o700)
+	r := hale(t, "down", "--purge", "--data-dir", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "it left 1 node running") {
+		t.Fatalf("purge with a node left: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hale.db")); err != nil {
+		t.Fatal("a refused purge removed the store")
+	}
+	os.RemoveAll(filepath.Join(dir, "local", "instances", "i-0123456789abcdef0"))
+	r = hale(t, "down", "--purge", "--data-dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "no hale server runs on "+dir) || !strings.Contains(r.stdout, "removed "+dir) {
+		t.Fatalf("purge after the server ended: %+v", r)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory survives: %v", err)
+	}
+}

@@ -204,15 +204,18 @@ func printReach(out io.Writer, app *server.App, name, dataDir string) {
 	if len(nodes) > 0 {
 		host, _, _ = strings.Cut(nodes[len(nodes)-1].Details.PrivateDNSHostname, ".")
 	}
+	hale := haleCommand()
+	execLine := fmt.Sprintf("%s exec --cluster-name %s --node-id %s", hale, name, host)
+	logsLine := fmt.Sprintf("%s logs --cluster-name %s", hale, name)
 	fmt.Fprintf(out, `
 Reach it from another terminal:
   export HALE_DATA_DIR=%[1]s
   %[6]s list-cluster-nodes --cluster-name %[2]s --output table
-  %[6]s exec --cluster-name %[2]s --node-id %[3]s            # a shell on a node
-  %[6]s logs --cluster-name %[2]s                            # lifecycle and creation logs
+  %-[7]*[8]s  # a shell on a node
+  %-[7]*[9]s  # lifecycle and creation logs
   AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s   # with the AWS CLI, if installed
 Ctrl-C here, or '%[6]s down --cluster-name %[2]s', tears the cluster down.
-`, dataDir, name, host, app.CredentialsFile, app.ConfigFile, haleCommand())
+`, dataDir, name, host, app.CredentialsFile, app.ConfigFile, hale, max(len(execLine), len(logsLine)), execLine, logsLine)
 }
 
 func printFailure(out io.Writer, st store.Store, name string) {

@@ -60,10 +60,16 @@ func follow(ctx context.Context, out io.Writer, st store.Store, name string, aft
 	since := time.Now() // the newest printed event's time
 	for {
 		var fresh []*store.Event
+		every := followEvery
 		err := st.Read(ctx, func(tx store.Tx) error {
 			cl, err := tx.Cluster(name)
 			if err != nil {
 				return err
+			}
+			if cl.Status == api.ClusterStatusDeleting {
+				// Its events go with it (ON DELETE CASCADE) the moment its last node is gone:
+				// look often, so the terminations are printed before that.
+				every = followEvery / 10
 			}
 			q := store.EventQuery{ClusterID: cl.ID, Order: store.Ascending, TimeAfter: new(since.Add(-followWindow)), Limit: 500}
 			for {
@@ -97,7 +103,7 @@ func follow(ctx context.Context, out io.Writer, st store.Store, name string, aft
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(followEvery):
+		case <-time.After(every):
 		}
 	}
 }
