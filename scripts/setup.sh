@@ -30,8 +30,13 @@ declare -A why=(
   [gcc]="cgo: the agent reads NVIDIA's NVML through go-nvml"
   [libc6-dev]="cgo"
   [python3-torch]="PyTorch (CPU, gloo) for examples/train, the demo's training; about 840 MB"
+  [slurmdbd]="Slurm accounting (sacct): slurmdbd on each cluster's controller node"
+  [mariadb-server]="slurmdbd's database, run inside each controller node (never the host's)"
 )
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch)
+# slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
+# in the node's own directories, as HyperPod's sample lifecycle scripts set them up
+# (docs/slurm.md, Accounting).
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -43,14 +48,48 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "setup: installing Debian packages hale needs (the first time only; a few minutes on a fresh machine):"
   for p in "${missing[@]}"; do printf '  %-16s %s\n' "$p" "${why[$p]:-}"; done
+  # Debian's packages start their services on install (mariadb-server makes the host a
+  # database server) and enable them at boot. The host must not run a database because of hale:
+  # a policy-rc.d that answers 101 keeps invoke-rc.d and deb-systemd-invoke from starting any
+  # service during the install (one already there, as in containers, stays), and the database
+  # services installed now (the database and Slurm's and munge's daemons) are disabled
+  # afterwards (and stopped, where systemd runs).
+  made_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# written by hale scripts/setup.sh while it installs packages: start no service\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -q
   # apt's own progress (downloads, then unpacking and setting up) is the progress shown here.
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 "${missing[@]}"
+  if [ -n "$made_policy" ]; then
+    rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
+  fi
+  units=()
+  for p in "${missing[@]}"; do
+    case "$p" in
+      mariadb-server) units+=(mariadb.service) ;;
+      slurmdbd) units+=(slurmdbd.service) ;;
+      # hale runs these in each node; on the host they would only fail (no configuration) at boot.
+      slurm-wlm) units+=(slurmctld.service slurmd.service) ;;
+      munge) units+=(munge.service) ;;
+    esac
+  done
+  if [ ${#units[@]} -gt 0 ] && command -v systemctl >/dev/null 2>&1; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now "${units[@]}" || echo "setup: could not disable ${units[*]}" >&2
+    else
+      systemctl --no-reload disable "${units[@]}" || echo "setup: could not disable ${units[*]}" >&2
+    fi
+  fi
   echo "setup: Debian packages installed"
 fi
-# Debian starts munged and the Slurm daemons of the host where systemd runs; hale runs its own
-# in each node's namespaces and needs none on the host (they would not get in the way: each node
-# binds its own /etc/slurm, /etc/munge and /run/munge).
+# hale runs munged and the Slurm daemons in each node's namespaces and needs none on the host
+# (the host's would not get in the way: each node binds its own /etc/slurm, /etc/munge,
+# /run/munge and /var/lib/mysql).
 
 go mod download
 # go-nvml's headers mark some NVML calls deprecated; hale does not use them.

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os/exec"
 	"reflect"
@@ -228,7 +229,11 @@ func (r *round) slurmRender() error {
 	for _, sn := range st.Nodes {
 		prev[sn.Name] = sn
 	}
-	cfg := slurm.Config{ClusterName: strings.ToLower(r.cl.Name), ControllerName: slurmName(ctl), ControllerAddr: ctl.Details.PrivateIP}
+	if err := r.decideAccounting(st); err != nil {
+		return err
+	}
+	cfg := slurm.Config{ClusterName: strings.ToLower(r.cl.Name), ControllerName: slurmName(ctl), ControllerAddr: ctl.Details.PrivateIP,
+		Accounting: st.Accounting}
 	var listed []store.SlurmNode
 	var topo []topology.Node
 	for _, n := range r.nodes {
@@ -429,6 +434,12 @@ func (r *round) slurmSteps() error {
 			r.c.applySlurm(ctx, clusterID, inst, hash, restart, names)
 		}))
 	}
+	if !st.Accounting && st.AccountingOff != "" && accountingMissing() == "" {
+		clusterID, inst := r.cl.ID, ctl.InstanceID
+		r.work = append(r.work, r.c.background("slurm-accounting:"+clusterID, clusterID, func(ctx context.Context) {
+			r.c.accountingBack(ctx, clusterID, inst)
+		}))
+	}
 	if r.c.slurmPollDue(r.cl.ID, r.now) {
 		clusterID, inst := r.cl.ID, ctl.InstanceID
 		r.work = append(r.work, r.c.background("slurm-poll:"+clusterID, clusterID, func(ctx context.Context) {
@@ -506,6 +517,21 @@ func (c *Controller) runOn(ctx context.Context, instanceID string, argv []string
 	return string(r.StdoutTail), nil
 }
 
+// readConf reads slurm.conf on an instance. A command's result carries only the last lines of
+// its output (the agent's tail), so the file comes as one line of base64: read with cat, a
+// slurm.conf of more than 40 lines lost its head, which then looked like drift.
+func (c *Controller) readConf(ctx context.Context, instanceID string) (string, error) {
+	out, err := c.runOn(ctx, instanceID, slurm.ReadConf(), 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", slurm.ConfPath, err)
+	}
+	return string(b), nil
+}
+
 // syncSlurmFiles writes the cluster's current munge key, slurm.conf and gres.conf to a node
 // (atomically, by its agent) and records the rendering the node now holds. On the controller,
 // an operator's edits to slurm.conf since hale last wrote it are first merged (strategy
@@ -536,7 +562,7 @@ func (c *Controller) syncSlurmFiles(ctx context.Context, clusterID, logicalID st
 		return nil
 	}
 	if roleIn(st, n.GroupName) == "controller" && n.Details.SlurmConf != "" {
-		live, err := c.runOn(ctx, n.InstanceID, []string{"cat", slurm.ConfPath}, 10*time.Second)
+		live, err := c.readConf(ctx, n.InstanceID)
 		if err != nil {
 			return err
 		}
@@ -551,6 +577,10 @@ func (c *Controller) syncSlurmFiles(ctx context.Context, clusterID, logicalID st
 		{Path: slurm.MungeKey, Content: st.MungeKey, Mode: 0o400},
 		{Path: slurm.ConfPath, Content: []byte(st.Conf), Mode: 0o644},
 		{Path: slurm.GresPath, Content: []byte(st.Gres), Mode: 0o644},
+	}
+	if roleIn(st, n.GroupName) == "controller" {
+		// slurmdbd's: only the controller runs it (and it reads it only with mode 0600).
+		files = append(files, &agentproto.File{Path: slurm.DbdConfPath, Content: []byte(slurm.DbdConf), Mode: 0o600})
 	}
 	switch {
 	case st.Topology != "" && st.TopologyYAML:
@@ -920,7 +950,7 @@ func (c *Controller) SlurmDrift(ctx context.Context, clusterID string) ([]string
 	if err != nil || st == nil || ctl == nil {
 		return nil, err
 	}
-	live, err := c.runOn(ctx, ctl.InstanceID, []string{"cat", slurm.ConfPath}, 10*time.Second)
+	live, err := c.readConf(ctx, ctl.InstanceID)
 	if err != nil {
 		return nil, err
 	}

@@ -25,18 +25,38 @@ import (
 // errAgentGone: the node's agent went away mid-setup; the setup runs again when it is back.
 var errAgentGone = errors.New("the agent disconnected")
 
-// slurmBefore writes the node's Slurm files and starts munged.
+// slurmBefore writes the node's Slurm files and starts munged, and on the controller MariaDB
+// and slurmdbd, which make their database while the lifecycle scripts run.
 func (c *Controller) slurmBefore(ctx context.Context, n *store.Node) error {
 	if err := c.syncSlurmFiles(ctx, n.ClusterID, n.LogicalID); err != nil {
 		return c.setupErr(n, "writing the Slurm files", err)
 	}
-	return c.startDaemon(ctx, n, slurm.Munged())
+	if err := c.startDaemon(ctx, n, slurm.Munged()); err != nil {
+		return err
+	}
+	run, _, err := c.accountingOf(ctx, n)
+	if err != nil {
+		return c.setupErr(n, "reading the cluster", err)
+	}
+	if !run {
+		return nil
+	}
+	if _, err := c.runOn(ctx, n.InstanceID, slurm.QuickAck(n.Details.PrivateIP), 10*time.Second); err != nil {
+		c.log.Warn("turning delayed ACKs off on the controller (slurmctld talks to slurmdbd more slowly)", "node", n.LogicalID, "error", err)
+	}
+	if err := c.startDaemon(ctx, n, slurm.MariaDB()); err != nil {
+		return err
+	}
+	return c.startDaemon(ctx, n, slurm.Slurmdbd())
 }
 
 // slurmAfter starts the node's Slurm daemon once its lifecycle scripts succeeded.
 func (c *Controller) slurmAfter(ctx context.Context, n *store.Node, role, name string) error {
 	switch role {
 	case "controller":
+		if err := c.waitAccounting(ctx, n); err != nil {
+			return err
+		}
 		if err := c.startDaemon(ctx, n, slurm.Slurmctld()); err != nil {
 			return err
 		}
@@ -103,7 +123,7 @@ func (c *Controller) waitKnown(ctx context.Context, n *store.Node, name string) 
 // startDaemon enables a supervised daemon on the node.
 func (c *Controller) startDaemon(ctx context.Context, n *store.Node, d slurm.Daemon) error {
 	r, err := c.do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-" + d.Name,
-		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Enabled: true, LogPath: d.Log}}}, 30*time.Second)
+		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, Enabled: true, LogPath: d.Log}}}, 30*time.Second)
 	if err != nil {
 		return c.setupErr(n, "starting "+d.Name, err)
 	}

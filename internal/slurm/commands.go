@@ -10,7 +10,8 @@ package slurm
 type Daemon struct {
 	Name string
 	Argv []string
-	Log  string // where the agent appends the daemon's own output
+	Env  map[string]string // added to the agent's environment
+	Log  string            // where the agent appends the daemon's own output
 }
 
 // Munged is the node's munge daemon, with the cluster's key.
@@ -30,6 +31,10 @@ func Slurmctld() Daemon {
 func Slurmd(node string) Daemon {
 	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"slurmd", "-D", "-f", ConfPath, "-N", node}}
 }
+
+// ReadConf prints slurm.conf as one line of base64: the agent answers with the last lines of a
+// command's output (each up to 1 MiB), and a long slurm.conf must arrive whole.
+func ReadConf() []string { return []string{"base64", "-w0", ConfPath} }
 
 // ShowNodes reads every node's state in one line each (scontrol has no --json in 22.05).
 func ShowNodes() []string { return []string{"scontrol", "show", "node", "-o"} }

@@ -4,7 +4,8 @@
 //
 // hale owns ClusterName, SlurmctldHost=<host>(<ip>), the NodeName lines, the partitions (dev
 // with every compute node, Default=YES, and one per compute group) and gres.conf, as HyperPod
-// does (research hyperpod-api-slurm.md §2.4); they live between the BEGIN and END marker
+// does (research hyperpod-api-slurm.md §2.4), and the accounting storage lines, since hale
+// runs slurmdbd on the controller (accounting.go); they live between the BEGIN and END marker
 // lines. Everything else in slurm.conf is the operator's: hale writes working defaults there
 // when it creates the file, and afterwards keeps, merges or overwrites it per
 // SlurmConfigStrategy.
@@ -57,6 +58,10 @@ type Config struct {
 	// PartitionTopology names the topology.yaml topology of a partition (Slurm 25.05+:
 	// PartitionName=... Topology=<name>); a partition not named uses the cluster default.
 	PartitionTopology map[string]string
+	// Accounting: slurmdbd runs on the controller (accounting.go), and slurm.conf says where,
+	// with GPUs as a tracked resource (AccountingStorageTRES=gres/gpu, as HyperPod's sample
+	// scripts set it) when the cluster has any.
+	Accounting bool
 }
 
 // Block renders hale's part of slurm.conf, between the markers.
@@ -65,6 +70,7 @@ func (c *Config) Block() string {
 	b.WriteString(BeginMark + "\n")
 	fmt.Fprintf(&b, "ClusterName=%s\n", c.ClusterName)
 	fmt.Fprintf(&b, "SlurmctldHost=%s(%s)\n", c.ControllerName, c.ControllerAddr)
+	b.WriteString(c.accountingLines())
 	if c.TopologyPlugin != "" {
 		fmt.Fprintf(&b, "TopologyPlugin=%s\n", c.TopologyPlugin)
 	}
@@ -75,6 +81,9 @@ func (c *Config) Block() string {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	if anyGPU(nodes) {
 		b.WriteString("GresTypes=gpu\n")
+		if c.Accounting {
+			b.WriteString("AccountingStorageTRES=gres/gpu\n")
+		}
 	}
 	byPart := map[string][]string{}
 	var parts []string
@@ -138,10 +147,12 @@ func anyGPU(nodes []Node) bool {
 
 // DefaultOperatorPart is the operator's part of a new slurm.conf: settings that work on hale's
 // nodes (root daemons, no cgroup-based task containment, per-node spool, log and pid paths),
-// with the scheduler settings HyperPod's auto-resume relies on (permit_job_expansion) and a
-// short cred_expire so a requeued job starts again in seconds (research slurm-local-cluster.md §3.2).
-const DefaultOperatorPart = `# slurm.conf of a hale cluster. The block hale manages (cluster name, controller, nodes,
-# partitions) is marked below; the rest is yours, kept, merged or overwritten per the
+// with the scheduler settings HyperPod's auto-resume relies on (permit_job_expansion), a
+// short cred_expire so a requeued job starts again in seconds (research slurm-local-cluster.md
+// §3.2), and the job accounting HyperPod's sample scripts configure (jobacct_gather/linux every
+// 30 s; where records go is hale's block).
+const DefaultOperatorPart = `# slurm.conf of a hale cluster. The block hale manages (cluster name, controller, accounting
+# storage, nodes, partitions) is marked below; the rest is yours, kept, merged or overwritten per the
 # cluster's SlurmConfigStrategy (Managed, Merge, Overwrite).
 SlurmctldPort=6817
 SlurmdPort=6818
@@ -164,14 +175,15 @@ SchedulerParameters=permit_job_expansion,sched_interval=5,bf_interval=5
 ReturnToService=2
 SlurmdTimeout=10
 MessageTimeout=10
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=30
 MpiDefault=none
 `
 
 // hale owns these keys wherever they appear: an operator line that sets one is dropped when
 // hale merges (it would fight hale's own).
-var haleKeys = []string{"clustername", "slurmctldhost", "nodename", "partitionname", "grestypes", "topologyplugin"}
+var haleKeys = []string{"clustername", "slurmctldhost", "nodename", "partitionname", "grestypes", "topologyplugin",
+	"accountingstoragetype", "accountingstoragehost", "accountingstorageport", "accountingstoragetres"}
 
 // OperatorPart returns a slurm.conf's lines outside hale's block.
 func OperatorPart(conf string) string {

@@ -202,6 +202,13 @@ type SlurmState struct {
 	AppliedNodes []string `json:",omitempty"`
 	// ApplyError is why the last try to apply Hash failed ("" once it is applied).
 	ApplyError string `json:",omitempty"`
+	// Accounting: slurm.conf sends job records to slurmdbd on the controller (with MariaDB
+	// beside it). It is decided when the cluster's first configuration is rendered: on when
+	// this machine has slurmdbd and MariaDB. AccountingOff says why it is off (they are
+	// missing, or slurmdbd did not answer when slurmctld first had to start; hale turns it on
+	// once slurmdbd answers). A cluster first rendered before hale ran accounting has neither.
+	Accounting    bool   `json:",omitempty"`
+	AccountingOff string `json:",omitempty"`
 }
 
 // SlurmNode is one compute node as slurm.conf lists it.

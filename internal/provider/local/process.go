@@ -36,9 +36,10 @@ type Bind struct {
 // watches, where injected faults land), provision/, slurm/, munge/.
 // /usr/local/bin holds hale's srun (which understands --auto-resume=1 and hands everything else
 // to Slurm's) ahead of /usr/bin on the usual PATH; /opt/sagemaker_cluster is how job scripts
-// written for HyperPod tell they run on a cluster node.
+// written for HyperPod tell they run on a cluster node. /var/lib/mysql is the controller's
+// MariaDB (Slurm accounting: data, socket, pid file), never the host's.
 var nodeDirs = []string{"/opt/ml", "/var/log", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent",
-	"/etc/munge", "/run/munge", "/var/lib/munge", "/etc/slurm", "/usr/local/bin", ClusterMarker}
+	"/etc/munge", "/run/munge", "/var/lib/munge", "/etc/slurm", "/usr/local/bin", ClusterMarker, "/var/lib/mysql"}
 
 // ClusterMarker is the directory every HyperPod cluster node has; samples test for it before
 // adding --auto-resume=1 to srun.
