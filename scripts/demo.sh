@@ -47,7 +47,8 @@ trap cleanup EXIT
 bold="" plain=""
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
 step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+# run prints a command quoted so that it can be pasted as printed, then runs it.
+run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; }
 export HALE_DATA_DIR="$data"
 
 step "hale up examples/cluster.json (data in $data)"

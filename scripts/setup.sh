@@ -102,7 +102,11 @@ echo "setup: built bin/hale ($(go env GOVERSION))"
 if [ "$(id -u)" -eq 0 ]; then
   link=/usr/local/bin/hale
   if [ -L "$link" ] || [ ! -e "$link" ]; then
-    [ "$(readlink "$link" 2>/dev/null)" = "$PWD/bin/hale" ] || { ln -sfn "$PWD/bin/hale" "$link" && echo "setup: $link -> $PWD/bin/hale"; }
+    was=$(readlink "$link" 2>/dev/null || true)
+    if [ "$was" != "$PWD/bin/hale" ]; then
+      ln -sfn "$PWD/bin/hale" "$link"
+      echo "setup: $link -> $PWD/bin/hale${was:+ (it was $was)}"
+    fi
   else
     echo "setup: $link exists and is not a link; leaving it (hale is at $PWD/bin/hale)" >&2
   fi

@@ -26,8 +26,9 @@ const (
 	// reconcile began, so it may be committed a little after later-stamped ones. Events are
 	// told apart by their store sequence, which follows commit order.
 	followWindow = time.Minute
-	// followWidth is the line width when the output is not a terminal.
-	followWidth = 160
+	// followWidth is the line width when the output is not a terminal (a log file): wide
+	// enough for a finding's evidence or a repair's first steps, which a terminal's width cuts.
+	followWidth = 400
 )
 
 // lastEventSeq is the store sequence of the cluster's newest event (0 when it has none or is
