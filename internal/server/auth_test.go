@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/server"
@@ -118,7 +119,11 @@ func TestThrottling(t *testing.T) {
 	if throttled == 0 {
 		t.Fatal("6 back-to-back calls at burst 2 were never throttled")
 	}
-	retrying := sagemaker.NewFromConfig(e.AWS) // the SDK's standard retryer
+	// The SDK's standard retryer, with more attempts than its default 3: its backoff is random
+	// (full jitter), so three attempts can all land before the bucket refills, and did.
+	retrying := sagemaker.NewFromConfig(e.AWS, func(o *sagemaker.Options) {
+		o.Retryer = retry.AddWithMaxAttempts(retry.NewStandard(), 10)
+	})
 	for i := 0; i < 6; i++ {
 		if _, err := retrying.ListClusters(context.Background(), &sagemaker.ListClustersInput{}); err != nil {
 			t.Fatalf("with SDK retries: %v", err)
