@@ -101,7 +101,14 @@ func (c *Config) Block() string {
 		byPart[n.Partition] = append(byPart[n.Partition], n.Name)
 	}
 	sort.Strings(parts)
-	// Slurm refuses a partition without nodes at start; an empty cluster gets none.
+	// slurmctld refuses to start without a partition ("No PartitionName information
+	// available!") and a partition without nodes ("no nodes configured"), and restarting it is
+	// how a change of nodes takes effect: a cluster whose compute groups are all gone would
+	// leave its controller crash-looping. It gets a placeholder node that never exists
+	// (State=FUTURE, which slurmctld accepts without a slurmd) in the default partition.
+	if len(all) == 0 {
+		fmt.Fprintf(&b, "NodeName=%s State=FUTURE\nPartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", NoComputeNodes, NoComputeNodes)
+	}
 	if len(all) > 0 {
 		fmt.Fprintf(&b, "PartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP%s\n", Hostlist(all), c.partTopology("dev"))
 		for _, p := range parts {
@@ -114,6 +121,10 @@ func (c *Config) Block() string {
 	b.WriteString(EndMark + "\n")
 	return b.String()
 }
+
+// NoComputeNodes names the placeholder node of a cluster without compute nodes: State=FUTURE,
+// never a real host, there only because slurmctld will not start without a node.
+const NoComputeNodes = "hale-no-compute-nodes"
 
 func (c *Config) partTopology(p string) string {
 	if t := c.PartitionTopology[p]; t != "" {
