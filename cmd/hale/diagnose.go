@@ -12,25 +12,34 @@ import (
 )
 
 func newDiagnoseCommand() *cobra.Command {
-	var output string
+	var output, instanceType string
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "diagnose FILE|-",
-		Short: "Classify the faults in a kernel log, offline (dmesg, journal, /var/log/messages)",
+		Short: "Classify the faults in a kernel log or a tool's output, offline (dmesg, journal, dcgmi, ...)",
 		Long: `Run hale's fault classifier over a log from any machine (a node hale does not manage
-included) and print each finding: its fault type, the action hale would take (Ignore, ResetGPU,
-Reboot, Replace), the Xid and GPU, and the line it comes from as evidence. The worst finding,
-the one that decides in a burst, is printed last.
+included) and print each fault found: its fault type, the action hale would take (Ignore,
+ResetGPU, Reboot, Replace), the Xid and GPU, and the lines it comes from as evidence.
+
+A fault is an episode, as on a live node: the lines a driver prints for one exception (an
+Xid 13 is three lines and an Xid 43) and repeats on the same GPU within 10 s are one finding.
+The episodes are judged in order by hale's policy, as the server judges a node's findings:
+repeat rules count episodes, and an application error (Xid 13, 31, ...) asks for a node
+action only when it recurs on the same GPU in different jobs or processes. Escalation after
+a repair (a Reboot that did not cure) needs the node's history and is not applied here.
 
 It reads /dev/kmsg records, dmesg (plain, -T/--ctime, --time-format iso, --decode),
-/var/log/messages and syslog lines, journalctl output (short, short-iso, -o json), nvidia-smi -q
-output, and the DCGM, NCCL and EFA messages in hale's fault catalog. Actions are the catalog's,
-before escalation (a recurrence after a repair would make a Reboot a Replace).
+/var/log/messages and syslog lines (#012 for newlines included), journalctl output (short,
+short-iso, -o json), messages the driver prints over several lines, NVSwitch SXid lines,
+nvidia-smi -q, dcgmi diag, dcgmi health and dcgmi nvlink --link-status outputs, DCGM error
+codes, NVSentinel health events, the EKS node monitoring agent's conditions, and the NCCL
+and EFA messages in hale's fault catalog.
 
 Exit status: 0 when nothing asks for a node action, 1 when something does (Reboot or
 Replace), 2 on a usage or read error.`,
 		Example: `  dmesg -T | hale diagnose -
   journalctl -k -o short-iso --since today | hale diagnose -
+  dcgmi nvlink --link-status | hale diagnose - --instance-type ml.p5.48xlarge
   hale diagnose /var/log/messages --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,55 +52,49 @@ Replace), 2 on a usage or read error.`,
 				defer f.Close()
 				in = f
 			}
-			findings, err := health.Default().ClassifyText(in)
+			cat := health.Default()
+			lines, err := cat.ClassifyLines(in, health.Options{InstanceType: instanceType})
 			if err != nil {
 				return &exitError{2, err}
 			}
-			if !all {
-				findings = distinct(findings)
+			findings := health.Episodes(lines, cat.Policy.EpisodeWindow)
+			if all {
+				findings = lines
 			}
+			decisions := cat.DecideEpisodes(findings)
 			w := cmd.OutOrStdout()
-			worst, any := health.Worst(findings)
+			worst := -1
+			for i, d := range decisions {
+				if worst < 0 || d.Action.Severity() > decisions[worst].Action.Severity() {
+					worst = i
+				}
+			}
 			switch output {
 			case "json":
 				enc := json.NewEncoder(w)
-				for _, f := range findings {
-					enc.Encode(findingJSON(f))
+				for i, f := range findings {
+					enc.Encode(findingJSON(f, decisions[i]))
 				}
 			case "text", "":
-				printFindings(w, findings, worst, any)
+				printFindings(w, findings, decisions, worst)
 			default:
 				return &exitError{2, fmt.Errorf("--output %s: use text or json", output)}
 			}
-			if any && worst.Action.Effective() != health.Ignore {
-				return &exitError{1, fmt.Errorf("diagnose: %s asks for a %s", worst.Fault, worst.Action.Effective())}
+			if worst >= 0 && decisions[worst].Action != health.Ignore {
+				return &exitError{1, fmt.Errorf("diagnose: %s asks for a %s", findings[worst].Fault, decisions[worst].Action)}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&output, "output", "text", "text or json (one finding per line)")
-	cmd.Flags().BoolVar(&all, "all", false, "print every finding, also repeats of the same fault on the same GPU")
+	cmd.Flags().BoolVar(&all, "all", false, "print every line's finding, not merged into episodes")
+	cmd.Flags().StringVar(&instanceType, "instance-type", "", "the machine's instance type (ml.p5.48xlarge): tool outputs are checked against it (NVLinks per GPU)")
 	return cmd
 }
 
-// distinct keeps the first finding of each fault type, Xid and GPU: a burst of the same Xid
-// is one finding to read.
-func distinct(fs []health.Finding) []health.Finding {
-	seen := map[string]bool{}
-	var out []health.Finding
-	for _, f := range fs {
-		k := fmt.Sprintf("%s|%d|%s", f.Fault, f.Xid, f.PCI)
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func findingJSON(f health.Finding) map[string]any {
-	m := map[string]any{"fault": f.Fault, "action": f.Action, "nodeAction": f.Action.Effective(), "meaning": f.Meaning,
-		"source": f.Source, "evidence": f.Evidence}
+func findingJSON(f health.Finding, d health.Decision) map[string]any {
+	m := map[string]any{"fault": f.Fault, "action": f.Action, "nodeAction": d.Action, "meaning": f.Meaning,
+		"source": f.Source, "evidence": f.Evidence, "lines": max(f.Lines, 1)}
 	if f.Xid != 0 {
 		m["xid"] = f.Xid
 	}
@@ -101,19 +104,32 @@ func findingJSON(f health.Finding) map[string]any {
 	if f.Cause != 0 {
 		m["causedByXid"] = f.Cause
 	}
+	if k := f.ProcessKey(); k != "" {
+		m["process"] = k
+		if f.Process != "" {
+			m["processName"] = f.Process
+		}
+	}
 	if !f.Time.IsZero() {
 		m["time"] = f.Time
+	}
+	if d.Escalated != "" {
+		m["escalated"] = d.Escalated
+	}
+	if d.Note != "" {
+		m["note"] = d.Note
 	}
 	return m
 }
 
-func printFindings(w io.Writer, fs []health.Finding, worst health.Finding, any bool) {
-	if !any {
+func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision, worst int) {
+	if len(fs) == 0 {
 		fmt.Fprintln(w, "no faults found")
 		return
 	}
-	for _, f := range fs {
-		head := fmt.Sprintf("%-8s %s", f.Action, f.Fault)
+	for i, f := range fs {
+		d := ds[i]
+		head := fmt.Sprintf("%-8s %s", d.Action, f.Fault)
 		if f.Xid != 0 {
 			head += fmt.Sprintf("  Xid %d", f.Xid)
 		}
@@ -123,7 +139,28 @@ func printFindings(w io.Writer, fs []health.Finding, worst health.Finding, any b
 		if f.Cause != 0 {
 			head += fmt.Sprintf("  (caused by Xid %d)", f.Cause)
 		}
-		fmt.Fprintf(w, "%s\n  %s\n  evidence: %s\n", head, f.Meaning, strings.TrimSpace(f.Evidence))
+		if f.Lines > 1 {
+			head += fmt.Sprintf("  (%d lines)", f.Lines)
+		}
+		if k := f.ProcessKey(); k != "" {
+			head += "  " + k
+			if f.Process != "" {
+				head += " " + f.Process
+			}
+		}
+		fmt.Fprintf(w, "%s\n  %s\n", head, f.Meaning)
+		switch {
+		case d.Escalated != "":
+			fmt.Fprintf(w, "  escalated from %s: %s\n", f.Action.Effective(), d.Escalated)
+		case d.Note != "":
+			fmt.Fprintf(w, "  no node action: %s\n", d.Note)
+		}
+		ev := strings.Split(strings.TrimSpace(health.EvidenceLines(f.Evidence, 6)), "\n")
+		fmt.Fprintf(w, "  evidence: %s\n", strings.TrimSpace(ev[0]))
+		for _, l := range ev[1:] {
+			fmt.Fprintf(w, "            %s\n", strings.TrimSpace(l))
+		}
 	}
-	fmt.Fprintf(w, "\nworst: %s: node action %s (%s). Source: %s\n", worst.Fault, worst.Action.Effective(), worst.Meaning, worst.Source)
+	wf, wd := fs[worst], ds[worst]
+	fmt.Fprintf(w, "\nworst: %s: node action %s (%s). Source: %s\n", wf.Fault, wd.Action, wf.Meaning, wf.Source)
 }

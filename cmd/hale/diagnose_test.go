@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,23 @@ Apr  9 01:21:39 gpu-7 systemd[1]: Started Session 4 of user root.
 	os.WriteFile(log, []byte("Apr  9 01:21:30 gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 43, pid=1, name=python, Ch 00000008\n"), 0o644)
 	if r := hale(t, "diagnose", log); r.code != 0 {
 		t.Errorf("an ignored Xid: exit %d %s", r.code, r.stdout)
+	}
+	// One exception is one finding and no node action; three programs failing on the same GPU
+	// within the hour are a GPU fault (gpud#46, failure-samples F01).
+	burst := func(at string, pid int) string {
+		return fmt.Sprintf("%[1]s gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 9, TPC 1, SM 1): Out Of Range Address\n"+
+			"%[1]s gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception: ESR 0x546fb0=0x11f000e\n"+
+			"%[1]s gpu-7 kernel: NVRM: Xid (PCI:0000:38:00): 43, pid=%[2]d, name=python3, Ch 00000008\n", at, pid)
+	}
+	os.WriteFile(log, []byte(burst("Apr  9 01:21:30", 7)), 0o644)
+	if r := hale(t, "diagnose", log); r.code != 0 || strings.Count(r.stdout, "Ignore   gpu.xid.app_fault") != 1 || !strings.Contains(r.stdout, "(3 lines)  pid 7 python3") ||
+		!strings.Contains(r.stdout, "no node action: an application error") {
+		t.Errorf("one exception: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	os.WriteFile(log, []byte(burst("Apr  9 01:21:30", 7)+burst("Apr  9 01:31:30", 8)+burst("Apr  9 01:41:30", 9)), 0o644)
+	if r := hale(t, "diagnose", log); r.code != 1 || !strings.Contains(r.stdout, "Reboot   gpu.xid.app_fault") ||
+		!strings.Contains(r.stdout, "escalated from Ignore: gpu.xid.app_fault recurred on GPU 0000:38:00 in 3 different jobs or processes within 1h (pid 9, pid 7, pid 8)") {
+		t.Errorf("three programs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := hale(t, "diagnose", filepath.Join(dir, "missing")); r.code != 2 {
 		t.Errorf("a missing file: exit %d", r.code)

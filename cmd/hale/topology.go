@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -39,19 +42,24 @@ is not valid.
 Slurm before 25.05 gets one cluster-wide topology.conf (before 23.11, which has no
 topology/block, a tree); 25.05 and newer get topology.yaml. --slurm-version defaults to the
 installed slurmctld's. Without --output-dir the file goes to stdout; the lines slurm.conf needs
-(TopologyPlugin, or for topology.yaml the partitions' Topology=) go to stderr.`,
+(TopologyPlugin, or for topology.yaml the partitions' Topology=) go to stderr.
+
+When no compute instance's type has EC2 topology, it says so, writes nothing and exits 0: Slurm
+stays flat. A file that is one page of a longer answer (it carries a NextToken) is refused when a
+compute instance with topology is not in it: write every page, as 'aws ec2
+describe-instance-topology' does without --no-paginate or --max-items.`,
 		Example: `  aws ec2 describe-instance-topology --region us-east-1 > topo.json
   hale topology generate --instance-topology topo.json --resource-config /opt/ml/config/resource_config.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := os.Open(topoFile)
 			if err != nil {
-				return &exitError{2, fmt.Errorf("--instance-topology: %w", err)}
+				return &exitError{2, prefixOnce("--instance-topology", err)}
 			}
-			insts, err := topology.ParseInstanceTopology(f)
+			answer, err := topology.ReadAnswer(f)
 			f.Close()
 			if err != nil {
-				return &exitError{2, fmt.Errorf("--instance-topology %s: %w", topoFile, err)}
+				return &exitError{2, prefixOnce("--instance-topology "+topoFile, err, filepath.Base(topoFile))}
 			}
 			var cluster []topology.ClusterInstance
 			var roles map[string]string // compute group -> partition; nil: every group
@@ -88,27 +96,58 @@ installed slurmctld's. Without --output-dir the file goes to stdout; the lines s
 			if len(compute) == 0 {
 				return &exitError{1, fmt.Errorf("topology generate: the cluster has no compute instance to place")}
 			}
+			var v topology.Version
+			if version != "" {
+				if v, err = topology.ParseVersion(version); err != nil {
+					return &exitError{2, prefixOnce("--slurm-version", err, "topology")}
+				}
+			}
+			nodes, _, ignored := topology.NodesFrom(answer.Instances, compute)
+			stderr := cmd.ErrOrStderr()
+			if len(ignored) > 0 {
+				fmt.Fprintf(stderr, "ignored %d instance(s) of the answer that are not compute instances of the cluster: %s\n", len(ignored), strings.Join(ignored, ","))
+			}
+			cov := coverageOf(answer, compute)
+			if len(cov.withTopology) == 0 {
+				// EC2 has no network nodes for these types (it leaves them out of its answer, or lists
+				// them without NetworkNodes): there is nothing to place, and nothing is wrong.
+				if len(cov.uncatalogued) > 0 {
+					fmt.Fprintf(stderr, "note: EC2 lists network nodes for instance(s) of type(s) hale's catalog has no EC2 topology for, which stay flat: %s\n", strings.Join(cov.uncatalogued, "; "))
+				}
+				sayFlat(stderr, outDir)
+				return nil
+			}
+			if answer.NextToken != "" {
+				if len(cov.missing) > 0 {
+					return &exitError{1, fmt.Errorf("--instance-topology %s is one page of a longer answer: it ends with \"NextToken\": %q, and %d of the cluster's %d compute instance(s) with EC2 topology are not in it (%s); they may be on the next pages.\n"+
+						"Get every page into the file: run 'aws ec2 describe-instance-topology' without --no-paginate, --max-items or --next-token (the AWS CLI then fetches all pages itself), "+
+						"or repeat the call with --next-token set to that NextToken (--starting-token if the page came from --max-items) until an answer has no NextToken, and concatenate the answers",
+						topoFile, answer.NextToken, len(cov.missing), len(cov.withTopology), strings.Join(cov.missing, ","))}
+				}
+				fmt.Fprintf(stderr, "note: --instance-topology %s is one page of a longer answer (it ends with \"NextToken\": %q), but it holds every compute instance of the cluster with EC2 topology\n", topoFile, answer.NextToken)
+			}
+			if len(cov.missing) == len(cov.withTopology) {
+				return &exitError{1, fmt.Errorf("topology generate: none of the cluster's %d compute instance(s) with EC2 topology (%s) is in %s (another region or account?)", len(cov.withTopology), strings.Join(cov.types, ", "), topoFile)}
+			}
+			if noData := slices.Sorted(slices.Values(append(slices.Clone(cov.missing), cov.noNetworkNodes...))); len(noData) > 0 {
+				fmt.Fprintf(stderr, "%d instance(s) have no topology data yet (they go under %q): %s\n", len(noData), topology.Unplaced, strings.Join(noData, ","))
+			}
 			if version == "" {
 				out, err := exec.Command("slurmctld", "-V").Output()
 				if err != nil {
 					return &exitError{2, fmt.Errorf("topology generate: no slurmctld here to ask its version; pass --slurm-version (e.g. 24.11)")}
 				}
-				version = string(out)
+				if v, err = topology.ParseVersion(string(out)); err != nil {
+					return &exitError{2, prefixOnce("slurmctld -V", err, "topology")}
+				}
 			}
-			v, err := topology.ParseVersion(version)
-			if err != nil {
-				return &exitError{2, fmt.Errorf("--slurm-version: %w", err)}
-			}
-			nodes, missing, ignored := topology.NodesFrom(insts, compute)
-			stderr := cmd.ErrOrStderr()
-			if len(ignored) > 0 {
-				fmt.Fprintf(stderr, "ignored %d instance(s) of the answer that are not compute instances of the cluster: %s\n", len(ignored), strings.Join(ignored, ","))
-			}
-			if len(missing) == len(compute) {
-				return &exitError{1, fmt.Errorf("topology generate: none of the cluster's %d compute instance(s) is in %s (another region or account?)", len(compute), topoFile)}
-			}
-			if len(missing) > 0 {
-				fmt.Fprintf(stderr, "%d instance(s) have no topology data yet (they go under %q): %s\n", len(missing), topology.Unplaced, strings.Join(missing, ","))
+			if len(cov.noBlock) > 0 && (v.HasYAML() || (v.HasBlock() && topology.Choose(nodes) == topology.Block)) {
+				fmt.Fprintf(stderr, "warning: %d UltraServer instance(s) have no capacity block yet (CapacityBlockId null, as EC2 answers right after launch): %s\n", len(cov.noBlock), strings.Join(cov.noBlock, ","))
+				if v.HasYAML() {
+					fmt.Fprintf(stderr, "  each gets a block of its own (solo-<node>) until EC2 reports it, so no job spans them over NVLink; run this again in a few minutes\n")
+				} else {
+					fmt.Fprintf(stderr, "  Slurm %s cannot hold a block smaller than BlockSizes (%d), so no topology is written; run this again once EC2 reports their CapacityBlockId\n", v, cov.blockSize)
+				}
 			}
 			plan, err := topology.Generate(nodes, v)
 			if err != nil {
@@ -119,7 +158,7 @@ installed slurmctld's. Without --output-dir the file goes to stdout; the lines s
 				name, body = "topology.yaml", plan.YAML
 			}
 			if body == "" {
-				fmt.Fprintln(stderr, "no instance type of the cluster has topology: no topology file (TopologyPlugin stays the default)")
+				sayFlat(stderr, outDir)
 				return nil
 			}
 			fmt.Fprintf(stderr, "# for slurm.conf (Slurm %s):\n", v)
@@ -174,12 +213,12 @@ installed slurmctld's. Without --output-dir the file goes to stdout; the lines s
 func resourceConfigCluster(cmd *cobra.Command, path string) ([]topology.ClusterInstance, map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, &exitError{2, fmt.Errorf("--resource-config: %w", err)}
+		return nil, nil, &exitError{2, prefixOnce("--resource-config", err)}
 	}
 	defer f.Close()
 	cluster, err := topology.ResourceConfigInstances(f)
 	if err != nil {
-		return nil, nil, &exitError{2, fmt.Errorf("--resource-config %s: %w", path, err)}
+		return nil, nil, &exitError{2, prefixOnce("--resource-config "+path, err, filepath.Base(path))}
 	}
 	pp := filepath.Join(filepath.Dir(path), "provisioning_parameters.json")
 	b, err := os.ReadFile(pp)
@@ -189,7 +228,7 @@ func resourceConfigCluster(cmd *cobra.Command, path string) ([]topology.ClusterI
 	}
 	roles, err := slurm.RolesFromProvisioningParameters(b)
 	if err != nil {
-		return nil, nil, &exitError{2, fmt.Errorf("%s: %w", pp, err)}
+		return nil, nil, &exitError{2, prefixOnce(pp, err, filepath.Base(pp))}
 	}
 	return cluster, roles.Workers, nil
 }
@@ -249,3 +288,117 @@ func apiCluster(ctx context.Context, cf *clientFlags, name string) ([]topology.C
 		in["NextToken"] = page.NextToken
 	}
 }
+
+// flatMessage is what the command says when no compute instance's type has EC2 topology: it
+// writes no file, and Slurm keeps its default (flat) topology.
+const flatMessage = "no instance type of this cluster has EC2 topology: Slurm stays flat"
+
+// sayFlat prints flatMessage, and names a topology file left in the output directory from
+// before, which would keep Slurm from being flat.
+func sayFlat(w io.Writer, outDir string) {
+	fmt.Fprintln(w, flatMessage)
+	if outDir == "" {
+		return
+	}
+	for _, name := range []string{"topology.conf", "topology.yaml"} {
+		if _, err := os.Stat(filepath.Join(outDir, name)); err == nil {
+			fmt.Fprintf(w, "note: %s is left from before and nothing replaces it: remove it (and TopologyPlugin from slurm.conf) for Slurm to be flat\n", filepath.Join(outDir, name))
+		}
+	}
+}
+
+// coverage is what a DescribeInstanceTopology answer holds for the cluster's compute instances.
+type coverage struct {
+	withTopology []string // compute instances (ids) of types EC2 reports topology for
+	types        []string // their types, sorted
+	missing      []string // of withTopology, those the answer lacks
+	// of withTopology, those the answer lists without network nodes (EC2 has none for them yet)
+	noNetworkNodes []string
+	noBlock        []string // UltraServer instances of the answer without a capacity block yet
+	blockSize      int      // their UltraServer's block size
+	uncatalogued   []string // "type (ids)": network nodes in the answer for types without topology in the catalog
+}
+
+// coverageOf sorts the compute instances by what the answer says of them. An instance's type is
+// the cluster's, or the answer's where the cluster does not say.
+func coverageOf(a *topology.Answer, compute []topology.ClusterInstance) coverage {
+	byID := map[string]topology.InstanceTopology{}
+	for _, in := range a.Instances {
+		byID[in.InstanceID] = in
+	}
+	var cov coverage
+	types := map[string]bool{}
+	odd := map[string][]string{} // type -> ids
+	for _, c := range compute {
+		in, listed := byID[c.ID]
+		typ := c.Type
+		if typ == "" {
+			typ = in.InstanceType
+		}
+		if !topology.HasTopology(typ) {
+			if listed && hasNetworkNodes(in.NetworkNodes) {
+				odd[typ] = append(odd[typ], c.ID)
+			}
+			continue
+		}
+		cov.withTopology = append(cov.withTopology, c.ID)
+		types[typ] = true
+		if !listed {
+			cov.missing = append(cov.missing, c.ID)
+			continue
+		}
+		if !hasNetworkNodes(in.NetworkNodes) {
+			cov.noNetworkNodes = append(cov.noNetworkNodes, c.ID)
+		}
+		if us := topology.UltraServerOf(typ); us != nil && topology.NoCapacityBlock(in.CapacityBlockID) {
+			cov.noBlock = append(cov.noBlock, c.ID)
+			cov.blockSize = us.BlockSize
+		}
+	}
+	cov.types = slices.Sorted(maps.Keys(types))
+	for _, typ := range slices.Sorted(maps.Keys(odd)) {
+		cov.uncatalogued = append(cov.uncatalogued, fmt.Sprintf("%s (%s)", typ, strings.Join(odd[typ], ",")))
+	}
+	sort.Strings(cov.missing)
+	sort.Strings(cov.noBlock)
+	return cov
+}
+
+// hasNetworkNodes says whether EC2 listed any network node (not empty, not "null").
+func hasNetworkNodes(nn []string) bool {
+	for _, s := range nn {
+		if s = strings.TrimSpace(s); s != "" && s != "null" {
+			return true
+		}
+	}
+	return false
+}
+
+// prefixOnce puts what an error is about (a flag, a file) before its message, once: a message
+// that already begins with the prefix, or with one of redundant (such as the file's base name,
+// with which internal/slurm's errors begin, or the topology package's "topology"), loses that
+// beginning first, so that no one reads "provisioning_parameters.json: provisioning_parameters.json: ...".
+func prefixOnce(prefix string, err error, redundant ...string) error {
+	return &prefixedError{prefix: prefix, redundant: redundant, err: err}
+}
+
+type prefixedError struct {
+	prefix    string
+	redundant []string
+	err       error
+}
+
+func (e *prefixedError) Error() string {
+	msg := e.err.Error()
+	for trimmed := true; trimmed; {
+		trimmed = false
+		for _, p := range append([]string{e.prefix}, e.redundant...) {
+			if p != "" && strings.HasPrefix(msg, p+": ") {
+				msg, trimmed = msg[len(p)+2:], true
+			}
+		}
+	}
+	return e.prefix + ": " + msg
+}
+
+func (e *prefixedError) Unwrap() error { return e.err }

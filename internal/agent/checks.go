@@ -43,8 +43,7 @@ func (a *Agent) runChecks(ctx context.Context, c *agentproto.RunChecks) *agentpr
 	}
 	r := &agentproto.CommandResult{}
 	for _, f := range findings {
-		r.Findings = append(r.Findings, &agentproto.Finding{Fault: f.Fault, Action: string(f.Action), Xid: int32(f.Xid), Pci: f.PCI,
-			Gpu: int32(f.GPU), Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: "checks", ObservedUnixMs: time.Now().UnixMilli()})
+		r.Findings = append(r.Findings, ProtoFinding(f, "checks"))
 		say("FAIL %s (%s): %s", f.Fault, f.Action.Effective(), f.Evidence)
 		if f.Action.Effective() != health.Ignore {
 			r.ExitCode = 1

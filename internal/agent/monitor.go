@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,8 +37,7 @@ const (
 
 // report sends a finding to the server and appends it to the node's findings log.
 func (a *Agent) report(f health.Finding, monitor string) {
-	pf := &agentproto.Finding{Fault: f.Fault, Action: string(f.Action), Xid: int32(f.Xid), Pci: f.PCI, Gpu: int32(f.GPU),
-		Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: monitor, ObservedUnixMs: time.Now().UnixMilli(), Cause: int32(f.Cause)}
+	pf := ProtoFinding(f, monitor)
 	if pf.Gpu < 0 && f.PCI != "" {
 		pf.Gpu = int32(a.gpuOfPCI(f.PCI))
 	}
@@ -46,6 +46,17 @@ func (a *Agent) report(f health.Finding, monitor string) {
 		appendLine(filepath.Join(a.cfg.StateDir, "findings.log"), b)
 	}
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Finding{Finding: pf}})
+}
+
+// ProtoFinding is a finding as the agent sends it to the server (monitor names the monitor
+// that made it), with the job of the process it names when that process still runs.
+func ProtoFinding(f health.Finding, monitor string) *agentproto.Finding {
+	if f.Job == "" && f.PID > 0 {
+		f.Job = jobOfPID(f.PID)
+	}
+	return &agentproto.Finding{Fault: f.Fault, Action: string(f.Action), Xid: int32(f.Xid), Pci: f.PCI, Gpu: int32(f.GPU),
+		Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: monitor, ObservedUnixMs: time.Now().UnixMilli(), Cause: int32(f.Cause),
+		Pid: int32(f.PID), Process: f.Process, Job: f.Job, Lines: int32(f.Lines)}
 }
 
 func appendLine(path string, b []byte) {
@@ -70,6 +81,26 @@ func (a *Agent) startMonitors(ctx context.Context) {
 	}
 }
 
+// jobOfPID is the Slurm job a process belongs to ("" when it cannot tell, as for a process
+// that already ended): its SLURM_JOB_ID, else the job_N of its cgroup (slurmstepd's).
+func jobOfPID(pid int) string {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "SLURM_JOB_ID="); ok && v != "" {
+				return v
+			}
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
+		if m := cgroupJobRE.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+	}
+	return ""
+}
+
+var cgroupJobRE = regexp.MustCompile(`/job_(\d+)(?:/|$)`)
+
 // watchKernelLog follows a kernel log and classifies each new line. /dev/kmsg is read record by
 // record from its end; a file is followed from where the agent last stopped (kept in the
 // state directory, so lines written while the agent was down are not missed, and lines read
@@ -79,7 +110,7 @@ func (a *Agent) watchKernelLog(ctx context.Context, path string) {
 		a.watchKmsg(ctx)
 		return
 	}
-	cat := health.Default()
+	stream := health.Default().NewStream(health.Options{InstanceType: a.cfg.InstanceType})
 	mark := filepath.Join(a.cfg.StateDir, "kernel-log-"+strings.ReplaceAll(strings.Trim(path, "/"), "/", "_")+".offset")
 	var offset int64 = -1
 	var inode uint64
@@ -118,7 +149,7 @@ func (a *Agent) watchKernelLog(ctx context.Context, path string) {
 					lines := strings.Split(partial+string(data), "\n")
 					partial = lines[len(lines)-1]
 					for _, line := range lines[:len(lines)-1] {
-						if fnd, ok := cat.ClassifyLine(line); ok {
+						for _, fnd := range stream.Line(line) {
 							a.report(fnd, "kernel-log")
 						}
 					}
@@ -146,7 +177,7 @@ func (a *Agent) watchKmsg(ctx context.Context) {
 	}
 	go func() { <-ctx.Done(); f.Close() }()
 	f.Seek(0, io.SeekEnd)
-	cat := health.Default()
+	stream := health.Default().NewStream(health.Options{InstanceType: a.cfg.InstanceType})
 	buf := make([]byte, 8192)
 	for {
 		n, err := f.Read(buf)
@@ -156,7 +187,7 @@ func (a *Agent) watchKmsg(ctx context.Context) {
 			}
 			return
 		}
-		if fnd, ok := cat.ClassifyLine(strings.TrimRight(string(buf[:n]), "\n")); ok {
+		for _, fnd := range stream.Line(strings.TrimRight(string(buf[:n]), "\n")) {
 			a.report(fnd, "kernel-log")
 		}
 	}

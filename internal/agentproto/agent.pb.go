@@ -1480,8 +1480,15 @@ type Finding struct {
 	Monitor        string                 `protobuf:"bytes,9,opt,name=monitor,proto3" json:"monitor,omitempty"`                                         // kernel-log, devices, nvml, daemons, disk, network, checks
 	ObservedUnixMs int64                  `protobuf:"varint,10,opt,name=observed_unix_ms,json=observedUnixMs,proto3" json:"observed_unix_ms,omitempty"` // when the agent saw it
 	Cause          int32                  `protobuf:"varint,11,opt,name=cause,proto3" json:"cause,omitempty"`                                           // the Xid a secondary Xid 45 names
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The process an Xid line names (pid 0 when the driver printed '<unknown>') and the batch
+	// job it belonged to, when the agent could tell: application errors count only across
+	// different jobs or processes.
+	Pid           int32  `protobuf:"varint,12,opt,name=pid,proto3" json:"pid,omitempty"`
+	Process       string `protobuf:"bytes,13,opt,name=process,proto3" json:"process,omitempty"`
+	Job           string `protobuf:"bytes,14,opt,name=job,proto3" json:"job,omitempty"`
+	Lines         int32  `protobuf:"varint,15,opt,name=lines,proto3" json:"lines,omitempty"` // lines of evidence (a multi-line message)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Finding) Reset() {
@@ -1587,6 +1594,34 @@ func (x *Finding) GetObservedUnixMs() int64 {
 func (x *Finding) GetCause() int32 {
 	if x != nil {
 		return x.Cause
+	}
+	return 0
+}
+
+func (x *Finding) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Finding) GetProcess() string {
+	if x != nil {
+		return x.Process
+	}
+	return ""
+}
+
+func (x *Finding) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *Finding) GetLines() int32 {
+	if x != nil {
+		return x.Lines
 	}
 	return 0
 }
@@ -2063,7 +2098,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x05lines\x18\x02 \x03(\v2\x16.hale.agent.v1.LogLineR\x05lines\"<\n" +
 	"\aLogLine\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x95\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xe9\x02\n" +
 	"\aFinding\x12\x14\n" +
 	"\x05fault\x18\x01 \x01(\tR\x05fault\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x10\n" +
@@ -2076,7 +2111,11 @@ const file_agent_proto_rawDesc = "" +
 	"\amonitor\x18\t \x01(\tR\amonitor\x12(\n" +
 	"\x10observed_unix_ms\x18\n" +
 	" \x01(\x03R\x0eobservedUnixMs\x12\x14\n" +
-	"\x05cause\x18\v \x01(\x05R\x05cause\"\xa4\x01\n" +
+	"\x05cause\x18\v \x01(\x05R\x05cause\x12\x10\n" +
+	"\x03pid\x18\f \x01(\x05R\x03pid\x12\x18\n" +
+	"\aprocess\x18\r \x01(\tR\aprocess\x12\x10\n" +
+	"\x03job\x18\x0e \x01(\tR\x03job\x12\x14\n" +
+	"\x05lines\x18\x0f \x01(\x05R\x05lines\"\xa4\x01\n" +
 	"\tRunChecks\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12)\n" +
 	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds\x12\x14\n" +

@@ -15,4 +15,6 @@ package agentproto
 //	   ephemeral commands.
 //	3: Finding messages (health monitors); RunChecks; CommandResult.findings.
 //	4: the AutoResume call (srun --auto-resume=1).
-const CapabilityVersion = 4
+//	5: Finding.pid, process, job and lines (episodes of a fault; application errors counted
+//	   across processes).
+const CapabilityVersion = 5

@@ -218,8 +218,7 @@ func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, 
 		}
 		cat := health.Default()
 		for _, pf := range findings {
-			f := health.Finding{Fault: pf.Fault, Action: health.Action(pf.Action), Xid: int(pf.Xid), PCI: pf.Pci, GPU: int(pf.Gpu),
-				Meaning: pf.Meaning, Source: pf.Source, Evidence: pf.Evidence}
+			f := FindingOf(pf)
 			if f.Action.Effective() == health.Ignore {
 				continue
 			}

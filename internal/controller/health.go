@@ -32,13 +32,19 @@ func HealthStream(group, instanceID string) string {
 
 // HandleFinding takes a finding an agent reported (agentserver.Config.OnFinding).
 func (c *Controller) HandleFinding(ctx context.Context, clusterID, instanceID string, pf *agentproto.Finding) {
-	f := health.Finding{Fault: pf.Fault, Action: health.Action(pf.Action), Xid: int(pf.Xid), PCI: pf.Pci, GPU: int(pf.Gpu),
-		Meaning: pf.Meaning, Source: pf.Source, Evidence: pf.Evidence, Cause: int(pf.Cause)}
+	f := FindingOf(pf)
 	monitor := pf.Monitor
 	if monitor == "" {
 		monitor = "agent"
 	}
 	c.recordFinding(ctx, clusterID, instanceID, f, monitor, "health", time.UnixMilli(pf.ObservedUnixMs))
+}
+
+// FindingOf is a finding as it crossed the wire from an agent.
+func FindingOf(pf *agentproto.Finding) health.Finding {
+	return health.Finding{Fault: pf.Fault, Action: health.Action(pf.Action), Xid: int(pf.Xid), PCI: pf.Pci, GPU: int(pf.Gpu),
+		Meaning: pf.Meaning, Source: pf.Source, Evidence: pf.Evidence, Cause: int(pf.Cause), PID: int(pf.Pid), Process: pf.Process,
+		Job: pf.Job, Lines: int(pf.Lines)}
 }
 
 // recordFinding records a finding about the node with that instance id and acts on it.
@@ -64,7 +70,11 @@ func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID st
 }
 
 // judge records a finding about node n (seen on instanceID, which a replacement may have
-// retired since) in tx, and opens or escalates its repair when the policy says so.
+// retired since) in tx, and opens or escalates its repair when the policy says so. A finding
+// that is part of an episode already recorded (the next line of one driver exception, the
+// NVML event for the same Xid: health.JoinsEpisode) is added to that episode's record, with
+// no event of its own; the episode is judged again, since a line may name the process the
+// first did not, and only a decision more severe than before acts.
 func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instanceID string, f health.Finding, monitor, source string, observed time.Time) error {
 	cat := health.Default()
 	cat.Complete(&f)
@@ -81,19 +91,38 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 	if err != nil {
 		return err
 	}
-	var fh, rh []health.Past
-	for _, p := range pastF {
-		fh = append(fh, health.Past{Fault: p.Fault, PCI: p.PCI, At: p.At})
-	}
+	var rh []health.Past
 	for _, p := range pastR {
 		if p.State != store.RepairCancelled {
 			rh = append(rh, health.Past{Fault: p.Fault, Action: health.Action(p.Action), At: p.CreatedAt})
 		}
 	}
-	d := cat.Decide(f, fh, rh, now)
-	rec := &store.Finding{ClusterID: clusterID, LogicalID: n.LogicalID, InstanceID: instanceID, At: observed, Fault: f.Fault,
-		Action: string(f.Action), Decision: string(d.Action), Escalated: d.Escalated, Xid: f.Xid, PCI: f.PCI, GPU: f.GPU,
-		Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: monitor}
+	f.Time = observed
+	rec := episodeOf(pastF, instanceID, f, cat.Policy.EpisodeWindow)
+	fresh := rec == nil
+	before := health.Ignore
+	if fresh {
+		rec = &store.Finding{ClusterID: clusterID, LogicalID: n.LogicalID, InstanceID: instanceID, At: observed, Fault: f.Fault,
+			Action: string(f.Action), Xid: f.Xid, PCI: f.PCI, GPU: f.GPU, Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence,
+			Monitor: monitor, Lines: max(f.Lines, 1), LastAt: observed, PID: f.PID, Process: f.Process, Job: f.Job}
+	} else {
+		before = decided(rec)
+		addToEpisode(rec, f, observed)
+	}
+	var fh []health.Past
+	for _, p := range pastF {
+		if p.Seq != rec.Seq || fresh {
+			fh = append(fh, health.Past{Fault: p.Fault, PCI: p.PCI, At: p.At, Process: processKey(p)})
+		}
+	}
+	ep := health.Finding{Fault: rec.Fault, Action: health.Action(rec.Action), Xid: rec.Xid, PCI: rec.PCI, GPU: rec.GPU,
+		PID: rec.PID, Process: rec.Process, Job: rec.Job}
+	cat.Complete(&ep)
+	d := cat.Decide(ep, fh, rh, now)
+	if !fresh && d.Action.Severity() <= before.Severity() {
+		return tx.UpdateFinding(rec) // one more line of an episode judged already
+	}
+	rec.Decision, rec.Escalated = string(d.Action), d.Escalated
 	if d.Quarantine {
 		rec.Decision = "Quarantine"
 	}
@@ -110,15 +139,62 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 			rec.RepairID = rp.ID
 		}
 	}
-	if err := tx.InsertFinding(rec); err != nil {
-		return err
-	}
-	line, _ := json.Marshal(hmaRecord(rec, d))
-	if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), HealthStream(n.GroupName, instanceID), cl.ID,
-		[]store.LogEvent{{Time: observed, Message: string(line)}}); err != nil {
+	if fresh {
+		if err := tx.InsertFinding(rec); err != nil {
+			return err
+		}
+		line, _ := json.Marshal(hmaRecord(rec, d))
+		if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), HealthStream(n.GroupName, instanceID), cl.ID,
+			[]store.LogEvent{{Time: observed, Message: string(line)}}); err != nil {
+			return err
+		}
+	} else if err := tx.UpdateFinding(rec); err != nil {
 		return err
 	}
 	return instanceEvent(tx, cl, n, now, findingLevel(d), "%s", findingSentence(n, rec, d, rp, current))
+}
+
+// maxEvidenceLines is how many lines of an episode its record keeps (Lines counts them all).
+const maxEvidenceLines = 20
+
+// episodeOf returns the recorded episode (of the same instance) finding f is part of, nil
+// when it opens one.
+func episodeOf(past []*store.Finding, instanceID string, f health.Finding, window time.Duration) *store.Finding {
+	for i := len(past) - 1; i >= 0; i-- {
+		p := past[i]
+		if f.Time.Sub(p.At) > window { // older episodes began before the window too
+			break
+		}
+		ep := health.Finding{Fault: p.Fault, Action: health.Action(p.Action), PCI: p.PCI, GPU: p.GPU, Time: p.At}
+		if p.InstanceID == instanceID && health.JoinsEpisode(ep, f, window) {
+			return p
+		}
+	}
+	return nil
+}
+
+// addToEpisode adds a finding's line to a recorded episode.
+func addToEpisode(rec *store.Finding, f health.Finding, observed time.Time) {
+	if strings.Count(rec.Evidence, "\n")+1 < maxEvidenceLines && f.Evidence != "" {
+		rec.Evidence += "\n" + f.Evidence
+	}
+	rec.Lines = max(rec.Lines, 1) + max(f.Lines, 1)
+	rec.LastAt = observed
+	if processKey(rec) == "" && f.ProcessKey() != "" {
+		rec.PID, rec.Process, rec.Job = f.PID, f.Process, f.Job
+	}
+}
+
+// decided is the action a recorded finding's decision took (Quarantine counts as Replace).
+func decided(rec *store.Finding) health.Action {
+	if rec.Decision == "Quarantine" {
+		return health.Replace
+	}
+	return health.Action(rec.Decision)
+}
+
+func processKey(p *store.Finding) string {
+	return health.Finding{PID: p.PID, Job: p.Job}.ProcessKey()
 }
 
 func findingLevel(d health.Decision) api.ClusterEventLevel {
@@ -142,6 +218,8 @@ func findingSentence(n *store.Node, f *store.Finding, d health.Decision, rp *sto
 	switch {
 	case !current:
 		b.WriteString("The instance has been replaced since: no action.")
+	case d.Action == health.Ignore && d.Note != "":
+		fmt.Fprintf(&b, "No node action: %s.", d.Note)
 	case d.Action == health.Ignore:
 		b.WriteString("No node action (the catalog ignores it).")
 	case rp == nil:
@@ -155,7 +233,12 @@ func findingSentence(n *store.Node, f *store.Finding, d health.Decision, rp *sto
 		}
 		b.WriteString(".")
 	}
-	fmt.Fprintf(&b, " Evidence: %s", strings.TrimSpace(f.Evidence))
+	ev := strings.ReplaceAll(strings.TrimSpace(health.EvidenceLines(f.Evidence, 4)), "\n", " | ")
+	if f.Lines > 1 {
+		fmt.Fprintf(&b, " Evidence (%d lines): %s", f.Lines, ev)
+	} else {
+		fmt.Fprintf(&b, " Evidence: %s", ev)
+	}
 	return b.String()
 }
 

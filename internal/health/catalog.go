@@ -56,6 +56,10 @@ type Repeat struct {
 	Count  int           `yaml:"count"`
 	Window time.Duration `yaml:"window"`
 	Action Action        `yaml:"action"`
+	// Across "process": the episodes must come from Count different jobs or processes
+	// (NVIDIA's workflow for application Xids such as 13 and 31: an error that follows one
+	// program is the program's; one that recurs on the GPU across programs is the GPU's).
+	Across string `yaml:"across,omitempty"`
 }
 
 // Entry is one fault of the catalog.
@@ -71,13 +75,19 @@ type Entry struct {
 	Name   string `yaml:"name,omitempty"`
 	NVIDIA string `yaml:"nvidia,omitempty"`
 
-	// Pattern entries: an RE2 expression matched against a line.
-	Match string `yaml:"match,omitempty"`
-	re    *regexp.Regexp
+	// Pattern entries: an RE2 expression matched against a line. A (?P<pci>...) group names
+	// the GPU. Joined patterns are matched against an NVRM message the driver prints over
+	// several lines, its lines joined by spaces without their "NVRM:" prefixes.
+	Match  string `yaml:"match,omitempty"`
+	Joined bool   `yaml:"joined,omitempty"`
+	re     *regexp.Regexp
 }
 
 // Policy is the escalation policy.
 type Policy struct {
+	// EpisodeWindow: findings of one fault type on one GPU within this time of the first are
+	// one episode (the lines of one exception, its NVML event, its immediate repeats).
+	EpisodeWindow time.Duration `yaml:"episode_window"`
 	// RecurrenceWindow: a Reboot-class fault that recurs on a node within this time of the
 	// last repair for the same fault type escalates to Replace.
 	RecurrenceWindow time.Duration `yaml:"recurrence_window"`
@@ -96,26 +106,45 @@ type Catalog struct {
 
 	byXid   map[int]*Entry
 	byFault map[string]*Entry
+
+	// sxids is the NVSwitch SXid catalog (sxids.yaml, sxid.go); tools is what hale reads
+	// from other monitors and tools: DCGM, NVSentinel, the EKS node monitoring agent (tools.yaml,
+	// tools.go).
+	sxids *sxidTable
+	tools *toolTable
 }
 
 //go:embed catalog.yaml
 var catalogYAML []byte
 
-var defaultCatalog = mustLoad(catalogYAML)
+//go:embed sxids.yaml
+var sxidsYAML []byte
 
-// Default is the catalog built into hale (catalog.yaml).
+//go:embed tools.yaml
+var toolsYAML []byte
+
+var defaultCatalog = mustLoad()
+
+// Default is the catalog built into hale (catalog.yaml, sxids.yaml and tools.yaml).
 func Default() *Catalog { return defaultCatalog }
 
-func mustLoad(b []byte) *Catalog {
-	c, err := Load(b)
+func mustLoad() *Catalog {
+	c, err := Load(catalogYAML)
+	if err == nil {
+		c.sxids, err = loadSXids(sxidsYAML)
+	}
+	if err == nil {
+		c.tools, err = loadTools(toolsYAML, c)
+	}
 	if err != nil {
 		panic(err)
 	}
 	return c
 }
 
-// Load reads and checks a catalog: every action known, every pattern a valid expression,
-// no Xid twice.
+// Load reads and checks a catalog of Xids, patterns and faults (catalog.yaml's form): every
+// action known, every pattern a valid expression, no Xid twice. The catalog it returns has no
+// SXid or tool tables; Default has hale's.
 func Load(b []byte) (*Catalog, error) {
 	var c Catalog
 	if err := yaml.Unmarshal(b, &c); err != nil {
@@ -128,6 +157,9 @@ func Load(b []byte) (*Catalog, error) {
 		}
 		if e.Repeat != nil && (e.Repeat.Count < 2 || e.Repeat.Window <= 0 || e.Repeat.Action.Severity() <= e.Action.Severity()) {
 			return fmt.Errorf("health catalog: %s: repeat must name 2 or more findings, a window and a more severe action", where)
+		}
+		if e.Repeat != nil && e.Repeat.Across != "" && e.Repeat.Across != "process" {
+			return fmt.Errorf("health catalog: %s: repeat across %q: only \"process\" is known", where, e.Repeat.Across)
 		}
 		return nil
 	}
@@ -159,8 +191,8 @@ func Load(b []byte) (*Catalog, error) {
 		}
 		c.byXid[e.Xid] = e
 	}
-	if c.Policy.RecurrenceWindow <= 0 || c.Policy.QuarantineAfter < 1 || c.Policy.QuarantineWindow <= 0 {
-		return nil, fmt.Errorf("health catalog: policy needs recurrence_window, quarantine_after and quarantine_window")
+	if c.Policy.EpisodeWindow <= 0 || c.Policy.RecurrenceWindow <= 0 || c.Policy.QuarantineAfter < 1 || c.Policy.QuarantineWindow <= 0 {
+		return nil, fmt.Errorf("health catalog: policy needs episode_window, recurrence_window, quarantine_after and quarantine_window")
 	}
 	return &c, nil
 }

@@ -1,8 +1,7 @@
 package health
 
 import (
-	"bufio"
-	"io"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +9,8 @@ import (
 )
 
 // Finding is a fault found on a node: what it is, what hale does about it, and the evidence.
+// A finding is one log line (or one reading of a monitor); an episode (Episodes) is the
+// findings of one fault on one GPU, merged into one Finding with all its lines as evidence.
 type Finding struct {
 	Fault   string // fault type, e.g. gpu.bus_lost
 	Action  Action // the catalog's action (before escalation; see Policy)
@@ -18,25 +19,61 @@ type Finding struct {
 	GPU     int    // the GPU index when known (monitors), else -1
 	Meaning string
 	Source  string
-	// Evidence is the raw log line (or the monitor's reading) the finding comes from.
+	// Evidence is the raw log line (or the monitor's reading) the finding comes from; an
+	// episode's lines, one per line.
 	Evidence string
-	Time     time.Time // when the line says it happened; zero when it does not say
+	// Lines is how many lines Evidence holds (1 for a line, more for a multi-line message or
+	// an episode).
+	Lines int
+	Time  time.Time // when the line says it happened; zero when it does not say
+	// Uptime is the line's time since boot (dmesg's "[ 1843.308145]", kmsg's microseconds);
+	// zero when it does not say. Episodes of a log without wall-clock times use it.
+	Uptime time.Duration
 	// Cause is the Xid a secondary error (Xid 45) names as its cause.
 	Cause int
+	// PID and Process are the process an Xid line names ("pid=2924364, name=pt_main_thread");
+	// PID is 0 when the driver printed '<unknown>'. Job is the batch job that process belonged
+	// to, when the agent could tell (Slurm's job id).
+	PID     int
+	Process string
+	Job     string
 	// Repeat is the catalog's escalation for a fault that keeps coming, if any.
 	Repeat *Repeat
 }
 
+// ProcessKey names the process (or job) a finding came from, for the rule that application
+// errors count only across different processes: "job 42", "pid 1818990", or "" when unknown.
+func (f Finding) ProcessKey() string {
+	switch {
+	case f.Job != "":
+		return "job " + f.Job
+	case f.PID > 0:
+		return "pid " + strconv.Itoa(f.PID)
+	}
+	return ""
+}
+
 var (
-	// NVRM: Xid (PCI:0000:38:00): 13, pid=..., name=..., text
-	xidRE = regexp.MustCompile(`Xid \((?:PCI:)?([0-9A-Fa-f:.]+)?[^)]*\): (\d+),? ?(.*)`)
+	// NVRM: Xid (PCI:0000:38:00): 13, pid=..., name=..., text. The Xid must be a word of its own:
+	// an NVSwitch "SXid (PCI:...)" line is not a GPU Xid.
+	xidRE = regexp.MustCompile(`(?:^|[^A-Za-z])Xid \((?:PCI:)?([0-9A-Fa-f:.]+)?[^)]*\): (\d+),? ?(.*)`)
 	// DCGM and NVSentinel texts: "(XID 95)"; dcgm-exporter: DCGM_FI_DEV_XID_ERRORS{err_code="45"
 	xidUpperRE    = regexp.MustCompile(`\(XID (\d+)\)`)
 	xidExporterRE = regexp.MustCompile(`DCGM_FI_DEV_XID_ERRORS\{[^}]*err_code="(\d+)"`)
 	causeRE       = regexp.MustCompile(`caused by previous Xid (\d+)`)
-	// Xid 154: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
-	recoveryRE = regexp.MustCompile(`(?i)to 0x[0-9a-f]+ \(([^)]+)\)`)
+	// pid=2924364, name=pt_main_thread (pid='<unknown>' when the driver does not know it)
+	pidRE = regexp.MustCompile(`pid='?(\d+|<unknown>)'?, name=([^,]*)`)
+	// Xid 154: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"; the
+	// code decides, not the label, which drivers reword.
+	recoveryRE = regexp.MustCompile(`(?i)to (0x[0-9a-f]+|\d+)\b`)
 )
+
+// recoveryActions maps the recovery-action code of Xid 154 to hale's action. The codes are
+// NVML's nvmlDeviceGpuRecoveryAction_t (nvml.h; go-nvml's DeviceGpuRecoveryAction): 0 none,
+// 1 GPU reset, 2 node reboot, 3 drain P2P (stop peer-to-peer work, then reset), 4 drain and
+// reset, 5 recover the IMEX domain, 6 bus reset, 7 system reboot. A GPU reset is a reboot on a
+// VM (Action.Effective); an unknown code is treated as a reboot.
+var recoveryActions = map[int64]Action{0: Ignore, 1: ResetGPU, 2: Reboot, 3: ResetGPU, 4: ResetGPU, 5: Reboot, 6: ResetGPU, 7: Reboot}
 
 // ClassifyLine classifies one log line; ok is false when the line is not a fault.
 func (c *Catalog) ClassifyLine(line string) (Finding, bool) {
@@ -46,14 +83,29 @@ func (c *Catalog) ClassifyLine(line string) (Finding, bool) {
 		return Finding{}, false
 	}
 	f.Evidence = strings.TrimRight(line, "\r\n")
-	f.Time = r.Time
+	f.Lines = 1
+	f.Time, f.Uptime = r.Time, r.Uptime
 	return f, true
 }
 
 func (c *Catalog) classifyMessage(msg string) (Finding, bool) {
+	if f, ok := c.sxidFinding(msg); ok {
+		return f, true
+	}
+	if f, ok := c.toolFinding(msg); ok {
+		return f, true
+	}
 	if m := xidRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[2])
-		return c.xidFinding(n, strings.TrimSuffix(m[1], ":"), m[3])
+		f, ok := c.xidFinding(n, strings.TrimSuffix(m[1], ":"), m[3])
+		if p := pidRE.FindStringSubmatch(m[3]); p != nil {
+			f.PID, _ = strconv.Atoi(p[1])
+			f.Process = strings.TrimSpace(p[2])
+			if f.Process == "<unknown>" {
+				f.Process = ""
+			}
+		}
+		return f, ok
 	}
 	if m := xidUpperRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
@@ -63,13 +115,37 @@ func (c *Catalog) classifyMessage(msg string) (Finding, bool) {
 		n, _ := strconv.Atoi(m[1])
 		return c.xidFinding(n, "", msg)
 	}
+	return c.patternFinding(msg, false)
+}
+
+// patternFinding matches the catalog's patterns against a message: the one-line patterns, or
+// (joined) those written for a message the driver spreads over several lines, matched against
+// the lines joined (stream.go).
+func (c *Catalog) patternFinding(msg string, joined bool) (Finding, bool) {
 	for i := range c.Patterns {
 		e := &c.Patterns[i]
-		if e.re.MatchString(msg) {
-			return Finding{Fault: e.Fault, Action: e.Action, GPU: -1, Meaning: e.Meaning, Source: e.Source, Repeat: e.Repeat}, true
+		if e.Joined != joined {
+			continue
+		}
+		if m := e.re.FindStringSubmatch(msg); m != nil {
+			f := Finding{Fault: e.Fault, Action: e.Action, GPU: -1, Meaning: e.Meaning, Source: e.Source, Repeat: e.Repeat}
+			if i := e.re.SubexpIndex("pci"); i > 0 {
+				f.PCI = shortPCI(m[i])
+			}
+			return f, true
 		}
 	}
 	return Finding{}, false
+}
+
+// shortPCI writes a PCI address the way Xid lines do (domain:bus:device, "0000:b3:00"), so a
+// finding from a message that names the function too ("0000:b3:00.0") is about the same GPU.
+func shortPCI(s string) string {
+	s = strings.ToLower(strings.TrimSuffix(s, ":"))
+	if i := strings.LastIndexByte(s, '.'); i > 0 {
+		s = s[:i]
+	}
+	return s
 }
 
 // xidFinding applies the Xid's entry and what its text adds: a secondary error's cause, an
@@ -92,43 +168,17 @@ func (c *Catalog) xidFinding(n int, pci, text string) (Finding, bool) {
 	}
 	if n == 154 {
 		if m := recoveryRE.FindStringSubmatch(text); m != nil {
-			switch strings.ToLower(strings.TrimSpace(m[1])) {
-			case "gpu reset required", "drain and reset":
-				f.Action = ResetGPU
-			case "node reboot required":
-				f.Action = Reboot
+			if code, err := strconv.ParseInt(m[1], 0, 64); err == nil {
+				a, known := recoveryActions[code]
+				if !known {
+					a = Reboot
+				}
+				f.Action = a
+				f.Meaning += fmt.Sprintf(" (recovery action %d)", code)
 			}
 		}
 	}
 	return f, true
-}
-
-// ClassifyText classifies a whole log or tool output, line by line, and also reads the
-// multi-line outputs it knows: `nvidia-smi -q`'s Remapped Rows block ("Pending : Yes").
-// Findings come in the order of the text.
-func (c *Catalog) ClassifyText(r io.Reader) ([]Finding, error) {
-	var out []Finding
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	inRemap := false
-	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "Remapped Rows":
-			inRemap = true
-		case inRemap && strings.HasPrefix(trimmed, "Pending") && strings.HasSuffix(trimmed, "Yes"):
-			e := c.byFault["gpu.memory.remap_pending"]
-			out = append(out, Finding{Fault: e.Fault, Action: e.Action, GPU: -1, Meaning: "nvidia-smi -q: " + e.Meaning, Source: e.Source, Evidence: line})
-			continue
-		case inRemap && !strings.Contains(trimmed, ":"):
-			inRemap = false
-		}
-		if f, ok := c.ClassifyLine(line); ok {
-			out = append(out, f)
-		}
-	}
-	return out, sc.Err()
 }
 
 // Worst is the finding whose action is most severe (the first of equals): in a burst the most

@@ -172,17 +172,21 @@ func TestPolicy(t *testing.T) {
 	if d := c.Decide(xid48, nil, []Past{{Fault: "gpu.ecc.uncorrectable", Action: Reboot, At: now.Add(-2 * time.Hour)}}, now); d.Action != Reboot {
 		t.Errorf("Xid 48 long after a reboot: %+v", d)
 	}
-	// Application Xids on the same GPU escalate only when they keep coming.
-	xid31, _ := c.ClassifyLine("NVRM: Xid (PCI:0000:08:00): 31, pid=1, name=python, MMU Fault")
-	same := []Past{{Fault: "gpu.xid.app_fault", PCI: "0000:08:00", At: now.Add(-time.Minute)}}
-	if d := c.Decide(xid31, same, nil, now); d.Action != Ignore {
+	// Application Xids on the same GPU escalate only when they recur across processes.
+	xid31, _ := c.ClassifyLine("NVRM: Xid (PCI:0000:08:00): 31, pid=3, name=python, MMU Fault")
+	same := []Past{{Fault: "gpu.xid.app_fault", PCI: "0000:08:00", At: now.Add(-time.Minute), Process: "pid 1"}}
+	if d := c.Decide(xid31, same, nil, now); d.Action != Ignore || !strings.Contains(d.Note, "2 so far") {
 		t.Errorf("second Xid 31: %+v", d)
 	}
-	same = append(same, Past{Fault: "gpu.xid.app_fault", PCI: "0000:08:00", At: now.Add(-2 * time.Minute)})
-	if d := c.Decide(xid31, same, nil, now); d.Action != Reboot {
-		t.Errorf("third Xid 31 on one GPU: %+v", d)
+	same = append(same, Past{Fault: "gpu.xid.app_fault", PCI: "0000:08:00", At: now.Add(-2 * time.Minute), Process: "pid 2"})
+	if d := c.Decide(xid31, same, nil, now); d.Action != Reboot || !strings.Contains(d.Escalated, "3 different jobs or processes within 1h (pid 3, pid 1, pid 2)") {
+		t.Errorf("third Xid 31 on one GPU from a third process: %+v", d)
 	}
-	other := []Past{{Fault: "gpu.xid.app_fault", PCI: "0000:09:00", At: now}, {Fault: "gpu.xid.app_fault", PCI: "0000:0a:00", At: now}}
+	one := []Past{{Fault: "gpu.xid.app_fault", PCI: "0000:08:00", At: now, Process: "pid 3"}, {Fault: "gpu.xid.app_fault", PCI: "0000:08:00", At: now}}
+	if d := c.Decide(xid31, one, nil, now); d.Action != Ignore {
+		t.Errorf("Xid 31 again and again from one process: %+v", d)
+	}
+	other := []Past{{Fault: "gpu.xid.app_fault", PCI: "0000:09:00", At: now, Process: "pid 1"}, {Fault: "gpu.xid.app_fault", PCI: "0000:0a:00", At: now, Process: "pid 2"}}
 	if d := c.Decide(xid31, other, nil, now); d.Action != Ignore {
 		t.Errorf("Xid 31 on different GPUs: %+v", d)
 	}

@@ -10,11 +10,14 @@ import (
 
 // Record is one kernel (or system) log line, with what its format says about it.
 type Record struct {
-	Time    time.Time // zero when the line has none (plain dmesg's seconds since boot are not a time)
-	Host    string    // syslog, journald and /var/log/messages lines name the host
-	Level   string    // the syslog level when the line gives it (kmsg priority, dmesg --decode)
-	Message string    // the message itself, without the format's prefixes
-	Raw     string    // the line as it was
+	Time time.Time // zero when the line has none (plain dmesg's seconds since boot are not a time)
+	// Uptime is the time since boot the line gives (dmesg's "[ 1843.308145]", kmsg's
+	// microseconds); zero when it gives none.
+	Uptime  time.Duration
+	Host    string // syslog, journald and /var/log/messages lines name the host
+	Level   string // the syslog level when the line gives it (kmsg priority, dmesg --decode)
+	Message string // the message itself, without the format's prefixes
+	Raw     string // the line as it was
 }
 
 var (
@@ -27,7 +30,7 @@ var (
 	// dmesg -T / --ctime: "[Tue Apr  9 01:21:38 2024] message".
 	ctimeRE = regexp.MustCompile(`^\[([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ?(.*)$`)
 	// dmesg: "[ 1632.420956] message".
-	monoRE = regexp.MustCompile(`^\[\s*\d+\.\d+\] ?(.*)$`)
+	monoRE = regexp.MustCompile(`^\[\s*(\d+\.\d+)\] ?(.*)$`)
 	// syslog, /var/log/messages, journalctl (short): "Apr  9 01:21:38 host kernel: message".
 	syslogRE = regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (\S+) ([^:\[\s]+)(?:\[\d+\])?: ?(.*)$`)
 	// journalctl -o short-iso / rsyslog RFC 3339: "2025-01-21T04:41:44+0000 host kernel: message".
@@ -54,6 +57,9 @@ func ParseLine(line string) Record {
 	if m := kmsgRE.FindStringSubmatch(s); m != nil {
 		pri, _ := strconv.Atoi(m[1])
 		r.Level = kmsgLevels[pri&7]
+		if us, err := strconv.ParseInt(m[3], 10, 64); err == nil {
+			r.Uptime = time.Duration(us) * time.Microsecond
+		}
 		r.Message = m[4]
 		return r
 	}
@@ -87,7 +93,10 @@ func ParseLine(line string) Record {
 		s = m[1]
 	}
 	if m := monoRE.FindStringSubmatch(s); m != nil {
-		s = m[1]
+		if sec, err := strconv.ParseFloat(m[1], 64); err == nil {
+			r.Uptime = time.Duration(sec * float64(time.Second))
+		}
+		s = m[2]
 	}
 	r.Message = s
 	return r

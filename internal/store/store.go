@@ -90,6 +90,9 @@ type Tx interface {
 
 	// InsertFinding records a health finding of a node (sets f.Seq).
 	InsertFinding(f *Finding) error
+	// UpdateFinding rewrites a recorded finding (by f.Seq): an episode that gained lines.
+	// ErrNotFound when there is none.
+	UpdateFinding(f *Finding) error
 	// FindingsOf returns a node's findings since a time, oldest first.
 	FindingsOf(clusterID, logicalID string, since time.Time) ([]*Finding, error)
 	// InsertRepair records a new repair; PutRepair replaces one (by ID; ErrNotFound).
@@ -520,6 +523,15 @@ type Finding struct {
 	Evidence   string `json:",omitempty"`
 	Monitor    string `json:",omitempty"`
 	RepairID   string `json:",omitempty"`
+	// A finding is an episode (internal/health Episodes): Lines counts the lines of evidence
+	// (Evidence keeps the first of them), LastAt is when the latest came.
+	Lines  int       `json:",omitempty"`
+	LastAt time.Time `json:",omitzero"`
+	// The process an Xid line named and its job, when known: application errors count only
+	// across different jobs or processes.
+	PID     int    `json:",omitempty"`
+	Process string `json:",omitempty"`
+	Job     string `json:",omitempty"`
 }
 
 // RepairState is where a repair stands. Draining, Held, WaitingForJobs, Repairing, Checking and

@@ -40,6 +40,15 @@ type UltraServer struct {
 	BlockSize int    `json:"BlockSize"`
 }
 
+// catalogJSON is the catalog. Its Topology entries follow the instance types and network-node
+// counts of the EC2 User Guide, "Prerequisites for Amazon EC2 topology", section Instance types:
+// https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html#inst-net-topology-prereqs-instance-types
+// (how the layers fit together: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/how-ec2-instance-topology-works.html).
+// Checked in this form: 3 network nodes for g6e (all sizes), g7e, p4d, p4de, p5.48xlarge, p5e,
+// p5en, p6e-gb200.36xlarge, trn1, trn1n, trn2.48xlarge; 4 for p6-b200 and p6-b300. EC2 does not
+// list p5.4xlarge, trn2.3xlarge, g6, c6i, m6i, r6i, c7g or m7g, so they have none here.
+// TestCatalogTopologyFollowsEC2Docs holds the catalog to that list.
+//
 //go:embed instance_types.json
 var catalogJSON []byte
 

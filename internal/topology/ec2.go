@@ -18,16 +18,25 @@ type InstanceTopology struct {
 	GroupName       string   `json:"GroupName"`
 }
 
-// ParseInstanceTopology reads a DescribeInstanceTopology answer ({"Instances": [...]}), or
-// several concatenated (one per page, as `aws ... --no-paginate` pages print them). A document
-// without "Instances" is refused: it is not such an answer.
-func ParseInstanceTopology(r io.Reader) ([]InstanceTopology, error) {
+// Answer is a DescribeInstanceTopology answer as the AWS CLI prints it: the instances, and the
+// NextToken of its last page. A NextToken means EC2 had more instances than the file holds: the
+// file is one page of several (written with --no-paginate, --max-items or --next-token).
+type Answer struct {
+	Instances []InstanceTopology
+	NextToken string // the last page's; "" when the answer is complete
+}
+
+// ReadAnswer reads a DescribeInstanceTopology answer ({"Instances": [...]}), or several
+// concatenated (one per page, as `aws ... --no-paginate` pages print them). A document without
+// "Instances" is refused: it is not such an answer.
+func ReadAnswer(r io.Reader) (*Answer, error) {
 	dec := json.NewDecoder(r)
-	var out []InstanceTopology
+	a := &Answer{}
 	pages := 0
 	for {
 		var page struct {
 			Instances *[]InstanceTopology `json:"Instances"`
+			NextToken *string             `json:"NextToken"`
 		}
 		err := dec.Decode(&page)
 		if err == io.EOF {
@@ -40,12 +49,26 @@ func ParseInstanceTopology(r io.Reader) ([]InstanceTopology, error) {
 			return nil, fmt.Errorf("no \"Instances\" list: not the output of aws ec2 describe-instance-topology")
 		}
 		pages++
-		out = append(out, *page.Instances...)
+		a.Instances = append(a.Instances, *page.Instances...)
+		a.NextToken = ""
+		if page.NextToken != nil {
+			a.NextToken = strings.TrimSpace(*page.NextToken)
+		}
 	}
 	if pages == 0 {
 		return nil, fmt.Errorf("empty: not the output of aws ec2 describe-instance-topology")
 	}
-	return out, nil
+	return a, nil
+}
+
+// ParseInstanceTopology reads a DescribeInstanceTopology answer like ReadAnswer and returns its
+// instances.
+func ParseInstanceTopology(r io.Reader) ([]InstanceTopology, error) {
+	a, err := ReadAnswer(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.Instances, nil
 }
 
 // ClusterInstance is one instance of the cluster: its id, Slurm node name, type, group and

@@ -49,19 +49,35 @@ func typeOf(name string) *InstanceType {
 	return nil
 }
 
-// supportsTopology says whether EC2 reports topology for the node's type.
-func supportsTopology(n Node) bool {
-	t := typeOf(n.InstanceType)
+// HasTopology says whether, per the catalog, EC2 DescribeInstanceTopology reports network nodes
+// for an instance type (ml.* or EC2's name, such as "p5.48xlarge"). A type the catalog does not
+// know has none.
+func HasTopology(instanceType string) bool {
+	t := typeOf(instanceType)
 	return t != nil && t.Topology != nil && t.Topology.NetworkNodeLayers > 0
 }
 
-// ultraServer returns the node's UltraServer, or nil.
-func ultraServer(n Node) *UltraServer {
-	if t := typeOf(n.InstanceType); t != nil && t.Topology != nil {
+// UltraServerOf returns the UltraServer (NVLink domain) an instance type comes in, or nil.
+func UltraServerOf(instanceType string) *UltraServer {
+	if t := typeOf(instanceType); t != nil && t.Topology != nil {
 		return t.Topology.UltraServer
 	}
 	return nil
 }
+
+// NoCapacityBlock says whether a CapacityBlockId names no capacity block: empty, or the string
+// "null", which DescribeInstanceTopology returns for an UltraServer instance right after launch,
+// before the capacity block has reached every part of EC2.
+func NoCapacityBlock(id string) bool {
+	id = strings.TrimSpace(id)
+	return id == "" || id == "null"
+}
+
+// supportsTopology says whether EC2 reports topology for the node's type.
+func supportsTopology(n Node) bool { return HasTopology(n.InstanceType) }
+
+// ultraServer returns the node's UltraServer, or nil.
+func ultraServer(n Node) *UltraServer { return UltraServerOf(n.InstanceType) }
 
 // Choose picks the kind for a set of nodes, as HyperPod does (research §4.1): only UltraServer
 // types → block; any other topology-capable type → tree; no topology-capable type → flat.
@@ -176,13 +192,15 @@ func BuildTree(nodes []Node) (*Topology, error) {
 }
 
 // BuildBlock builds blocks by capacity block id; sizes are the block sizes (the catalog's
-// UltraServer size when nil). Nodes without a capacity block id each get a block of their own,
-// named after the node, so that they stay schedulable.
+// UltraServer size when nil). Nodes without a capacity block id (NoCapacityBlock: EC2 has not
+// reported it yet) each get a block of their own, named solo-<node>, so that they stay
+// schedulable on Slurm 25.05 and newer; before 25.05 such a block, smaller than BlockSizes, does
+// not validate.
 func BuildBlock(nodes []Node, sizes []int) *Topology {
 	byBlock := map[string][]string{}
 	for _, n := range nodes {
 		id := n.CapacityBlockID
-		if id == "" || id == "null" { // EC2's docs show the string "null" right after launch
+		if NoCapacityBlock(id) {
 			id = "solo-" + n.Name
 		}
 		byBlock[id] = append(byBlock[id], n.Name)

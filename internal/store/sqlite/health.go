@@ -20,6 +20,14 @@ func (t *tx) InsertFinding(f *store.Finding) error {
 	return err
 }
 
+func (t *tx) UpdateFinding(f *store.Finding) error {
+	body, err := encode(f)
+	if err != nil {
+		return err
+	}
+	return mustAffect(t.exec(`UPDATE findings SET body = ? WHERE seq = ?`, body, f.Seq))
+}
+
 func (t *tx) FindingsOf(clusterID, logicalID string, since time.Time) ([]*store.Finding, error) {
 	rows, err := t.query(`SELECT seq, cluster_id, logical_id, instance_id, body FROM findings INDEXED BY findings_by_node
 		WHERE cluster_id = ? AND logical_id = ? AND at >= ? ORDER BY at, seq`, clusterID, logicalID, ms(since))
