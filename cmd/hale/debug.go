@@ -23,7 +23,8 @@ func newDebugCommand() *cobra.Command {
 
 func newInjectFaultCommand() *cobra.Command {
 	var cf clientFlags
-	var cluster, node, dataDir, text, logLine string
+	var cluster, node, dataDir, text string
+	var logLines []string
 	var xid, gpu, loseGPU int
 	var job string
 	var killAgent, killSlurmd, fillDisk, noWait, batchHost bool
@@ -60,9 +61,9 @@ the server's machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: logLine, KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk}
+			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: strings.Join(logLines, "\n"), KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk}
 			kinds := 0
-			for _, set := range []bool{xid > 0, logLine != "", killAgent, killSlurmd, loseGPU >= 0, fillDisk} {
+			for _, set := range []bool{xid > 0, len(logLines) > 0, killAgent, killSlurmd, loseGPU >= 0, fillDisk} {
 				if set {
 					kinds++
 				}
@@ -123,7 +124,7 @@ the server's machine.`,
 	fl.IntVar(&xid, "xid", 0, "write an NVRM Xid line with this Xid")
 	fl.IntVar(&gpu, "gpu", 0, "the GPU of --xid")
 	fl.StringVar(&text, "text", "", "the text of the --xid line (default: the catalog's meaning)")
-	fl.StringVar(&logLine, "log-line", "", "write this kernel log line")
+	fl.StringArrayVar(&logLines, "log-line", nil, "write this kernel log line (repeat it for several lines, written at once)")
 	fl.BoolVar(&killAgent, "kill-agent", false, "kill the node's agent")
 	fl.BoolVar(&killSlurmd, "kill-slurmd", false, "kill the node's slurmd")
 	fl.IntVar(&loseGPU, "lose-gpu", -1, "take this GPU away from the node")

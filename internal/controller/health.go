@@ -98,7 +98,7 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		}
 	}
 	f.Time = observed
-	rec := episodeOf(pastF, instanceID, f, cat.Policy.EpisodeWindow)
+	rec := episodeOf(pastF, instanceID, n.Details.BootTime, f, cat.Policy.EpisodeWindow)
 	fresh := rec == nil
 	before := health.Ignore
 	if fresh {
@@ -157,12 +157,12 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 // maxEvidenceLines is how many lines of an episode its record keeps (Lines counts them all).
 const maxEvidenceLines = 20
 
-// episodeOf returns the recorded episode (of the same instance) finding f is part of, nil
-// when it opens one.
-func episodeOf(past []*store.Finding, instanceID string, f health.Finding, window time.Duration) *store.Finding {
+// episodeOf returns the recorded episode (of the same instance, since its last boot: a reboot
+// ends every episode) finding f is part of, nil when it opens one.
+func episodeOf(past []*store.Finding, instanceID string, boot time.Time, f health.Finding, window time.Duration) *store.Finding {
 	for i := len(past) - 1; i >= 0; i-- {
 		p := past[i]
-		if f.Time.Sub(p.At) > window { // older episodes began before the window too
+		if f.Time.Sub(p.At) > window || p.At.Before(boot) { // older episodes began earlier still
 			break
 		}
 		ep := health.Finding{Fault: p.Fault, Action: health.Action(p.Action), PCI: p.PCI, GPU: p.GPU, Time: p.At}

@@ -75,6 +75,9 @@ type Entry struct {
 	Name   string `yaml:"name,omitempty"`
 	NVIDIA string `yaml:"nvidia,omitempty"`
 
+	// Status entries: an NV_STATUS code of the driver's assertions.
+	Status int `yaml:"status,omitempty"`
+
 	// Pattern entries: an RE2 expression matched against a line. A (?P<pci>...) group names
 	// the GPU. Joined patterns are matched against an NVRM message the driver prints over
 	// several lines, its lines joined by spaces without their "NVRM:" prefixes.
@@ -103,9 +106,11 @@ type Catalog struct {
 	Patterns []Entry `yaml:"patterns"`
 	Faults   []Entry `yaml:"faults"`
 	Xids     []Entry `yaml:"xids"`
+	Statuses []Entry `yaml:"statuses"`
 
-	byXid   map[int]*Entry
-	byFault map[string]*Entry
+	byXid    map[int]*Entry
+	byFault  map[string]*Entry
+	byStatus map[int]*Entry
 
 	// sxids is the NVSwitch SXid catalog (sxids.yaml, sxid.go); tools is what hale reads
 	// from other monitors and tools: DCGM, NVSentinel, the EKS node monitoring agent (tools.yaml,
@@ -150,7 +155,7 @@ func Load(b []byte) (*Catalog, error) {
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("health catalog: %w", err)
 	}
-	c.byXid, c.byFault = map[int]*Entry{}, map[string]*Entry{}
+	c.byXid, c.byFault, c.byStatus = map[int]*Entry{}, map[string]*Entry{}, map[int]*Entry{}
 	check := func(e *Entry, where string) error {
 		if e.Fault == "" || e.Action.Severity() < 0 {
 			return fmt.Errorf("health catalog: %s: fault %q, action %q", where, e.Fault, e.Action)
@@ -190,6 +195,16 @@ func Load(b []byte) (*Catalog, error) {
 			return nil, fmt.Errorf("health catalog: xid %d missing or listed twice", e.Xid)
 		}
 		c.byXid[e.Xid] = e
+	}
+	for i := range c.Statuses {
+		e := &c.Statuses[i]
+		if err := check(e, fmt.Sprintf("status %#x", e.Status)); err != nil {
+			return nil, err
+		}
+		if e.Status <= 0 || c.byStatus[e.Status] != nil {
+			return nil, fmt.Errorf("health catalog: status %#x missing or listed twice", e.Status)
+		}
+		c.byStatus[e.Status] = e
 	}
 	if c.Policy.EpisodeWindow <= 0 || c.Policy.RecurrenceWindow <= 0 || c.Policy.QuarantineAfter < 1 || c.Policy.QuarantineWindow <= 0 {
 		return nil, fmt.Errorf("health catalog: policy needs episode_window, recurrence_window, quarantine_after and quarantine_window")

@@ -61,8 +61,10 @@ var (
 	xidUpperRE    = regexp.MustCompile(`\(XID (\d+)\)`)
 	xidExporterRE = regexp.MustCompile(`DCGM_FI_DEV_XID_ERRORS\{[^}]*err_code="(\d+)"`)
 	causeRE       = regexp.MustCompile(`caused by previous Xid (\d+)`)
+	// nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)
+	statusRE = regexp.MustCompile(`Assertion failed: .*\[(NV_ERR_\w+)\] \((0x[0-9A-Fa-f]+)\)`)
 	// pid=2924364, name=pt_main_thread (pid='<unknown>' when the driver does not know it)
-	pidRE = regexp.MustCompile(`pid='?(\d+|<unknown>)'?, name=([^,]*)`)
+	pidRE = regexp.MustCompile(`pid='?(\d+|<unknown>)'?(?:, name=([^,]*))?`)
 	// Xid 154: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"; the
 	// code decides, not the label, which drivers reword.
 	recoveryRE = regexp.MustCompile(`(?i)to (0x[0-9a-f]+|\d+)\b`)
@@ -114,6 +116,13 @@ func (c *Catalog) classifyMessage(msg string) (Finding, bool) {
 	if m := xidExporterRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return c.xidFinding(n, "", msg)
+	}
+	if m := statusRE.FindStringSubmatch(msg); m != nil {
+		if code, err := strconv.ParseInt(m[2], 0, 64); err == nil {
+			if e := c.byStatus[int(code)]; e != nil {
+				return Finding{Fault: e.Fault, Action: e.Action, GPU: -1, Meaning: fmt.Sprintf("%s (%s): %s", e.Name, m[2], e.Meaning), Source: e.Source}, true
+			}
+		}
 	}
 	return c.patternFinding(msg, false)
 }

@@ -10,32 +10,35 @@ import (
 
 // TestFailureSamples classifies every real sample of research/failure-samples.md (copied
 // verbatim to testdata/samples) and checks the fault type and action the research expects.
+// failureSampleCases are the research's failure samples and what they expect.
+var failureSampleCases = []struct {
+	id, fault string
+	action    Action
+}{
+	{"F01", "gpu.xid.app_fault", Ignore},
+	{"F03", "gpu.xid.app_fault", Ignore},
+	{"F05", "gpu.xid.secondary", Ignore},
+	{"F07", "gpu.nvlink.nonfatal", Ignore},
+	{"F09", "gpu.memory.remap_pending", Reboot},
+	{"F11", "gpu.memory.remap_pending", Reboot},
+	{"F13", "gpu.bus_lost", Replace},
+	{"F15", "gpu.ecc.uncorrectable", Reboot},
+	{"F17", "gpu.gsp", Replace},
+	{"F19", "gpu.nvlink.fatal", Replace},
+	{"F21", "gpu.xid.hardware", Reboot},
+	{"F23", "dhc.pass", Ignore},
+	{"F25", "nccl.timeout", Ignore},
+	{"F27", "efa.init_failure", Ignore},
+	{"F29", "efa.device_error", Reboot},
+	{"F31", "nccl.segfault", Ignore},
+	{"F33", "dcgm.diag.fail", Ignore},
+	{"F35", "dcgm.unavailable", Ignore},
+	{"F37", "gpu.xid.secondary", Ignore},
+	{"F39", "neuron.hw_uncorrectable", Replace},
+}
+
 func TestFailureSamples(t *testing.T) {
-	cases := []struct {
-		id, fault string
-		action    Action
-	}{
-		{"F01", "gpu.xid.app_fault", Ignore},
-		{"F03", "gpu.xid.app_fault", Ignore},
-		{"F05", "gpu.xid.secondary", Ignore},
-		{"F07", "gpu.nvlink.nonfatal", Ignore},
-		{"F09", "gpu.memory.remap_pending", Reboot},
-		{"F11", "gpu.memory.remap_pending", Reboot},
-		{"F13", "gpu.bus_lost", Replace},
-		{"F15", "gpu.ecc.uncorrectable", Reboot},
-		{"F17", "gpu.gsp", Replace},
-		{"F19", "gpu.nvlink.fatal", Replace},
-		{"F21", "gpu.xid.hardware", Reboot},
-		{"F23", "dhc.pass", Ignore},
-		{"F25", "nccl.timeout", Ignore},
-		{"F27", "efa.init_failure", Ignore},
-		{"F29", "efa.device_error", Reboot},
-		{"F31", "nccl.segfault", Ignore},
-		{"F33", "dcgm.diag.fail", Ignore},
-		{"F35", "dcgm.unavailable", Ignore},
-		{"F37", "gpu.xid.secondary", Ignore},
-		{"F39", "neuron.hw_uncorrectable", Replace},
-	}
+	cases := failureSampleCases
 	files, _ := filepath.Glob("testdata/samples/*.txt")
 	if len(files) != len(cases) {
 		t.Fatalf("%d samples, %d cases", len(files), len(cases))

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
@@ -111,12 +112,24 @@ func TestHealthRepairs(t *testing.T) {
 
 	t.Run("Xid 13 is recorded and nothing happens to the node", func(t *testing.T) {
 		n := e.nodeOf("health", "gpu-1")
-		e.inject(n.InstanceID, xid(13))
+		// One exception as the driver logs it: three Xid 13 lines and the Xid 43 of the
+		// process it stopped (failure-samples F01, gpud#46). It used to be three findings, and
+		// the third rebooted the node.
+		pci := agent.SimulatedPCI(0)
+		e.inject(n.InstanceID, local.Fault{LoseGPU: -1, LogLine: strings.Join([]string{
+			"NVRM: Xid (PCI:" + pci + "): 13, pid='<unknown>', name=<unknown>, Graphics SM Global Exception on (GPC 8, TPC 5, SM 1): Multiple Warp Errors",
+			"NVRM: Xid (PCI:" + pci + "): 13, pid='<unknown>', name=<unknown>, Graphics Exception: ESR 0x546fb0=0x11f000e 0x546fb4=0x24 0x546fa8=0xf81eb60 0x546fac=0x1174",
+			"NVRM: Xid (PCI:" + pci + "): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 9, TPC 1, SM 1): Out Of Range Address",
+			"NVRM: Xid (PCI:" + pci + "): 43, pid=2924364, name=pt_main_thread, Ch 00000008",
+		}, "\n")})
 		eventually(t, 10*time.Second, "the finding", func() (bool, string) {
 			ev := e.events("health")
-			return strings.Contains(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID) && strings.Contains(ev, "No node action"), ev
+			return strings.Contains(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID) && strings.Contains(ev, "No node action: an application error"), ev
 		})
 		time.Sleep(2 * time.Second) // nothing follows
+		if ev := e.events("health"); strings.Count(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID) != 1 {
+			t.Errorf("one exception, several findings:\n%s", ev)
+		}
 		if after := e.nodeOf("health", "gpu-1"); after.InstanceID != n.InstanceID || !after.Details.BootTime.Equal(n.Details.BootTime) || len(e.repairsOf("health", "gpu-1")) != 0 {
 			t.Errorf("Xid 13 touched the node: %s boot %s, repairs %d", after.InstanceID, after.Details.BootTime, len(e.repairsOf("health", "gpu-1")))
 		}

@@ -25,7 +25,7 @@ type Fault struct {
 	Xid        int    // an NVRM Xid line for GPU (below)
 	GPU        int    // the GPU of an Xid line
 	Text       string // the Xid line's text (default: the catalog's meaning)
-	LogLine    string // any kernel log line, as given
+	LogLine    string // kernel log lines, as given (several: one per line), written at once
 	KillAgent  bool   // SIGKILL the node's agent (its heartbeats stop)
 	KillSlurmd bool   // SIGKILL slurmd (the agent starts it again; Slurm notices)
 	LoseGPU    int    // -1 for none: the GPU's device disappears and stays gone across reboots
@@ -90,19 +90,24 @@ func InjectFault(root, id string, f Fault) (string, error) {
 	return "", errors.New("no fault given")
 }
 
-// kernelLine appends a line to the node's kernel log as syslog writes it.
-func kernelLine(nodeRoot, hostname, line string) (string, error) {
+// kernelLine appends lines to the node's kernel log as syslog writes them, in one write (as a
+// driver prints the lines of one exception in the same instant).
+func kernelLine(nodeRoot, hostname, lines string) (string, error) {
 	path := filepath.Join(nodeRoot, strings.TrimPrefix(NodeKernelLog, "/"))
 	fl, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return "", err
 	}
 	defer fl.Close()
-	full := fmt.Sprintf("%s %s kernel: %s", time.Now().Format(time.Stamp), hostname, line)
-	if _, err := fl.WriteString(full + "\n"); err != nil {
+	head := fmt.Sprintf("%s %s kernel: ", time.Now().Format(time.Stamp), hostname)
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(lines, "\n"), "\n") {
+		b.WriteString(head + l + "\n")
+	}
+	if _, err := fl.WriteString(b.String()); err != nil {
 		return "", err
 	}
-	return "wrote to " + NodeKernelLog + ": " + full, nil
+	return "wrote to " + NodeKernelLog + ": " + strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 func pidFile(path string) (int, error) {
