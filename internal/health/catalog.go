@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -84,6 +85,9 @@ type Entry struct {
 	Match  string `yaml:"match,omitempty"`
 	Joined bool   `yaml:"joined,omitempty"`
 	re     *regexp.Regexp
+	// literals: every match contains one of these (nil: unknown). Most lines are no fault,
+	// and a substring search tells so far faster than the expression.
+	literals []string
 }
 
 // Policy is the escalation policy.
@@ -177,7 +181,7 @@ func Load(b []byte) (*Catalog, error) {
 		if err != nil {
 			return nil, fmt.Errorf("health catalog: pattern of %s: %w", e.Fault, err)
 		}
-		e.re = re
+		e.re, e.literals = re, requiredLiterals(e.Match)
 	}
 	for i := range c.Faults {
 		e := &c.Faults[i]
@@ -223,4 +227,54 @@ func (c *Catalog) Xid(n int) (*Entry, bool) {
 func (c *Catalog) Fault(name string) (*Entry, bool) {
 	e, ok := c.byFault[name]
 	return e, ok
+}
+
+// requiredLiterals returns strings one of which every match of the expression contains, or nil
+// when it cannot tell (case-folded parts, no literal of 3 bytes or more on some branch).
+func requiredLiterals(expr string) []string {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	return literalsOf(re.Simplify())
+}
+
+func literalsOf(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase == 0 && len(string(re.Rune)) >= 3 {
+			return []string{string(re.Rune)}
+		}
+	case syntax.OpCapture:
+		return literalsOf(re.Sub[0])
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			l := literalsOf(sub)
+			if l == nil {
+				return nil
+			}
+			out = append(out, l...)
+		}
+		return out
+	case syntax.OpConcat:
+		var best []string
+		for _, sub := range re.Sub {
+			if l := literalsOf(sub); l != nil && (best == nil || shortest(l) > shortest(best)) {
+				best = l
+			}
+		}
+		return best
+	}
+	return nil
+}
+
+func shortest(ss []string) int {
+	n := -1
+	for _, s := range ss {
+		if n < 0 || len(s) < n {
+			n = len(s)
+		}
+	}
+	return n
 }

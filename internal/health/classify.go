@@ -97,9 +97,12 @@ func (c *Catalog) classifyMessage(msg string) (Finding, bool) {
 	if f, ok := c.toolFinding(msg); ok {
 		return f, true
 	}
+	if !strings.Contains(msg, "Xid") && !strings.Contains(msg, "XID") && !strings.Contains(msg, "Assertion failed") {
+		return c.patternFinding(msg, false)
+	}
 	if m := xidRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[2])
-		f, ok := c.xidFinding(n, strings.TrimSuffix(m[1], ":"), m[3])
+		f, ok := c.xidFinding(n, shortPCI(m[1]), m[3])
 		if p := pidRE.FindStringSubmatch(m[3]); p != nil {
 			f.PID, _ = strconv.Atoi(p[1])
 			f.Process = strings.TrimSpace(p[2])
@@ -133,7 +136,7 @@ func (c *Catalog) classifyMessage(msg string) (Finding, bool) {
 func (c *Catalog) patternFinding(msg string, joined bool) (Finding, bool) {
 	for i := range c.Patterns {
 		e := &c.Patterns[i]
-		if e.Joined != joined {
+		if e.Joined != joined || !containsAny(msg, e.literals) {
 			continue
 		}
 		if m := e.re.FindStringSubmatch(msg); m != nil {
@@ -243,4 +246,17 @@ func (c *Catalog) Complete(f *Finding) {
 	if f.Source == "" {
 		f.Source = e.Source
 	}
+}
+
+// containsAny says whether s contains one of the literals (true for none known).
+func containsAny(s string, literals []string) bool {
+	if literals == nil {
+		return true
+	}
+	for _, l := range literals {
+		if strings.Contains(s, l) {
+			return true
+		}
+	}
+	return false
 }

@@ -173,3 +173,26 @@ func TestSXidIsNoGPUXid(t *testing.T) {
 		t.Errorf("an SXid line read as a GPU Xid: %+v", f)
 	}
 }
+
+// Storage and kernel events are events, as the EKS node monitoring agent has them, until they
+// persist: a burst of I/O errors is one episode; the third episode within 10 minutes reboots.
+func TestStorageErrorsActWhenTheyPersist(t *testing.T) {
+	c := Default()
+	burst := func(minute int) string {
+		var b strings.Builder
+		for i := 0; i < 5; i++ {
+			fmt.Fprintf(&b, "2025-01-21T04:%02d:44,28330%d+00:00 blk_update_request: I/O error, dev nvme1n1, sector 8192 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 0\n", minute, i)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		text string
+		want Action
+	}{{burst(10), Ignore}, {burst(10) + burst(13), Ignore}, {burst(10) + burst(13) + burst(16), Reboot}, {burst(10) + burst(30) + burst(50), Ignore}} {
+		eps, _ := c.ClassifyText(strings.NewReader(tc.text))
+		ds := c.DecideEpisodes(eps)
+		if got := ds[len(ds)-1].Action; got != tc.want || eps[0].Lines != 5 {
+			t.Errorf("%d episodes (%d lines in the first): %s, want %s", len(eps), eps[0].Lines, got, tc.want)
+		}
+	}
+}

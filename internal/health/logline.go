@@ -120,7 +120,10 @@ func journalJSON(s string) (Record, bool) {
 		Host     string `json:"_HOSTNAME"`
 		Priority string `json:"PRIORITY"`
 	}
-	if json.Unmarshal([]byte(s), &j) != nil || j.Message == nil {
+	// encoding/json matches keys without regard to case: a monitor's JSON with a "message"
+	// key (an NVSentinel event) is no journal record and is classified whole.
+	var keys map[string]json.RawMessage
+	if json.Unmarshal([]byte(s), &keys) != nil || keys["MESSAGE"] == nil || json.Unmarshal([]byte(s), &j) != nil || j.Message == nil {
 		return Record{}, false
 	}
 	r := Record{Raw: s, Host: j.Host}
