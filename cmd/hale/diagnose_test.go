@@ -54,3 +54,20 @@ Apr  9 01:21:39 gpu-7 systemd[1]: Started Session 4 of user root.
 		t.Errorf("a missing file: exit %d", r.code)
 	}
 }
+
+// The README's two diagnose lines work as printed: the example logs give what it says.
+func TestDiagnoseExamples(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]int{"examples/logs/xid13-exception.log": 0, "examples/logs/fallen-off-the-bus.log": 1} {
+		if !strings.Contains(string(readme), "hale diagnose "+file) {
+			t.Errorf("the README no longer shows %s", file)
+		}
+		r := hale(t, "diagnose", filepath.Join("../..", file))
+		if r.code != want {
+			t.Errorf("%s: exit %d, want %d\n%s", file, r.code, want, r.stdout)
+		}
+	}
+}
