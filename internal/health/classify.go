@@ -61,6 +61,9 @@ var (
 	xidUpperRE    = regexp.MustCompile(`\(XID (\d+)\)`)
 	xidExporterRE = regexp.MustCompile(`DCGM_FI_DEV_XID_ERRORS\{[^}]*err_code="(\d+)"`)
 	causeRE       = regexp.MustCompile(`caused by previous Xid (\d+)`)
+	// NVLink5 Xids 144-150 print their severity as a word: "Nonfatal" (drivers also write
+	// "Non-fatal", "NonFatal").
+	nonfatalRE = regexp.MustCompile(`(?i)\bnon[- ]?fatal\b`)
 	// nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)
 	statusRE = regexp.MustCompile(`Assertion failed: .*\[(NV_ERR_\w+)\] \((0x[0-9A-Fa-f]+)\)`)
 	// pid=2924364, name=pt_main_thread (pid='<unknown>' when the driver does not know it)
@@ -170,7 +173,7 @@ func (c *Catalog) xidFinding(n int, pci, text string) (Finding, bool) {
 		if e.Name != "" {
 			f.Meaning = e.Name + ": " + e.Meaning
 		}
-		if e.NVIDIA == "WORKFLOW_NVLINK5_ERR" && strings.Contains(text, "Nonfatal") {
+		if e.NVIDIA == "WORKFLOW_NVLINK5_ERR" && nonfatalRE.MatchString(text) {
 			f.Fault, f.Action = "gpu.nvlink.nonfatal", Ignore
 		}
 	}

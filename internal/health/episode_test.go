@@ -196,3 +196,18 @@ func TestStorageErrorsActWhenTheyPersist(t *testing.T) {
 		}
 	}
 }
+
+// NVLink5 Xids say their severity in a word that drivers spell differently.
+func TestNVLink5Severity(t *testing.T) {
+	c := Default()
+	for line, want := range map[string]Action{
+		"NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008)":  Ignore,
+		"NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Non-fatal XC0 i0 Link 13 (0x0409a0c2 0x00000008)": Ignore,
+		"NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE NonFatal XC0 i0 Link 13 (0x0409a0c2 0x00000008)":  Ignore,
+		"NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)":          ResetGPU,
+	} {
+		if f, _ := c.ClassifyLine(line); f.Action != want {
+			t.Errorf("%s: %s %s, want %s", line, f.Fault, f.Action, want)
+		}
+	}
+}
