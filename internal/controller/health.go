@@ -109,6 +109,15 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		before = decided(rec)
 		addToEpisode(rec, f, observed)
 	}
+	if !fresh { // the repair this episode opened is no earlier repair it recurred after
+		var earlier []health.Past
+		for _, p := range rh {
+			if p.At.Before(rec.At) {
+				earlier = append(earlier, p)
+			}
+		}
+		rh = earlier
+	}
 	var fh []health.Past
 	for _, p := range pastF {
 		if p.Seq != rec.Seq || fresh {

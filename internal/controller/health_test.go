@@ -101,3 +101,16 @@ func TestOneProgramFailingRepeatedlyRepairsNothing(t *testing.T) {
 		t.Fatalf("%d findings, repairs %+v", len(fs), rs)
 	}
 }
+
+// A hardware fault the driver reports in several lines opens one repair with the catalog's
+// action: the episode's own repair is no earlier one it "recurred" after.
+func TestMultiLineHardwareFaultRepairsOnce(t *testing.T) {
+	c, _ := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	feedLog(t, c, `NVRM: Xid (PCI:0000:10:00): 48, pid=1, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.
+NVRM: Xid (PCI:0000:10:00): 48, pid=1, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 1.
+NVRM: Xid (PCI:0000:10:00): 48, pid=1, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 7, subpartition 0.`, time.Now().UTC())
+	fs, rs := findingsAndRepairs(t, c)
+	if len(fs) != 1 || fs[0].Lines != 3 || len(rs) != 1 || rs[0].Action != "Reboot" {
+		t.Fatalf("%d findings, repairs %+v", len(fs), rs)
+	}
+}
