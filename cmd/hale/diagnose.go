@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -18,15 +19,18 @@ func newDiagnoseCommand() *cobra.Command {
 		Use:   "diagnose FILE|-",
 		Short: "Classify the faults in a kernel log or a tool's output, offline (dmesg, journal, dcgmi, ...)",
 		Long: `Run hale's fault classifier over a log from any machine (a node hale does not manage
-included) and print each fault found: its fault type, the action hale would take (Ignore,
-ResetGPU, Reboot, Replace), the Xid and GPU, and the lines it comes from as evidence.
+included) and print each fault found: the node action hale would take (Ignore, Reboot,
+Replace; a GPU reset NVIDIA asks for is a reboot on a VM, and says so), its fault type, the Xid
+and GPU (or NVSwitch), and the lines it comes from as evidence.
 
 A fault is an episode, as on a live node: the lines a driver prints for one exception (an
 Xid 13 is three lines and an Xid 43) and repeats on the same GPU within 10 s are one finding.
 The episodes are judged in order by hale's policy, as the server judges a node's findings:
 repeat rules count episodes, and an application error (Xid 13, 31, ...) asks for a node
-action only when it recurs on the same GPU in different jobs or processes. Escalation after
-a repair (a Reboot that did not cure) needs the node's history and is not applied here.
+action only when it recurs on the same GPU in 3 different jobs or processes within an hour
+(a line that names no process, pid='<unknown>', proves no new one). Escalation after a repair
+(a Reboot that did not cure) needs the node's history and is not applied here. --all prints
+every line's finding with the catalog's action instead, before episodes and the policy.
 
 It reads /dev/kmsg records, dmesg (plain, -T/--ctime, --time-format iso, --decode),
 /var/log/messages and syslog lines (#012 for newlines included), journalctl output (short,
@@ -41,8 +45,18 @@ Replace), 2 on a usage or read error.`,
   journalctl -k -o short-iso --since today | hale diagnose -
   dcgmi nvlink --link-status | hale diagnose - --instance-type ml.p5.48xlarge
   hale diagnose /var/log/messages --output json`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+				return &exitError{2, fmt.Errorf("%w: give a file, or - for standard input", err)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if instanceType != "" {
+				if _, ok := topology.Lookup(instanceType); !ok {
+					return &exitError{2, fmt.Errorf("--instance-type %s: not an instance type hale knows (ml.p5.48xlarge, p4d.24xlarge, ...)", instanceType)}
+				}
+			}
 			var in io.Reader = cmd.InOrStdin()
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
@@ -58,9 +72,6 @@ Replace), 2 on a usage or read error.`,
 				return &exitError{2, err}
 			}
 			findings := health.Episodes(lines, cat.Policy.EpisodeWindow)
-			if all {
-				findings = lines
-			}
 			decisions := cat.DecideEpisodes(findings)
 			w := cmd.OutOrStdout()
 			worst := -1
@@ -69,14 +80,25 @@ Replace), 2 on a usage or read error.`,
 					worst = i
 				}
 			}
+			shown, judged := findings, decisions
+			if all { // every line, with the catalog's action
+				shown, judged = lines, make([]health.Decision, len(lines))
+				for i, f := range lines {
+					judged[i] = health.Decision{Action: f.Action.Effective()}
+				}
+			}
 			switch output {
 			case "json":
 				enc := json.NewEncoder(w)
-				for i, f := range findings {
-					enc.Encode(findingJSON(f, decisions[i]))
+				for i, f := range shown {
+					enc.Encode(findingJSON(f, judged[i]))
 				}
 			case "text", "":
-				printFindings(w, findings, decisions, worst)
+				printFindings(w, shown, judged)
+				if len(findings) > 0 {
+					wf, wd := findings[worst], decisions[worst]
+					fmt.Fprintf(w, "\nworst: %s: node action %s (%s). Source: %s\n", wf.Fault, wd.Action, wf.Meaning, wf.Source)
+				}
 			default:
 				return &exitError{2, fmt.Errorf("--output %s: use text or json", output)}
 			}
@@ -87,8 +109,9 @@ Replace), 2 on a usage or read error.`,
 		},
 	}
 	cmd.Flags().StringVar(&output, "output", "text", "text or json (one finding per line)")
-	cmd.Flags().BoolVar(&all, "all", false, "print every line's finding, not merged into episodes")
+	cmd.Flags().BoolVar(&all, "all", false, "print every line's finding with the catalog's action, not episodes judged by the policy")
 	cmd.Flags().StringVar(&instanceType, "instance-type", "", "the machine's instance type (ml.p5.48xlarge): tool outputs are checked against it (NVLinks per GPU)")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{2, err} })
 	return cmd
 }
 
@@ -122,7 +145,7 @@ func findingJSON(f health.Finding, d health.Decision) map[string]any {
 	return m
 }
 
-func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision, worst int) {
+func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision) {
 	if len(fs) == 0 {
 		fmt.Fprintln(w, "no faults found")
 		return
@@ -134,7 +157,7 @@ func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision, worst
 			head += fmt.Sprintf("  Xid %d", f.Xid)
 		}
 		if f.PCI != "" {
-			head += "  GPU " + f.PCI
+			head += "  " + health.Device(f.Fault) + " " + f.PCI
 		}
 		if f.Cause != 0 {
 			head += fmt.Sprintf("  (caused by Xid %d)", f.Cause)
@@ -147,6 +170,9 @@ func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision, worst
 			if f.Process != "" {
 				head += " " + f.Process
 			}
+		}
+		if f.Action == health.ResetGPU && d.Action == health.Reboot && d.Escalated == "" {
+			head += "  (NVIDIA: reset the GPU; a reboot on a VM)"
 		}
 		fmt.Fprintf(w, "%s\n  %s\n", head, f.Meaning)
 		switch {
@@ -161,6 +187,4 @@ func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision, worst
 			fmt.Fprintf(w, "            %s\n", strings.TrimSpace(l))
 		}
 	}
-	wf, wd := fs[worst], ds[worst]
-	fmt.Fprintf(w, "\nworst: %s: node action %s (%s). Source: %s\n", wf.Fault, wd.Action, wf.Meaning, wf.Source)
 }

@@ -71,3 +71,27 @@ func TestDiagnoseExamples(t *testing.T) {
 		}
 	}
 }
+
+// Usage errors exit 2 (1 means a node action is needed); an SXid is the NVSwitch's; dcgmi's
+// NVLinks are counted against the instance type.
+func TestDiagnoseUsageAndDevices(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"diagnose"}, {"diagnose", "a", "b"}, {"diagnose", "--bogus", "x"}, {"diagnose", "x", "--instance-type", "ml.nonesuch.2xlarge"}} {
+		if r := hale(t, args...); r.code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", args, r.code, r.stderr)
+		}
+	}
+	log := filepath.Join(dir, "sxid")
+	os.WriteFile(log, []byte("[38889.018130] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20009, Non-fatal, Link 04 RX Short Error Rate\n"), 0o644)
+	if r := hale(t, "diagnose", log); r.code != 0 || !strings.Contains(r.stdout, "NVSwitch 0000:06:00") || strings.Contains(r.stdout, "GPU 0000:06:00") {
+		t.Errorf("SXid: exit %d\n%s", r.code, r.stdout)
+	}
+	down := filepath.Join(dir, "nvlink")
+	os.WriteFile(down, []byte("+----------------------+\n|  NvLink Link Status  |\n+----------------------+\nGPUs:\n    gpuId 0:\n        D D D D D D D D D D D D D D D D D D\nNvSwitches:\n    No NvSwitches found.\n\nKey: Up=U, Down=D, Disabled=X, Not Supported=_\n"), 0o644)
+	if r := hale(t, "diagnose", down); r.code != 0 || !strings.Contains(r.stdout, "--instance-type") {
+		t.Errorf("all links down, no instance type: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := hale(t, "diagnose", down, "--instance-type", "ml.p5.48xlarge"); r.code != 1 || !strings.Contains(r.stdout, "GPU 0 has 0 NVLinks up, its instance type's GPUs have 18") {
+		t.Errorf("all links down on a p5: exit %d\n%s", r.code, r.stdout)
+	}
+}

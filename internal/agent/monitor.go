@@ -148,10 +148,16 @@ func (a *Agent) watchKernelLog(ctx context.Context, path string) {
 					offset += int64(len(data))
 					lines := strings.Split(partial+string(data), "\n")
 					partial = lines[len(lines)-1]
+					// The lines of one write are one moment: a driver's burst for one fault
+					// goes to the server as one finding (an episode) with all its lines and
+					// the process its last line names. Ignore-class findings lose nothing by
+					// waiting for the batch; every batch is reported at once.
+					var fs []health.Finding
 					for _, line := range lines[:len(lines)-1] {
-						for _, fnd := range stream.Line(line) {
-							a.report(fnd, "kernel-log")
-						}
+						fs = append(fs, stream.Line(line)...)
+					}
+					for _, fnd := range health.Episodes(fs, health.Default().Policy.EpisodeWindow) {
+						a.report(fnd, "kernel-log")
 					}
 				}
 			}

@@ -149,15 +149,18 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		}
 	}
 	if fresh {
-		if err := tx.InsertFinding(rec); err != nil {
-			return err
-		}
-		line, _ := json.Marshal(hmaRecord(rec, d))
-		if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), HealthStream(n.GroupName, instanceID), cl.ID,
-			[]store.LogEvent{{Time: observed, Message: string(line)}}); err != nil {
-			return err
-		}
-	} else if err := tx.UpdateFinding(rec); err != nil {
+		err = tx.InsertFinding(rec)
+	} else {
+		err = tx.UpdateFinding(rec)
+	}
+	if err != nil {
+		return err
+	}
+	// The health stream has a record for each episode, and another when a later line of it
+	// made hale act.
+	line, _ := json.Marshal(hmaRecord(rec, d))
+	if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), HealthStream(n.GroupName, instanceID), cl.ID,
+		[]store.LogEvent{{Time: observed, Message: string(line)}}); err != nil {
 		return err
 	}
 	return instanceEvent(tx, cl, n, now, findingLevel(d), "%s", findingSentence(n, rec, d, rp, current))
@@ -221,7 +224,14 @@ func findingSentence(n *store.Node, f *store.Finding, d health.Decision, rp *sto
 		fmt.Fprintf(&b, ", Xid %d", f.Xid)
 	}
 	if f.PCI != "" {
-		fmt.Fprintf(&b, " on GPU %s", f.PCI)
+		fmt.Fprintf(&b, " on %s %s", health.Device(f.Fault), f.PCI)
+	}
+	if k := processKey(f); k != "" {
+		fmt.Fprintf(&b, " (%s", k)
+		if f.Process != "" {
+			fmt.Fprintf(&b, " %s", f.Process)
+		}
+		b.WriteString(")")
 	}
 	fmt.Fprintf(&b, ": %s. ", f.Meaning)
 	switch {

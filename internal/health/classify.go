@@ -53,6 +53,15 @@ func (f Finding) ProcessKey() string {
 	return ""
 }
 
+// Device names what a finding's PCI address is: an NVSwitch for an SXid (nvswitch.*), else a
+// GPU.
+func Device(fault string) string {
+	if strings.HasPrefix(fault, "nvswitch.") {
+		return "NVSwitch"
+	}
+	return "GPU"
+}
+
 var (
 	// NVRM: Xid (PCI:0000:38:00): 13, pid=..., name=..., text. The Xid must be a word of its own:
 	// an NVSwitch "SXid (PCI:...)" line is not a GPU Xid.
@@ -79,6 +88,10 @@ var (
 // reset, 5 recover the IMEX domain, 6 bus reset, 7 system reboot. A GPU reset is a reboot on a
 // VM (Action.Effective); an unknown code is treated as a reboot.
 var recoveryActions = map[int64]Action{0: Ignore, 1: ResetGPU, 2: Reboot, 3: ResetGPU, 4: ResetGPU, 5: Reboot, 6: ResetGPU, 7: Reboot}
+
+// recoveryNames are NVML's names of those codes, for the finding's meaning.
+var recoveryNames = map[int64]string{0: "none", 1: "GPU reset", 2: "node reboot", 3: "drain P2P", 4: "drain and reset",
+	5: "recover the IMEX domain", 6: "bus reset", 7: "system reboot"}
 
 // ClassifyLine classifies one log line; ok is false when the line is not a fault.
 func (c *Catalog) ClassifyLine(line string) (Finding, bool) {
@@ -189,7 +202,11 @@ func (c *Catalog) xidFinding(n int, pci, text string) (Finding, bool) {
 					a = Reboot
 				}
 				f.Action = a
-				f.Meaning += fmt.Sprintf(" (recovery action %d)", code)
+				name := recoveryNames[code]
+				if name == "" {
+					name = "a code NVML does not list"
+				}
+				f.Meaning += fmt.Sprintf(" (recovery action %#x: %s)", code, name)
 			}
 		}
 	}

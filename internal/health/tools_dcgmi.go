@@ -559,16 +559,24 @@ func (b *nvlinkReader) flush() []Finding {
 			}
 		}
 		var why string
+		unsure := false
 		switch {
 		case b.linksKnown && b.links > 0 && up < b.links:
-			why = fmt.Sprintf("GPU %d has %d of its %d NVLinks up (%d down, %d disabled)", gpu, up, b.links, down, off)
+			why = fmt.Sprintf("GPU %d has %d NVLinks up, its instance type's GPUs have %d (dcgmi lists %d: %d down, %d disabled)", gpu, up, b.links, len(b.states[gpu]), down, off)
 		case !b.linksKnown && down > 0 && up > 0:
 			why = fmt.Sprintf("GPU %d has %d NVLinks down beside %d up", gpu, down, up)
+		case !b.linksKnown && down > 0:
+			// DCGM shows every link of a GPU without NVLink as Down: say what would tell.
+			why = fmt.Sprintf("GPU %d shows all %d NVLinks down, as DCGM shows a GPU without NVLink; the instance type (--instance-type) tells which", gpu, down)
+			unsure = true
 		default:
 			continue
 		}
 		f := fromToolEntry(e, "dcgmi nvlink --link-status")
 		f.Meaning += ": " + why
+		if unsure {
+			f.Action = Ignore
+		}
 		f.GPU = gpu
 		f.Evidence, f.Lines = strings.Join(b.lines[gpu], "\n"), len(b.lines[gpu])
 		out = append(out, f)

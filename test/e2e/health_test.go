@@ -126,6 +126,10 @@ func TestHealthRepairs(t *testing.T) {
 			ev := e.events("health")
 			return strings.Contains(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID) && strings.Contains(ev, "No node action: an application error"), ev
 		})
+		eventually(t, 10*time.Second, "one finding with the 4 lines and the process", func() (bool, string) {
+			ev := e.events("health")
+			return strings.Contains(ev, "(pid 2924364 pt_main_thread)") && strings.Contains(ev, "1 so far. Evidence (4 lines)"), ev
+		})
 		time.Sleep(2 * time.Second) // nothing follows
 		if ev := e.events("health"); strings.Count(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID) != 1 {
 			t.Errorf("one exception, several findings:\n%s", ev)
