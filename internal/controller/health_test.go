@@ -114,3 +114,24 @@ NVRM: Xid (PCI:0000:10:00): 48, pid=1, name=python, An uncorrectable double bit 
 		t.Fatalf("%d findings, repairs %+v", len(fs), rs)
 	}
 }
+
+// NVML's critical-Xid event for the same Xid joins the kernel's lines of that exception.
+func TestNVMLEventJoinsTheEpisode(t *testing.T) {
+	c, _ := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	now := time.Now().UTC()
+	feedLog(t, c, "NVRM: Xid (PCI:0000:10:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", now)
+	f, ok := health.Default().ClassifyLine("NVRM: Xid (PCI:0000:10:00): 79, reported by NVML's critical Xid event")
+	if !ok {
+		t.Fatal("no finding")
+	}
+	pf := agent.ProtoFinding(f, "nvml")
+	pf.ObservedUnixMs = now.Add(300 * time.Millisecond).UnixMilli()
+	c.HandleFinding(context.Background(), joinCluster, "i-00000000000000901", pf)
+	fs, rs := findingsAndRepairs(t, c)
+	if len(fs) != 1 || fs[0].Lines != 2 || !strings.Contains(fs[0].Evidence, "NVML") || len(rs) != 1 {
+		t.Fatalf("findings %+v, repairs %d", fs, len(rs))
+	}
+	if _, ev := gpu1(t, c); strings.Count(ev, "Health: gpu.bus_lost") != 1 {
+		t.Errorf("events:\n%s", ev)
+	}
+}
