@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/haleproject/hale/internal/health"
 	"io"
 	"path/filepath"
 	"strings"
@@ -146,6 +147,10 @@ func nodeIdentity(ctx context.Context, c *client.Client, cluster, id string) (gr
 	return d.NodeDetails.InstanceGroupName, d.NodeDetails.NodeLogicalId, nil
 }
 
+// nothingNewAfter is how long watchRepair waits for a first event about the node: every
+// monitor reports within a few seconds (a killed agent's heartbeats within 3).
+const nothingNewAfter = 15 * time.Second
+
 // watchRepair prints the node's events from start until its repair ends, or until a finding
 // that asks for nothing.
 func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, group, logical, id string, start time.Time, timeout time.Duration) error {
@@ -202,6 +207,11 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 		}
 		if !quietSince.IsZero() && time.Since(quietSince) > 3*time.Second {
 			fmt.Fprintln(out, "hale took no action on the node: the fault needs none.")
+			return nil
+		}
+		if len(seen) == 0 && time.Since(start) > nothingNewAfter {
+			fmt.Fprintf(out, "hale recorded nothing new about the node within %s: what was injected matched no fault, or was part of a fault found in the %s before it (one episode; see docs/health.md).\n",
+				nothingNewAfter, health.Span(health.Default().Policy.EpisodeWindow))
 			return nil
 		}
 		select {

@@ -177,7 +177,7 @@ func episodeOf(past []*store.Finding, instanceID string, boot time.Time, f healt
 		if f.Time.Sub(p.At) > window || p.At.Before(boot) { // older episodes began earlier still
 			break
 		}
-		ep := health.Finding{Fault: p.Fault, Action: health.Action(p.Action), PCI: p.PCI, GPU: p.GPU, Time: p.At}
+		ep := health.Finding{Fault: p.Fault, Action: health.Action(p.Action), PCI: p.PCI, GPU: p.GPU, Time: p.At, PID: p.PID, Job: p.Job}
 		if p.InstanceID == instanceID && health.JoinsEpisode(ep, f, window) {
 			return p
 		}

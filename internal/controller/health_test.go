@@ -135,3 +135,17 @@ func TestNVMLEventJoinsTheEpisode(t *testing.T) {
 		t.Errorf("events:\n%s", ev)
 	}
 }
+
+// Three programs failing on one GPU seconds apart are three errors: the third reboots.
+func TestThreeProcessesSecondsApart(t *testing.T) {
+	c, _ := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	now := time.Now().UTC()
+	for i, pid := range []int{2924364, 4001, 4002} {
+		feedLog(t, c, fmt.Sprintf("NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception\n"+
+			"NVRM: Xid (PCI:0000:38:00): 43, pid=%d, name=python3, Ch 00000008", pid), now.Add(time.Duration(i)*time.Second))
+	}
+	fs, rs := findingsAndRepairs(t, c)
+	if len(rs) != 1 || rs[0].Action != "Reboot" {
+		t.Fatalf("%d findings, repairs %+v", len(fs), rs)
+	}
+}

@@ -115,6 +115,10 @@ type Catalog struct {
 	byXid    map[int]*Entry
 	byFault  map[string]*Entry
 	byStatus map[int]*Entry
+	// xidRepeat is the repeat rule of each Xid fault type (the first Xid entry of the type
+	// that has one): an episode of application errors may begin with an Xid whose entry has
+	// none (an Xid 43 that names a new process), and the rule is the type's.
+	xidRepeat map[string]*Repeat
 
 	// sxids is the NVSwitch SXid catalog (sxids.yaml, sxid.go); tools is what hale reads
 	// from other monitors and tools: DCGM, NVSentinel, the EKS node monitoring agent (tools.yaml,
@@ -159,7 +163,7 @@ func Load(b []byte) (*Catalog, error) {
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("health catalog: %w", err)
 	}
-	c.byXid, c.byFault, c.byStatus = map[int]*Entry{}, map[string]*Entry{}, map[int]*Entry{}
+	c.byXid, c.byFault, c.byStatus, c.xidRepeat = map[int]*Entry{}, map[string]*Entry{}, map[int]*Entry{}, map[string]*Repeat{}
 	check := func(e *Entry, where string) error {
 		if e.Fault == "" || e.Action.Severity() < 0 {
 			return fmt.Errorf("health catalog: %s: fault %q, action %q", where, e.Fault, e.Action)
@@ -199,6 +203,9 @@ func Load(b []byte) (*Catalog, error) {
 			return nil, fmt.Errorf("health catalog: xid %d missing or listed twice", e.Xid)
 		}
 		c.byXid[e.Xid] = e
+		if e.Repeat != nil && c.xidRepeat[e.Fault] == nil {
+			c.xidRepeat[e.Fault] = e.Repeat
+		}
 	}
 	for i := range c.Statuses {
 		e := &c.Statuses[i]

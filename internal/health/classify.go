@@ -183,6 +183,9 @@ func (c *Catalog) xidFinding(n int, pci, text string) (Finding, bool) {
 		Meaning: "an Xid NVIDIA's catalog does not list", Source: "hale: an unknown Xid is treated as hardware (reboot, replace if it recurs)"}
 	if e, ok := c.byXid[n]; ok {
 		f.Fault, f.Action, f.Meaning, f.Source, f.Repeat = e.Fault, e.Action, e.Meaning, e.Source, e.Repeat
+		if f.Repeat == nil {
+			f.Repeat = c.xidRepeat[f.Fault] // the rule is the fault type's: Xid 43 ends an Xid 13's episode
+		}
 		if e.Name != "" {
 			f.Meaning = e.Name + ": " + e.Meaning
 		}
@@ -259,6 +262,9 @@ func (c *Catalog) Complete(f *Finding) {
 	}
 	if f.Repeat == nil {
 		f.Repeat = e.Repeat
+	}
+	if f.Repeat == nil && f.Xid != 0 {
+		f.Repeat = c.xidRepeat[f.Fault]
 	}
 	if f.Meaning == "" {
 		f.Meaning = e.Meaning

@@ -56,11 +56,14 @@ func joinable(eps []Finding, f Finding, window time.Duration) int {
 
 // JoinsEpisode says whether finding f is part of episode ep: the same fault type on the same
 // GPU (EpisodeKey) within window of the episode's first line, asking for nothing more
-// severe. A secondary error (Xid 45: the driver cleaning up after an earlier error) is part of
+// severe, and not naming another process than the episode's. A secondary error (Xid 45: the driver cleaning up after an earlier error) is part of
 // the episode of the error before it on the same GPU, whatever its type.
 func JoinsEpisode(ep, f Finding, window time.Duration) bool {
 	if !sameEpisode(ep, f, window) || f.Action.Severity() > ep.Action.Severity() {
 		return false
+	}
+	if a, b := ep.ProcessKey(), f.ProcessKey(); a != "" && b != "" && a != b {
+		return false // two programs failing at once are two errors
 	}
 	if EpisodeKey(ep.Fault, ep.PCI, ep.GPU) == EpisodeKey(f.Fault, f.PCI, f.GPU) {
 		return true

@@ -211,3 +211,20 @@ func TestNVLink5Severity(t *testing.T) {
 		}
 	}
 }
+
+// Two programs failing on one GPU within the episode window are two errors, not one episode:
+// three exceptions a second apart from three processes reboot, as three an hour apart do.
+func TestDifferentProcessesAreDifferentEpisodes(t *testing.T) {
+	c := Default()
+	var b strings.Builder
+	for i, pid := range []int{2924364, 4001, 4002} {
+		ts := fmt.Sprintf("2025-01-21T04:41:%02d,283302+00:00", 44+i)
+		fmt.Fprintf(&b, "%s NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 9, TPC 1, SM 1): Out Of Range Address\n", ts)
+		fmt.Fprintf(&b, "%s NVRM: Xid (PCI:0000:38:00): 43, pid=%d, name=python3, Ch 00000008\n", ts, pid)
+	}
+	eps, _ := c.ClassifyText(strings.NewReader(b.String()))
+	ds := c.DecideEpisodes(eps)
+	if len(eps) != 3 || ds[2].Action != Reboot {
+		t.Fatalf("%d episodes, last %+v", len(eps), ds[len(ds)-1])
+	}
+}
