@@ -52,6 +52,9 @@ Replace), 2 on a usage or read error.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "help" { // as the API verbs take it (hale <verb> help)
+				return cmd.Help()
+			}
 			if instanceType != "" {
 				if _, ok := topology.Lookup(instanceType); !ok {
 					return &exitError{2, fmt.Errorf("--instance-type %s: not an instance type hale knows (ml.p5.48xlarge, p4d.24xlarge, ...)", instanceType)}

@@ -41,8 +41,10 @@ func newLogsCommand() *cobra.Command {
 		Short: "List a cluster's log streams, or print one (lifecycle scripts, cluster creation)",
 		Long: `Without --log-stream-name, list the log streams of the cluster's log group
 /aws/sagemaker/Clusters/<name>/<id>: LifecycleConfig/<group>/<instance-id> holds each node's
-lifecycle script output, and <name>-<timestamp> what every host's scripts did during a
-CreateCluster (the first place to look when a creation fails). With --log-stream-name, print
+lifecycle script output, <name>-<timestamp> what every host's scripts did during a
+CreateCluster (the first place to look when a creation fails), and
+SagemakerHealthMonitoringAgent/<group>/<instance-id> each health finding about a node, one JSON
+record each, as HyperPod's health monitoring agent writes them. With --log-stream-name, print
 that stream; --follow keeps printing new lines.`,
 		Example: `  hale logs --cluster-name demo
   hale logs --cluster-name demo --log-stream-name LifecycleConfig/workers/i-0123456789abcdef0 --follow`,

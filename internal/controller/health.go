@@ -279,6 +279,15 @@ func hmaRecord(f *store.Finding, d health.Decision) map[string]any {
 	if f.Escalated != "" {
 		details["escalated"] = f.Escalated
 	}
+	if k := processKey(f); k != "" {
+		details["process"] = k
+		if f.Process != "" {
+			details["processName"] = f.Process
+		}
+	}
+	if f.Lines > 1 {
+		details["lines"] = f.Lines
+	}
 	if f.RepairID != "" {
 		details["repairId"] = f.RepairID
 	}
