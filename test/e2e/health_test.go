@@ -141,8 +141,26 @@ func TestHealthRepairs(t *testing.T) {
 			t.Errorf("Slurm state after Xid 13: %s", st)
 		}
 		// The finding is in the node's health stream, as a HyperPod HMA record.
-		if out := e.logStream("health", "SagemakerHealthMonitoringAgent/gpu/"+n.InstanceID); !strings.Contains(out, `"HealthMonitoringAgentDetectionEvent":"HealthEvent"`) || !strings.Contains(out, `"reason":"gpu.xid.app_fault"`) {
+		if out := e.logStream("health", "SagemakerHealthMonitoringAgent/gpu/"+n.InstanceID); !strings.Contains(out, `"HealthMonitoringAgentDetectionEvent":"HealthEvent"`) || !strings.Contains(out, `"reason":"gpu.xid.app_fault"`) ||
+			!strings.Contains(out, `"process":"pid 2924364"`) {
 			t.Errorf("health stream: %s", out)
+		}
+	})
+
+	t.Run("the same exception in three programs on one GPU reboots the node", func(t *testing.T) {
+		n := e.nodeOf("health", "gpu-1")
+		pci := agent.SimulatedPCI(1) // another GPU than the subtest before's
+		for _, pid := range []int{5001, 5002, 5003} {
+			e.inject(n.InstanceID, local.Fault{LoseGPU: -1, LogLine: strings.Join([]string{
+				"NVRM: Xid (PCI:" + pci + "): 31, pid='<unknown>', name=<unknown>, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_10 faulted @ 0x7fd7_90743000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+				fmt.Sprintf("NVRM: Xid (PCI:%s): 43, pid=%d, name=python3, Ch 00000008", pci, pid),
+			}, "\n")})
+			time.Sleep(300 * time.Millisecond)
+		}
+		rp := e.waitRepair(t, "health", "gpu-1", 1, 60*time.Second)
+		e.waitIdle(t, login, slurmName(n))
+		if rp.Action != "Reboot" || rp.Fault != "gpu.xid.app_fault" || !strings.Contains(rp.Reason, "in 3 different jobs or processes within 1h") {
+			t.Errorf("repair: %+v", rp)
 		}
 	})
 
@@ -194,8 +212,9 @@ func TestHealthRepairs(t *testing.T) {
 			st := e.slurmStates(login)[name]
 			return st == "alloc" || st == "mix", st
 		})
+		before := len(e.repairsOf("health", "gpu-1"))
 		e.inject(n.InstanceID, xid(95))
-		rp := e.waitRepair(t, "health", "gpu-1", 1, 60*time.Second)
+		rp := e.waitRepair(t, "health", "gpu-1", before+1, 60*time.Second)
 		end, err := os.ReadFile(filepath.Join(e.sharedFSx(), "long-"+job+".out"))
 		if err != nil {
 			t.Fatal(err)
@@ -214,8 +233,9 @@ func TestHealthRepairs(t *testing.T) {
 
 	t.Run("a killed agent is detected and the node repaired", func(t *testing.T) {
 		n := e.nodeOf("health", "gpu-1")
+		before := len(e.repairsOf("health", "gpu-1"))
 		e.inject(n.InstanceID, local.Fault{KillAgent: true, LoseGPU: -1})
-		rp := e.waitRepair(t, "health", "gpu-1", 2, 90*time.Second)
+		rp := e.waitRepair(t, "health", "gpu-1", before+1, 90*time.Second)
 		if rp.Fault != "node.heartbeat_lost" || rp.Action != "Replace" || rp.State != store.RepairDone || e.nodeOf("health", "gpu-1").InstanceID == n.InstanceID {
 			t.Errorf("repair after the agent died: %+v", rp)
 		}
