@@ -11,9 +11,9 @@ import (
 // episode window (Policy.EpisodeWindow) of its first line. Recurrence and escalation count
 // episodes, not lines (Decide), so a burst of lines is one finding.
 
-// EpisodeKey is what findings of one episode share: the fault type and the GPU (its PCI
+// episodeKey is what findings of one episode share: the fault type and the GPU (its PCI
 // address, else its index; "" for a fault of the whole node).
-func EpisodeKey(fault, pci string, gpu int) string {
+func episodeKey(fault, pci string, gpu int) string {
 	switch {
 	case pci != "":
 		return fault + "|" + shortPCI(pci)
@@ -32,7 +32,7 @@ func Episodes(fs []Finding, window time.Duration) []Finding {
 	var out []Finding
 	for _, f := range fs {
 		if i := joinable(out, f, window); i >= 0 {
-			out[i] = Merge(out[i], f)
+			out[i] = merge(out[i], f)
 			continue
 		}
 		if f.Lines == 0 {
@@ -55,7 +55,7 @@ func joinable(eps []Finding, f Finding, window time.Duration) int {
 }
 
 // JoinsEpisode says whether finding f is part of episode ep: the same fault type on the same
-// GPU (EpisodeKey) within window of the episode's first line, asking for nothing more
+// GPU (episodeKey) within window of the episode's first line, asking for nothing more
 // severe, and not naming another process than the episode's. A secondary error (Xid 45: the driver cleaning up after an earlier error) is part of
 // the episode of the error before it on the same GPU, whatever its type.
 func JoinsEpisode(ep, f Finding, window time.Duration) bool {
@@ -65,14 +65,14 @@ func JoinsEpisode(ep, f Finding, window time.Duration) bool {
 	if a, b := ep.ProcessKey(), f.ProcessKey(); a != "" && b != "" && a != b {
 		return false // two programs failing at once are two errors
 	}
-	if EpisodeKey(ep.Fault, ep.PCI, ep.GPU) == EpisodeKey(f.Fault, f.PCI, f.GPU) {
+	if episodeKey(ep.Fault, ep.PCI, ep.GPU) == episodeKey(f.Fault, f.PCI, f.GPU) {
 		return true
 	}
 	return f.Fault == "gpu.xid.secondary" && f.PCI != "" && shortPCI(ep.PCI) == shortPCI(f.PCI)
 }
 
-// Merge adds a finding's lines to an episode.
-func Merge(ep, f Finding) Finding {
+// merge adds a finding's lines to an episode.
+func merge(ep, f Finding) Finding {
 	if f.Evidence != "" {
 		if ep.Evidence != "" {
 			ep.Evidence += "\n"
