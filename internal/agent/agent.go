@@ -22,6 +22,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
@@ -99,16 +100,22 @@ func Run(ctx context.Context, cfg Config) error {
 	defer a.daemons.stopAll()
 	a.startMonitors(ctx)
 	go a.serveBandwidth(ctx)
+	// gRPC's own reconnect backoff grows to 120 s: an agent would come back up to two minutes
+	// after a server restart, long after the server's grace for reconnecting agents, and its
+	// node would be judged dead. A bounded backoff (at most a second, with jitter) brings every
+	// agent back within about a second of the server listening again.
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax}}))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	client := agentproto.NewAgentClient(conn)
 	go a.serveLocal(ctx, client)
-	backoff := 100 * time.Millisecond
+	wait := 100 * time.Millisecond
 	for {
 		start := time.Now()
 		err := a.session(ctx, client)
@@ -116,17 +123,20 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		}
 		if time.Since(start) > 10*time.Second {
-			backoff = 100 * time.Millisecond // a session that lasted resets the backoff
+			wait = 100 * time.Millisecond // a session that lasted resets the backoff
 		}
-		a.log.Warn("session ended; reconnecting", "error", err, "in", backoff)
+		a.log.Warn("session ended; reconnecting", "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff/2)+1))):
+		case <-time.After(wait + time.Duration(rand.Int64N(int64(wait/2)+1))):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		wait = min(2*wait, reconnectMax)
 	}
 }
+
+// reconnectMax is the longest an agent waits between attempts to reach the server.
+const reconnectMax = time.Second
 
 // session is one connection: Hello, Welcome, then heartbeats and commands until it breaks.
 func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) error {

@@ -94,6 +94,12 @@ func (f *fakeAgents) Send(instanceID string, cmd *agentproto.Command) (<-chan *a
 	run := cmd.GetRun()
 	argv := strings.Join(run.GetArgv(), " ")
 	switch {
+	case argv == "scontrol show node -o":
+		res.StdoutTail = fmt.Appendf(nil, "NodeName=%s Arch=x86_64 CoresPerSocket=1 State=%s ThreadsPerCore=1 Reason=%s [root@2026-12-01T10:00:00]\n",
+			f.state.Name, f.state.State, f.state.Reason)
+	case strings.HasPrefix(argv, "scontrol update nodename=") && strings.Contains(argv, " state=drain reason="):
+		f.state.State = strings.Split(f.state.State, "+")[0] + "+DRAIN"
+		f.state.Reason = argv[strings.Index(argv, "reason=")+len("reason="):]
 	case strings.HasPrefix(argv, "scontrol show node -o "):
 		f.reads++
 		if f.next != nil {

@@ -88,6 +88,14 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 	switch rp.State {
 	case store.RepairDraining:
 		if inSlurm && !rp.Drained && r.slurmCtl() != "" {
+			// Recorded before the drain is written: the reason in Slurm is hale's from the
+			// moment it can be read there.
+			if reason := "Action:" + rp.Action; n.Details.HaleDrain != reason {
+				n.Details.HaleDrain = reason
+				if err := r.tx.UpdateNode(n); err != nil {
+					return err
+				}
+			}
 			r.repairDrain(rp)
 			return nil
 		}

@@ -808,7 +808,15 @@ func (c *Controller) pollSlurm(ctx context.Context, clusterID, ctlInstance strin
 				events = append(events, func() error { return instanceEvent(tx, cl, n, now, level, "%s.", desc) })
 			}
 			req := s.RepairRequest()
+			haleDrain := n.Details.HaleDrain != "" && s.Reason == n.Details.HaleDrain
+			if n.Details.HaleDrain != "" && !haleDrain && s.State != "" {
+				changed = true
+				n.Details.HaleDrain = "" // Slurm no longer shows hale's drain
+			}
 			switch {
+			case req != "" && haleDrain:
+				// hale's own drain of a repair, under way, ended or cancelled: not an
+				// operator's request.
 			case req != "" && n.Details.RepairRequest != req && n.Details.RepairStatus != "":
 				// hale's own drain of a repair under way, not an operator's request.
 				changed = true
@@ -833,8 +841,10 @@ func (c *Controller) pollSlurm(ctx context.Context, clusterID, ctlInstance strin
 					return instanceEvent(tx, cl, n, now, api.ClusterEventLevelInfo, "Slurm node %s: the Action:%s request was withdrawn (state %s).", name, old, strings.ToLower(s.State))
 				})
 			}
-			if n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && strings.HasPrefix(s.Reason, slurm.HaleReason) &&
+			if n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && (strings.HasPrefix(s.Reason, slurm.HaleReason) || haleDrain && n.Details.RepairStatus == "") &&
 				isOut && !s.Has("NOT_RESPONDING") && c.cfg.Agents.Connected(n.InstanceID) {
+				// hale's own reason with no repair left to need it (a cancelled repair's
+				// drain): back in service, retried until Slurm shows it.
 				acts = append(acts, act{slurm.Resume(name)})
 			}
 			if changed {

@@ -330,6 +330,10 @@ type NodeDetails struct {
 	RepairRequest string `json:",omitempty"`
 	// RepairStatus is the node's open repair in one line ("" when none), for DescribeClusterNode.
 	RepairStatus string `json:",omitempty"`
+	// HaleDrain is the reason hale wrote into Slurm when it drained the node for a repair
+	// ("Action:Replace"), kept until Slurm no longer shows it: that drain is hale's own, never
+	// an operator's request, even after its repair ended or was cancelled.
+	HaleDrain string `json:",omitempty"`
 	// DeepHealthCheck names the deep health checks running on the node ("" when none): it
 	// shows as DeepHealthCheckInProgress.
 	DeepHealthCheck string `json:",omitempty"`
