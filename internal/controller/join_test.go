@@ -75,10 +75,17 @@ type fakeAgents struct {
 	next func(n int, s slurm.NodeState) slurm.NodeState
 	// resumed: the state each resume found.
 	resumed []string
+	// silent: instances whose agents send no heartbeats (and are not connected).
+	silent map[string]bool
 }
 
-func (f *fakeAgents) Connected(string) bool           { return true }
-func (f *fakeAgents) Silent(string) bool              { return false }
+func (f *fakeAgents) Connected(id string) bool { return !f.isSilent(id) }
+func (f *fakeAgents) Silent(id string) bool    { return f.isSilent(id) }
+func (f *fakeAgents) isSilent(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.silent[id]
+}
 func (f *fakeAgents) SilenceThreshold() time.Duration { return 3 * time.Second }
 func (f *fakeAgents) Disconnect(string)               {}
 func (f *fakeAgents) Reachable(string) bool {

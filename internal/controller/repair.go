@@ -135,9 +135,20 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if rp.Source == "heartbeat" {
 			// A node that went quiet for a moment is not replaced: it must stay silent a while.
 			switch {
+			case r.outage:
+				return nil // most nodes are silent: the fault is not this node's
 			case !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID):
 				return r.repairCancel(rp, n, "the node answers again")
 			case r.now.Sub(rp.CreatedAt) < heartbeatConfirm:
+				return nil
+			case r.agentRunsByProvider(n) && r.now.Sub(rp.CreatedAt) < providerConfirm:
+				// The second path says the node lives: its heartbeats are lost on the way
+				// (the network, the control plane). Not replaced while that lasts, up to
+				// providerConfirm, after which a node that cannot be reached is no use.
+				if rp.Message == "" {
+					rp.Message = "the provider sees its agent running"
+					return r.repairTo(rp, n, rp.State, "no heartbeats, but the provider sees the agent running: waiting for its heartbeats (up to "+providerConfirm.String()+")")
+				}
 				return nil
 			}
 		}
@@ -240,6 +251,20 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 // heartbeatConfirm is how long a node that stopped answering stays silent before it is
 // repaired: a network blip is not a dead node.
 const heartbeatConfirm = 5 * time.Second
+
+// providerConfirm is how long a node whose heartbeats stopped while the provider sees its agent
+// running (the second path) waits before it is replaced anyway: a node that cannot be reached
+// for that long serves no job.
+const providerConfirm = 5 * time.Minute
+
+// agentRunsByProvider asks the provider whether the node's agent process runs. A provider
+// that cannot tell (an error) confirms nothing either way: false.
+func (r *round) agentRunsByProvider(n *store.Node) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	inst, err := r.c.cfg.Provider.Describe(ctx, n.InstanceID)
+	return err == nil && inst.AgentRunning
+}
 
 // repairCancel ends a repair that is no longer needed, resuming the node if hale drained it.
 func (r *round) repairCancel(rp *store.Repair, n *store.Node, why string) error {

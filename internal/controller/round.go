@@ -29,6 +29,8 @@ type round struct {
 	actions []*store.Action
 	now     time.Time
 	work    []func()
+	// outage: the heartbeats of most nodes are missing at once (watchOutage).
+	outage bool
 	// rebooting are nodes this round started rebooting: their agent is still connected until
 	// the reboot runs, and must not be taken for a newly registered one.
 	rebooting map[int64]bool
@@ -503,6 +505,9 @@ func orDefault(s, def string) string {
 
 // drive moves each node along its phases.
 func (r *round) drive() error {
+	if err := r.watchOutage(); err != nil {
+		return err
+	}
 	anyUnaddressed := false
 	for _, n := range r.nodes {
 		if n.Details.Phase == store.PhasePending || n.Details.Phase == store.PhaseLaunching {
@@ -636,11 +641,55 @@ func (r *round) fail(n *store.Node, msg string) error {
 	return r.nodeEvent(n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, msg)
 }
 
+// outageKey marks, in the cluster's State.Extra, a heartbeat outage under way (its start).
+const outageKey = "heartbeat-outage"
+
+// watchOutage tells a control-plane or network fault from dead nodes: when the heartbeats of
+// more than half of the cluster's serving nodes (two at least) are missing at once, the cause
+// is between them and the server (a server restart, a network partition), not many machines
+// dying in the same moment. No node is judged unreachable while it lasts (r.outage); one Error
+// event says so, and an Info event when the heartbeats are back.
+func (r *round) watchOutage() error {
+	serving, silent := 0, 0
+	for _, n := range r.nodes {
+		if n.Details.Phase != store.PhaseReady {
+			continue
+		}
+		serving++
+		if r.c.cfg.Agents.Silent(n.InstanceID) {
+			silent++
+		}
+	}
+	r.outage = silent >= 2 && 2*silent > serving
+	since, was := r.cl.State.Extra[outageKey]
+	switch {
+	case r.outage && !was:
+		if r.cl.State.Extra == nil {
+			r.cl.State.Extra = map[string]string{}
+		}
+		r.cl.State.Extra[outageKey] = r.now.Format(time.RFC3339Nano)
+		if err := r.saveCluster(); err != nil {
+			return err
+		}
+		return r.clusterEvent(api.ClusterEventLevelError, "The heartbeats of %d of the cluster's %d serving nodes stopped at once: a control-plane or network fault, not %d dead nodes. hale repairs none of them while it lasts.", silent, serving, silent)
+	case !r.outage && was:
+		delete(r.cl.State.Extra, outageKey)
+		if err := r.saveCluster(); err != nil {
+			return err
+		}
+		start, _ := time.Parse(time.RFC3339Nano, since)
+		return r.clusterEvent(api.ClusterEventLevelInfo, "The nodes' heartbeats are back after %s (%d of %d nodes still silent): hale judges each node again.", r.now.Sub(start).Round(time.Second), silent, serving)
+	}
+	return nil
+}
+
 // watchReachability marks a Running node Failure when its agent goes silent, and Running again
-// when it speaks.
+// when it speaks. During a heartbeat outage (watchOutage) a silent node is left as it is.
 func (r *round) watchReachability(n *store.Node) error {
 	agents := r.c.cfg.Agents
 	switch {
+	case !n.Details.Unreachable && agents.Silent(n.InstanceID) && r.outage:
+		return nil
 	case !n.Details.Unreachable && agents.Silent(n.InstanceID):
 		n.Details.Unreachable = true
 		why := fmt.Sprintf("no heartbeat from its agent for more than %s", agents.SilenceThreshold())

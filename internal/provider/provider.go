@@ -39,6 +39,10 @@ type Instance struct {
 	IP           string // the node's customer address
 	Hostname     string // ip-a-b-c-d, from IP
 	State        State
+	// AgentRunning: the provider sees the node's agent process run (alive, not stopped).
+	// Heartbeats that stop while it runs point at the network or the control plane, not at a
+	// dead node: the second path that confirms a heartbeat loss before a replacement.
+	AgentRunning bool
 	LaunchTime   time.Time
 	// NetworkNodes is the instance's place in the network, top layer first, as EC2
 	// DescribeInstanceTopology reports it (empty for types without topology); CapacityBlockID

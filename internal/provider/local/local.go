@@ -18,6 +18,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -222,7 +223,34 @@ func (p *Provider) instance(r *record) *provider.Instance {
 	}
 	return &provider.Instance{ID: r.ID, ClusterID: r.ClusterID, GroupName: r.GroupName, LogicalID: r.LogicalID,
 		InstanceType: r.InstanceType, IP: r.IP, Hostname: r.Hostname, State: st, LaunchTime: r.LaunchTime,
-		NetworkNodes: r.NetworkNodes, CapacityBlockID: r.CapacityBlockID}
+		NetworkNodes: r.NetworkNodes, CapacityBlockID: r.CapacityBlockID, AgentRunning: st == provider.Running && agentRunning(p.dir(r.ID))}
+}
+
+// agentRunning says whether the agent process of an instance directory runs: its pid (from
+// agent.pid) is a hale agent that is neither stopped (SIGSTOP) nor a zombie.
+func agentRunning(dir string) bool {
+	pid, err := pidFile(filepath.Join(dir, "agent.pid"))
+	if err != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(append([]byte{0}, cmdline...), []byte("\x00agent\x00")) { // hale agent ...
+		return false // gone, or the pid belongs to another process now
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the command name's closing parenthesis.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	switch stat[i+2] {
+	case 'T', 't', 'Z', 'X':
+		return false
+	}
+	return true
 }
 
 // Describe returns the instance with that id.

@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haleproject/hale/internal/store"
+)
+
+// When most of a cluster's nodes fall silent at once (a server restart, a network partition),
+// the fault is between them and the server: no node is judged unreachable or repaired, one
+// Error event says so, and an Info event when the heartbeats are back (issue 12: a 30 s server
+// outage replaced 5 healthy nodes). One silent node among answering ones is still repaired.
+func TestManySilentNodesAreAnOutageNotDeadNodes(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	agents.silent = map[string]bool{"i-0000000000000c71a": true, "i-00000000000000901": true}
+	for i := 0; i < 5; i++ {
+		if err := c.reconcile(context.Background(), joinCluster); err != nil {
+			t.Fatal(err)
+		}
+		c.wg.Wait()
+	}
+	fs, rs := findingsAndRepairs(t, c)
+	n, ev := gpu1(t, c)
+	if len(rs) != 0 || len(fs) != 0 || n.Details.Unreachable {
+		t.Fatalf("during the outage: %d findings, %d repairs, unreachable %v\n%s", len(fs), len(rs), n.Details.Unreachable, ev)
+	}
+	if strings.Count(ev, "The heartbeats of 2 of the cluster's 2 serving nodes stopped at once") != 1 {
+		t.Errorf("events:\n%s", ev)
+	}
+	agents.mu.Lock()
+	agents.silent = map[string]bool{}
+	agents.mu.Unlock()
+	if err := c.reconcile(context.Background(), joinCluster); err != nil {
+		t.Fatal(err)
+	}
+	c.wg.Wait()
+	if _, ev := gpu1(t, c); !strings.Contains(ev, "The nodes' heartbeats are back after") {
+		t.Errorf("events:\n%s", ev)
+	}
+
+	// One node silent while the others answer is that node's fault.
+	agents.mu.Lock()
+	agents.silent = map[string]bool{"i-00000000000000901": true}
+	agents.mu.Unlock()
+	if err := c.reconcile(context.Background(), joinCluster); err != nil {
+		t.Fatal(err)
+	}
+	c.wg.Wait()
+	if fs, _ := findingsAndRepairs(t, c); len(fs) != 1 || fs[0].Fault != "node.heartbeat_lost" {
+		t.Errorf("one silent node: findings %+v", fs)
+	}
+}
