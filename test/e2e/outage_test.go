@@ -1,0 +1,109 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+)
+
+// TestOutagesCostNoNode (issue 12): the real hale binary on real Slurm. A server down for 30 s
+// (HALE_E2E_OUTAGE sets another length, e.g. 5m) and an agent stalled for 6 s (SIGSTOP, longer
+// than the silence threshold, within the confirmation window) cost no node: after each, every
+// node is Running on its own instance, nothing was rebooted, replaced or taken for an
+// operator's repair request.
+func TestOutagesCostNoNode(t *testing.T) {
+	outage := 30 * time.Second
+	if v := os.Getenv("HALE_E2E_OUTAGE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("HALE_E2E_OUTAGE: %v", err)
+		}
+		outage = d
+	}
+	dir := t.TempDir()
+	e, srv, run := binaryServer(t, dir)
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("calm"), InstanceGroups: fourNodes("")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("calm", types.ClusterStatusInservice, 60*time.Second)
+	allRunning := func(what string) map[string]string {
+		t.Helper()
+		var ids map[string]string
+		eventually(t, 60*time.Second, "every node Running after "+what, func() (bool, string) {
+			ids = map[string]string{}
+			var b strings.Builder
+			for _, n := range e.nodes("calm") {
+				ids[*n.NodeLogicalId] = *n.InstanceId
+				b.WriteString(*n.NodeLogicalId + " " + string(n.InstanceStatus.Status) + "; ")
+				if n.InstanceStatus.Status != types.ClusterInstanceStatusRunning {
+					return false, b.String()
+				}
+			}
+			return len(ids) == 4, b.String()
+		})
+		return ids
+	}
+	harmless := func(what string, before map[string]string, verdicts bool) {
+		t.Helper()
+		// Long enough for any verdict: the reconnect grace, the silence threshold and the
+		// confirmation wait all end well within it.
+		time.Sleep(20 * time.Second)
+		after := allRunning(what)
+		for logical, id := range before {
+			if after[logical] != id {
+				t.Errorf("%s: node %s was %s, is %s", what, logical, id, after[logical])
+			}
+		}
+		ev := e.events("calm")
+		bads := []string{"is being replaced", "is rebooting", "by an operator"}
+		if !verdicts { // no node may even be judged unreachable, nor drained for it
+			bads = append(bads, "is unreachable", "Repair repair-")
+		}
+		for _, bad := range bads {
+			if strings.Contains(ev, bad) {
+				t.Errorf("%s: %q in the events:\n%s", what, bad, ev)
+			}
+		}
+	}
+	before := allRunning("the creation")
+
+	// The server is killed and stays down.
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	time.Sleep(outage)
+	run()
+	harmless("a "+outage.String()+" server outage", before, false)
+
+	// An agent stalls for 6 s: its heartbeats stop, the node is unreachable, its repair waits
+	// for the confirmation and is cancelled when it answers again. Its drain is hale's own:
+	// the node is resumed, not replaced as if an operator had asked.
+	cpu := before["cpu-1"]
+	pidb, err := os.ReadFile(filepath.Join(dir, "local", "instances", cpu, "agent.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	syscall.Kill(pid, syscall.SIGSTOP)
+	time.Sleep(6 * time.Second)
+	syscall.Kill(pid, syscall.SIGCONT)
+	harmless("a 6s agent stall", before, true)
+
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("calm")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("calm", 30*time.Second)
+}
