@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,9 +65,14 @@ type Agent struct {
 	// root is the agent's life: commands run under it, not under a session, so a lost
 	// connection never kills a lifecycle script half-way.
 	root context.Context
-	// pending holds log lines produced while no session was open, sent when one opens.
+	// pending holds findings made while no session was open, sent when one opens.
 	pending []*agentproto.AgentMessage
-	daemons daemons
+	// unacked holds the log batches sent (or waiting for a session) that the server has not
+	// acknowledged storing; each new session sends them again. nonce and batchSeq name them.
+	unacked  []*agentproto.AgentMessage
+	nonce    string
+	batchSeq uint64
+	daemons  daemons
 	// devState and nvml belong to the health monitors (monitor.go, nvml.go).
 	devState deviceState
 	nvml     *nvmlMonitor
@@ -87,7 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// The state directory is searchable by all so any user's srun reaches the local endpoint;
 	// what is secret in it (node-secret, results/) has modes of its own.
 	os.Chmod(cfg.StateDir, 0o711)
-	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx}
+	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx, nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	a.daemons.a = a
 	if _, err := a.accelerators(); err != nil {
 		a.log.Error("accelerators", "error", err)
@@ -205,6 +212,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 		}
 	}()
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Inventory{Inventory: a.inventory()}})
+	for _, m := range a.unackedLogs() { // sent before, never acknowledged: the server may not have them
+		a.sendNow(m)
+	}
 	for _, m := range backlog {
 		a.send(m)
 	}
@@ -234,6 +244,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 			if cmd := m.GetCommand(); cmd != nil {
 				go a.handle(a.root, cmd)
 			}
+			if ack := m.GetLogAck(); ack != nil {
+				a.acked(ack.BatchId)
+			}
 			if g := m.GetGoodbye(); g != nil {
 				errc <- fmt.Errorf("server said goodbye: %s", g.Reason)
 				return
@@ -247,10 +260,27 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 // for the next session; other messages are dropped (a result is kept on disk and sent again when the
 // server repeats the command; heartbeats and inventory are sent afresh).
 func (a *Agent) send(m *agentproto.AgentMessage) {
+	if l := m.GetLogs(); l != nil && l.BatchId == "" {
+		a.mu.Lock()
+		a.batchSeq++
+		l.BatchId = fmt.Sprintf("%s-%d", a.nonce, a.batchSeq)
+		if len(a.unacked) >= maxPending {
+			a.log.Warn("too many log batches unacknowledged; the oldest is dropped", "batch", a.unacked[0].GetLogs().GetBatchId())
+			a.unacked = a.unacked[1:]
+		}
+		a.unacked = append(a.unacked, m)
+		a.mu.Unlock()
+	}
+	a.sendNow(m)
+}
+
+// sendNow queues a message for the current session, or keeps it for the next (send).
+func (a *Agent) sendNow(m *agentproto.AgentMessage) {
 	a.mu.Lock()
 	q := a.sendq
 	if q == nil {
-		if (m.GetLogs() != nil || m.GetFinding() != nil) && len(a.pending) < maxPending {
+		// Log batches wait in unacked; findings here.
+		if m.GetFinding() != nil && len(a.pending) < maxPending {
 			a.pending = append(a.pending, m)
 		}
 		a.mu.Unlock()
@@ -262,6 +292,25 @@ func (a *Agent) send(m *agentproto.AgentMessage) {
 	case <-time.After(5 * time.Second):
 		a.log.Warn("send queue full; message dropped")
 	}
+}
+
+// acked forgets a log batch the server stored.
+func (a *Agent) acked(batchID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, m := range a.unacked {
+		if m.GetLogs().GetBatchId() == batchID {
+			a.unacked = append(a.unacked[:i], a.unacked[i+1:]...)
+			return
+		}
+	}
+}
+
+// unackedLogs are the log batches the server has not acknowledged, oldest first.
+func (a *Agent) unackedLogs() []*agentproto.AgentMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.unacked)
 }
 
 func (a *Agent) inventory() *agentproto.Inventory {

@@ -178,6 +178,7 @@ type ServerMessage struct {
 	//	*ServerMessage_Welcome
 	//	*ServerMessage_Command
 	//	*ServerMessage_Goodbye
+	//	*ServerMessage_LogAck
 	Msg           isServerMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -247,6 +248,15 @@ func (x *ServerMessage) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *ServerMessage) GetLogAck() *LogAck {
+	if x != nil {
+		if x, ok := x.Msg.(*ServerMessage_LogAck); ok {
+			return x.LogAck
+		}
+	}
+	return nil
+}
+
 type isServerMessage_Msg interface {
 	isServerMessage_Msg()
 }
@@ -263,11 +273,63 @@ type ServerMessage_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,3,opt,name=goodbye,proto3,oneof"`
 }
 
+type ServerMessage_LogAck struct {
+	LogAck *LogAck `protobuf:"bytes,4,opt,name=log_ack,json=logAck,proto3,oneof"`
+}
+
 func (*ServerMessage_Welcome) isServerMessage_Msg() {}
 
 func (*ServerMessage_Command) isServerMessage_Msg() {}
 
 func (*ServerMessage_Goodbye) isServerMessage_Msg() {}
+
+func (*ServerMessage_LogAck) isServerMessage_Msg() {}
+
+// LogAck: the server stored the LogLines batch with this id. The agent keeps a batch, and
+// sends it again on every new session, until it is acknowledged.
+type LogAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BatchId       string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogAck) Reset() {
+	*x = LogAck{}
+	mi := &file_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogAck) ProtoMessage() {}
+
+func (x *LogAck) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogAck.ProtoReflect.Descriptor instead.
+func (*LogAck) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LogAck) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
 
 // Hello registers the agent. A new instance proves itself with the one-time bootstrap token
 // its provider gave it; afterwards it uses the node secret the server returned in Welcome.
@@ -287,7 +349,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_agent_proto_msgTypes[2]
+	mi := &file_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +361,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[2]
+	mi := &file_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +374,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{2}
+	return file_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Hello) GetInstanceId() string {
@@ -383,7 +445,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +457,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +470,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Welcome) GetNodeSecret() string {
@@ -441,7 +503,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +515,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +528,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -486,7 +548,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +560,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +573,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Heartbeat) GetSeq() uint64 {
@@ -541,7 +603,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +615,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +628,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Inventory) GetCpus() int32 {
@@ -620,7 +682,7 @@ type Accelerator struct {
 
 func (x *Accelerator) Reset() {
 	*x = Accelerator{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +694,7 @@ func (x *Accelerator) String() string {
 func (*Accelerator) ProtoMessage() {}
 
 func (x *Accelerator) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +707,7 @@ func (x *Accelerator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Accelerator.ProtoReflect.Descriptor instead.
 func (*Accelerator) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Accelerator) GetIndex() int32 {
@@ -727,7 +789,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +801,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +814,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Command) GetId() string {
@@ -886,7 +948,7 @@ type Daemon struct {
 
 func (x *Daemon) Reset() {
 	*x = Daemon{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +960,7 @@ func (x *Daemon) String() string {
 func (*Daemon) ProtoMessage() {}
 
 func (x *Daemon) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +973,7 @@ func (x *Daemon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Daemon.ProtoReflect.Descriptor instead.
 func (*Daemon) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Daemon) GetName() string {
@@ -960,7 +1022,7 @@ type RestartDaemon struct {
 
 func (x *RestartDaemon) Reset() {
 	*x = RestartDaemon{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1034,7 @@ func (x *RestartDaemon) String() string {
 func (*RestartDaemon) ProtoMessage() {}
 
 func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1047,7 @@ func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartDaemon.ProtoReflect.Descriptor instead.
 func (*RestartDaemon) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RestartDaemon) GetName() string {
@@ -1012,7 +1074,7 @@ type RunLifecycle struct {
 
 func (x *RunLifecycle) Reset() {
 	*x = RunLifecycle{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1086,7 @@ func (x *RunLifecycle) String() string {
 func (*RunLifecycle) ProtoMessage() {}
 
 func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1099,7 @@ func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLifecycle.ProtoReflect.Descriptor instead.
 func (*RunLifecycle) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunLifecycle) GetFiles() map[string][]byte {
@@ -1098,7 +1160,7 @@ type WriteFiles struct {
 
 func (x *WriteFiles) Reset() {
 	*x = WriteFiles{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1172,7 @@ func (x *WriteFiles) String() string {
 func (*WriteFiles) ProtoMessage() {}
 
 func (x *WriteFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1185,7 @@ func (x *WriteFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFiles.ProtoReflect.Descriptor instead.
 func (*WriteFiles) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteFiles) GetFiles() []*File {
@@ -1144,7 +1206,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1218,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1231,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *File) GetPath() string {
@@ -1203,7 +1265,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1277,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1290,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunCommand) GetArgv() []string {
@@ -1263,7 +1325,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1337,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1350,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1362,16 +1424,19 @@ func (x *CommandResult) GetFindings() []*Finding {
 }
 
 type LogLines struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
-	Lines         []*LogLine             `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Lines  []*LogLine             `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	// batch_id names the batch (the agent's start nonce and a sequence number): the server
+	// stores a batch once however often it comes, and acknowledges it (LogAck).
+	BatchId       string `protobuf:"bytes,3,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogLines) Reset() {
 	*x = LogLines{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1448,7 @@ func (x *LogLines) String() string {
 func (*LogLines) ProtoMessage() {}
 
 func (x *LogLines) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1461,7 @@ func (x *LogLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLines.ProtoReflect.Descriptor instead.
 func (*LogLines) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LogLines) GetStream() string {
@@ -1413,6 +1478,13 @@ func (x *LogLines) GetLines() []*LogLine {
 	return nil
 }
 
+func (x *LogLines) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
 type LogLine struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	UnixMs        int64                  `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
@@ -1423,7 +1495,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1507,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1520,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LogLine) GetUnixMs() int64 {
@@ -1493,7 +1565,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1577,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1590,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Finding) GetFault() string {
@@ -1645,7 +1717,7 @@ type RunChecks struct {
 
 func (x *RunChecks) Reset() {
 	*x = RunChecks{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1729,7 @@ func (x *RunChecks) String() string {
 func (*RunChecks) ProtoMessage() {}
 
 func (x *RunChecks) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1742,7 @@ func (x *RunChecks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChecks.ProtoReflect.Descriptor instead.
 func (*RunChecks) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunChecks) GetKind() string {
@@ -1728,7 +1800,7 @@ type AutoResumeRequest struct {
 
 func (x *AutoResumeRequest) Reset() {
 	*x = AutoResumeRequest{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1812,7 @@ func (x *AutoResumeRequest) String() string {
 func (*AutoResumeRequest) ProtoMessage() {}
 
 func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1825,7 @@ func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeRequest.ProtoReflect.Descriptor instead.
 func (*AutoResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AutoResumeRequest) GetInstanceId() string {
@@ -1825,7 +1897,7 @@ type AutoResumeResponse struct {
 
 func (x *AutoResumeResponse) Reset() {
 	*x = AutoResumeResponse{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1909,7 @@ func (x *AutoResumeResponse) String() string {
 func (*AutoResumeResponse) ProtoMessage() {}
 
 func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1922,7 @@ func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeResponse.ProtoReflect.Descriptor instead.
 func (*AutoResumeResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AutoResumeResponse) GetAction() string {
@@ -1897,7 +1969,7 @@ type NodeRepair struct {
 
 func (x *NodeRepair) Reset() {
 	*x = NodeRepair{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1981,7 @@ func (x *NodeRepair) String() string {
 func (*NodeRepair) ProtoMessage() {}
 
 func (x *NodeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +1994,7 @@ func (x *NodeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRepair.ProtoReflect.Descriptor instead.
 func (*NodeRepair) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeRepair) GetNode() string {
@@ -1979,12 +2051,15 @@ const file_agent_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2\x1c.hale.agent.v1.CommandResultH\x00R\x06result\x12-\n" +
 	"\x04logs\x18\x05 \x01(\v2\x17.hale.agent.v1.LogLinesH\x00R\x04logs\x122\n" +
 	"\afinding\x18\x06 \x01(\v2\x16.hale.agent.v1.FindingH\x00R\afindingB\x05\n" +
-	"\x03msg\"\xb2\x01\n" +
+	"\x03msg\"\xe4\x01\n" +
 	"\rServerMessage\x122\n" +
 	"\awelcome\x18\x01 \x01(\v2\x16.hale.agent.v1.WelcomeH\x00R\awelcome\x122\n" +
 	"\acommand\x18\x02 \x01(\v2\x16.hale.agent.v1.CommandH\x00R\acommand\x122\n" +
-	"\agoodbye\x18\x03 \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msg\"\xac\x02\n" +
+	"\agoodbye\x18\x03 \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbye\x120\n" +
+	"\alog_ack\x18\x04 \x01(\v2\x15.hale.agent.v1.LogAckH\x00R\x06logAckB\x05\n" +
+	"\x03msg\"#\n" +
+	"\x06LogAck\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"\xac\x02\n" +
 	"\x05Hello\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12#\n" +
@@ -2092,10 +2167,11 @@ const file_agent_proto_rawDesc = "" +
 	"durationMs\x12\x1a\n" +
 	"\breplayed\x18\t \x01(\bR\breplayed\x122\n" +
 	"\bfindings\x18\n" +
-	" \x03(\v2\x16.hale.agent.v1.FindingR\bfindings\"P\n" +
+	" \x03(\v2\x16.hale.agent.v1.FindingR\bfindings\"k\n" +
 	"\bLogLines\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12,\n" +
-	"\x05lines\x18\x02 \x03(\v2\x16.hale.agent.v1.LogLineR\x05lines\"<\n" +
+	"\x05lines\x18\x02 \x03(\v2\x16.hale.agent.v1.LogLineR\x05lines\x12\x19\n" +
+	"\bbatch_id\x18\x03 \x01(\tR\abatchId\"<\n" +
 	"\aLogLine\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xe9\x02\n" +
@@ -2165,68 +2241,70 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),       // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil),      // 1: hale.agent.v1.ServerMessage
-	(*Hello)(nil),              // 2: hale.agent.v1.Hello
-	(*Welcome)(nil),            // 3: hale.agent.v1.Welcome
-	(*Goodbye)(nil),            // 4: hale.agent.v1.Goodbye
-	(*Heartbeat)(nil),          // 5: hale.agent.v1.Heartbeat
-	(*Inventory)(nil),          // 6: hale.agent.v1.Inventory
-	(*Accelerator)(nil),        // 7: hale.agent.v1.Accelerator
-	(*Command)(nil),            // 8: hale.agent.v1.Command
-	(*Daemon)(nil),             // 9: hale.agent.v1.Daemon
-	(*RestartDaemon)(nil),      // 10: hale.agent.v1.RestartDaemon
-	(*RunLifecycle)(nil),       // 11: hale.agent.v1.RunLifecycle
-	(*WriteFiles)(nil),         // 12: hale.agent.v1.WriteFiles
-	(*File)(nil),               // 13: hale.agent.v1.File
-	(*RunCommand)(nil),         // 14: hale.agent.v1.RunCommand
-	(*CommandResult)(nil),      // 15: hale.agent.v1.CommandResult
-	(*LogLines)(nil),           // 16: hale.agent.v1.LogLines
-	(*LogLine)(nil),            // 17: hale.agent.v1.LogLine
-	(*Finding)(nil),            // 18: hale.agent.v1.Finding
-	(*RunChecks)(nil),          // 19: hale.agent.v1.RunChecks
-	(*AutoResumeRequest)(nil),  // 20: hale.agent.v1.AutoResumeRequest
-	(*AutoResumeResponse)(nil), // 21: hale.agent.v1.AutoResumeResponse
-	(*NodeRepair)(nil),         // 22: hale.agent.v1.NodeRepair
-	nil,                        // 23: hale.agent.v1.Daemon.EnvEntry
-	nil,                        // 24: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                        // 25: hale.agent.v1.RunLifecycle.EnvEntry
+	(*LogAck)(nil),             // 2: hale.agent.v1.LogAck
+	(*Hello)(nil),              // 3: hale.agent.v1.Hello
+	(*Welcome)(nil),            // 4: hale.agent.v1.Welcome
+	(*Goodbye)(nil),            // 5: hale.agent.v1.Goodbye
+	(*Heartbeat)(nil),          // 6: hale.agent.v1.Heartbeat
+	(*Inventory)(nil),          // 7: hale.agent.v1.Inventory
+	(*Accelerator)(nil),        // 8: hale.agent.v1.Accelerator
+	(*Command)(nil),            // 9: hale.agent.v1.Command
+	(*Daemon)(nil),             // 10: hale.agent.v1.Daemon
+	(*RestartDaemon)(nil),      // 11: hale.agent.v1.RestartDaemon
+	(*RunLifecycle)(nil),       // 12: hale.agent.v1.RunLifecycle
+	(*WriteFiles)(nil),         // 13: hale.agent.v1.WriteFiles
+	(*File)(nil),               // 14: hale.agent.v1.File
+	(*RunCommand)(nil),         // 15: hale.agent.v1.RunCommand
+	(*CommandResult)(nil),      // 16: hale.agent.v1.CommandResult
+	(*LogLines)(nil),           // 17: hale.agent.v1.LogLines
+	(*LogLine)(nil),            // 18: hale.agent.v1.LogLine
+	(*Finding)(nil),            // 19: hale.agent.v1.Finding
+	(*RunChecks)(nil),          // 20: hale.agent.v1.RunChecks
+	(*AutoResumeRequest)(nil),  // 21: hale.agent.v1.AutoResumeRequest
+	(*AutoResumeResponse)(nil), // 22: hale.agent.v1.AutoResumeResponse
+	(*NodeRepair)(nil),         // 23: hale.agent.v1.NodeRepair
+	nil,                        // 24: hale.agent.v1.Daemon.EnvEntry
+	nil,                        // 25: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                        // 26: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
-	2,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
-	5,  // 1: hale.agent.v1.AgentMessage.heartbeat:type_name -> hale.agent.v1.Heartbeat
-	6,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
-	15, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
-	16, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
-	18, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
-	3,  // 6: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
-	8,  // 7: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
-	4,  // 8: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
-	7,  // 9: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	11, // 10: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	12, // 11: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	14, // 12: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	9,  // 13: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
-	10, // 14: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
-	19, // 15: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
-	23, // 16: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	24, // 17: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	25, // 18: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	13, // 19: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	18, // 20: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
-	17, // 21: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	22, // 22: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
-	0,  // 23: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	20, // 24: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
-	1,  // 25: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	21, // 26: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	3,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
+	6,  // 1: hale.agent.v1.AgentMessage.heartbeat:type_name -> hale.agent.v1.Heartbeat
+	7,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
+	16, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
+	17, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
+	19, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
+	4,  // 6: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
+	9,  // 7: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
+	5,  // 8: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	2,  // 9: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
+	8,  // 10: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
+	12, // 11: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	13, // 12: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	15, // 13: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	10, // 14: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	11, // 15: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	20, // 16: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
+	24, // 17: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	25, // 18: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	26, // 19: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	14, // 20: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	19, // 21: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
+	18, // 22: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	23, // 23: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 24: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	21, // 25: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 26: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	22, // 27: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2246,8 +2324,9 @@ func file_agent_proto_init() {
 		(*ServerMessage_Welcome)(nil),
 		(*ServerMessage_Command)(nil),
 		(*ServerMessage_Goodbye)(nil),
+		(*ServerMessage_LogAck)(nil),
 	}
-	file_agent_proto_msgTypes[8].OneofWrappers = []any{
+	file_agent_proto_msgTypes[9].OneofWrappers = []any{
 		(*Command_RunLifecycle)(nil),
 		(*Command_WriteFiles)(nil),
 		(*Command_Run)(nil),
@@ -2261,7 +2340,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,4 +17,6 @@ package agentproto
 //	4: the AutoResume call (srun --auto-resume=1).
 //	5: Finding.pid, process, job and lines (episodes of a fault; application errors counted
 //	   across processes).
-const CapabilityVersion = 5
+//	6: LogLines.batch_id and LogAck: log lines are kept by the agent until the server stored
+//	   them, and stored once.
+const CapabilityVersion = 6

@@ -177,7 +177,13 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 			case *agentproto.AgentMessage_Result:
 				s.deliver(msg.Result)
 			case *agentproto.AgentMessage_Logs:
-				s.saveLogs(stream.Context(), sess, msg.Logs)
+				if s.saveLogs(stream.Context(), sess, msg.Logs) && msg.Logs.BatchId != "" {
+					// Stored: the agent may forget the batch.
+					ack := &agentproto.ServerMessage{Msg: &agentproto.ServerMessage_LogAck{LogAck: &agentproto.LogAck{BatchId: msg.Logs.BatchId}}}
+					if err := stream.Send(ack); err != nil {
+						return err
+					}
+				}
 			case *agentproto.AgentMessage_Finding:
 				if s.cfg.OnFinding != nil {
 					s.cfg.OnFinding(stream.Context(), sess.clusterID, sess.instanceID, msg.Finding)
@@ -407,16 +413,24 @@ func (s *Server) saveInventory(ctx context.Context, sess *session, inv *agentpro
 	}
 }
 
-func (s *Server) saveLogs(ctx context.Context, sess *session, l *agentproto.LogLines) {
+// saveLogs stores a batch of an agent's log lines (once, by its batch id) and says whether it
+// is stored.
+func (s *Server) saveLogs(ctx context.Context, sess *session, l *agentproto.LogLines) bool {
 	events := make([]store.LogEvent, len(l.Lines))
 	for i, line := range l.Lines {
 		events[i] = store.LogEvent{Time: time.UnixMilli(line.UnixMs), Message: line.Message}
 	}
 	if err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
-		return tx.AppendLogEvents(sess.logGroup, l.Stream, sess.clusterID, events)
+		if l.BatchId == "" { // an agent from before acknowledgements
+			return tx.AppendLogEvents(sess.logGroup, l.Stream, sess.clusterID, events)
+		}
+		_, err := tx.AppendLogBatch(sess.logGroup, l.Stream, sess.clusterID, sess.instanceID+"/"+l.BatchId, events)
+		return err
 	}); err != nil {
 		s.log.Error("save log lines", "instance_id", sess.instanceID, "stream", l.Stream, "error", err)
+		return false
 	}
+	return true
 }
 
 // Disconnect ends a node's session (its agent will reconnect if it lives).

@@ -121,6 +121,9 @@ type Tx interface {
 
 	// AppendLogEvents adds events to a log stream, creating the stream if needed.
 	AppendLogEvents(group, stream, clusterID string, events []LogEvent) error
+	// AppendLogBatch adds an agent's batch of events to a log stream once: a batch whose id
+	// was stored before is not stored again (stored reports which).
+	AppendLogBatch(group, stream, clusterID, batchID string, events []LogEvent) (stored bool, err error)
 	// LogStreams returns a log group's streams whose names start with prefix, by name.
 	LogStreams(group, prefix string) ([]LogStream, error)
 	// LogEvents returns up to limit events of a stream with Seq > after, oldest first.

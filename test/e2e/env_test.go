@@ -91,6 +91,15 @@ type env struct {
 	*servertest.Env
 	t       testing.TB
 	scripts string // the object store: s3://sagemaker-e2e/lc/ is scripts/sagemaker-e2e/lc
+	url     string // the server's endpoint when it is the hale binary (binaryServer), not App
+}
+
+// endpoint is where the server answers.
+func (e *env) endpoint() string {
+	if e.url != "" {
+		return e.url
+	}
+	return e.App.URL
 }
 
 // options returns server options for a test: its own network, the built agent binary, short
@@ -278,7 +287,7 @@ func netnsExists(instanceID string) bool {
 // logStream reads one log stream of a cluster through the logs endpoint, as hale logs does.
 func (e *env) logStream(name, stream string) string {
 	e.t.Helper()
-	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.App.URL})
+	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.endpoint()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -298,7 +307,7 @@ func (e *env) logStream(name, stream string) string {
 
 func (e *env) logStreams(name string) []string {
 	e.t.Helper()
-	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.App.URL})
+	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.endpoint()})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -31,9 +32,12 @@ import (
 // instance) and every event recorded before the kill still there.
 func TestServerKilledMidCreateConverges(t *testing.T) {
 	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir) // the logs client's credentials
 	e, srv, run := binaryServer(t, dir)
-	// Slow scripts, so the kill lands in the middle of the creation.
-	lc := e.script("slow", "on_create.sh", "#!/bin/bash\nsleep 2\necho configured $(hostname) >> /var/log/provision/runs\n")
+	// Slow scripts, so the kill lands in the middle of the creation; their first line is
+	// printed (and shipped) before it.
+	lc := e.script("slow", "on_create.sh", "#!/bin/bash\necho \"[on_create] started on $(hostname)\"\n"+
+		"for i in $(seq 1 40); do echo \"tick $i\"; sleep 0.05; done\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("crash"), InstanceGroups: fourNodes(lc)}); err != nil {
 		t.Fatal(err)
@@ -50,6 +54,7 @@ func TestServerKilledMidCreateConverges(t *testing.T) {
 	srv.Wait()
 	d, _ := os.ReadDir(filepath.Join(dir, "local", "instances"))
 	t.Logf("killed the server with %d events recorded and %d instances running", len(before.Events), len(d))
+	time.Sleep(time.Second) // the scripts go on printing: their lines wait in the agents
 
 	run()
 	e.waitStatus("crash", types.ClusterStatusInservice, 60*time.Second)
@@ -66,6 +71,32 @@ func TestServerKilledMidCreateConverges(t *testing.T) {
 	}
 	if len(nodes) != 4 {
 		t.Errorf("%d nodes after the restart, want 4", len(nodes))
+	}
+	// No log line is lost to the kill: each node's lifecycle stream has its first line (sent
+	// before the kill, kept by the agent until the server stored it), and the creation's
+	// stream names every host.
+	var createStream string
+	for _, s := range e.logStreams("crash") {
+		if strings.HasPrefix(s, "crash-") {
+			createStream = s
+		}
+	}
+	created := e.logStream("crash", createStream)
+	for _, n := range nodes {
+		group := strings.TrimSuffix(*n.NodeLogicalId, "-1")
+		out := e.logStream("crash", "LifecycleConfig/"+group+"/"+*n.InstanceId)
+		if !strings.Contains(out, "[on_create] started on ") {
+			t.Errorf("the lifecycle stream of %s lacks its first line:\n%s", *n.InstanceId, out)
+		}
+		for i := 1; i <= 40; i++ { // every line once: none lost, none stored twice
+			if c := strings.Count(out, fmt.Sprintf("tick %d\n", i)); c != 1 {
+				t.Errorf("the lifecycle stream of %s has tick %d %d times:\n%s", *n.InstanceId, i, c, out)
+				break
+			}
+		}
+		if !strings.Contains(created, *n.InstanceId) {
+			t.Errorf("the creation stream %s does not name %s:\n%s", createStream, *n.InstanceId, created)
+		}
 	}
 	if d, _ := os.ReadDir(filepath.Join(dir, "local", "instances")); len(d) != 4 {
 		t.Errorf("%d instances on the provider, want 4 (no duplicates)", len(d))
@@ -323,5 +354,5 @@ func binaryServer(t *testing.T, dir string) (*env, *exec.Cmd, func() *exec.Cmd) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore}, srv, run
+	return &env{Env: &servertest.Env{SDK: sagemaker.NewFromConfig(cfg), Options: o}, t: t, scripts: o.ObjectStore, url: "http://" + addr}, srv, run
 }

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"time"
+
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -21,6 +23,18 @@ func (t *tx) AppendLogEvents(group, stream, clusterID string, events []store.Log
 		}
 	}
 	return nil
+}
+
+func (t *tx) AppendLogBatch(group, stream, clusterID, batchID string, events []store.LogEvent) (bool, error) {
+	res, err := t.exec(`INSERT INTO log_batches (batch_id, cluster_id, at) VALUES (?, ?, ?) ON CONFLICT (batch_id) DO NOTHING`,
+		batchID, clusterID, ms(time.Now()))
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err // stored before
+	}
+	return true, t.AppendLogEvents(group, stream, clusterID, events)
 }
 
 func (t *tx) LogStreams(group, prefix string) ([]store.LogStream, error) {
