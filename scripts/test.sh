@@ -42,6 +42,9 @@ stage "go vet (e2e)" go vet -tags e2e ./test/e2e
 stage "go test ./..." go test -count=1 ./...
 # End to end on real namespaces, agents, Slurm and lifecycle scripts (root).
 stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
+# The robustness suite: a random schedule of faults for a bounded time (HALE_ROBUSTNESS_DURATION,
+# 2m by default; the seed it prints replays a failure, see docs/reliability.md).
+stage "robustness" ./scripts/robustness.sh
 # The fuzz target also runs its seed corpus in go test; this explores beyond it briefly.
 # Minimizing each new interesting input (60s by default) would eat the whole short run.
 stage "fuzz FuzzDecodeInput" go test -run '^$' -fuzz FuzzDecodeInput -fuzztime "${HALE_FUZZTIME:-15s}" -fuzzminimizetime 1s ./api

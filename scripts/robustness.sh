@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The robustness suite (test/e2e/robustness_test.go): the real hale server and agents on real
+# Slurm through a random schedule of faults (server kills and outages, agent stalls and kills,
+# cut links, slurmctld killed), checking after each that no healthy node was harmed and a broken
+# one was repaired once. Root. The seed is printed; pass it back to replay a failure:
+#   sudo HALE_ROBUSTNESS_SEED=123 ./scripts/robustness.sh
+#   sudo HALE_ROBUSTNESS_DURATION=20m HALE_ROBUSTNESS_MAX_OUTAGE=60s ./scripts/robustness.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
+duration=${HALE_ROBUSTNESS_DURATION:-2m}
+export HALE_ROBUSTNESS_DURATION=$duration
+# go test's own limit: the schedule, plus the cluster's creation and deletion.
+case $duration in
+  *h) secs=$(( ${duration%h} * 3600 )) ;;
+  *m) secs=$(( ${duration%m} * 60 )) ;;
+  *s) secs=${duration%s} ;;
+  *) echo "robustness: HALE_ROBUSTNESS_DURATION=$duration: use a whole number of s, m or h" >&2; exit 2 ;;
+esac
+limit=$(( secs + 600 ))
+exec go test -count=1 -tags 'e2e robustness' -run '^TestRobustness$' -timeout "${limit}s" -v ./test/e2e
