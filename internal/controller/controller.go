@@ -21,6 +21,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"github.com/haleproject/hale/internal/failpoint"
 	"log/slog"
 	"sync"
 	"time"
@@ -270,6 +271,9 @@ func (c *Controller) reconcile(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if len(work) > 0 {
+		failpoint.Hit("committed")
 	}
 	for _, w := range work {
 		w()

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/haleproject/hale/internal/failpoint"
 	"strings"
 	"time"
 
@@ -63,6 +64,7 @@ func (r *round) repairs() error {
 
 // step records a timeline line and moves the repair to a state.
 func (r *round) repairTo(rp *store.Repair, n *store.Node, state store.RepairState, what string) error {
+	failpoint.Hit("repair:" + string(state))
 	rp.State = state
 	rp.UpdatedAt = r.now
 	if what != "" {

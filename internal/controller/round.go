@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/haleproject/hale/internal/failpoint"
 	"sort"
 	"strings"
 	"time"
@@ -125,6 +126,7 @@ func (r *round) saveCluster() error {
 
 // setPhase moves a node to a phase, with the status the API shows for it.
 func (r *round) setPhase(n *store.Node, p store.NodePhase, msg string) error {
+	failpoint.Hit("node:" + string(p))
 	n.Details.Phase = p
 	n.Details.PhaseSince = r.now
 	n.StatusMessage = msg

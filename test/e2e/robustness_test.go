@@ -87,6 +87,7 @@ func TestRobustness(t *testing.T) {
 		{name: "slurmctld SIGKILL", inject: (*robust).killSlurmctld},
 		{name: "agent SIGKILL", broken: true, inject: (*robust).killAgent},
 		{name: "agent SIGKILL, then server SIGKILL mid-repair", broken: true, inject: (*robust).killAgentThenServer, longest: 3 * time.Second},
+		{name: "agent SIGKILL, server dies at a failpoint", broken: true, inject: (*robust).failpointRepair},
 	}
 	counts := map[string]int{}
 	violations := 0
@@ -308,6 +309,37 @@ func (r *robust) killAgent(id string, _ time.Duration) string {
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	return fmt.Sprintf("agent %d killed", pid)
+}
+
+// failpoints are the named points (internal/failpoint) a repair passes: its steps, the new
+// instance's phases, and the commits of reconcile rounds.
+var failpoints = []string{"repair:WaitingForJobs", "repair:Repairing", "repair:Checking", "repair:Resuming", "repair:Done",
+	"node:Booting", "node:Configuring", "node:Joining", "node:Ready", "committed", "committed@3", "committed@10"}
+
+// failpointRepair restarts the server armed with a random failpoint, breaks the node, lets
+// the server die at the point (or kills it if the repair never passes it), and starts it
+// again: the repair must still be done exactly once.
+func (r *robust) failpointRepair(id string, _ time.Duration) string {
+	point := failpoints[r.rng.IntN(len(failpoints))]
+	r.srv.Process.Signal(syscall.SIGKILL)
+	r.srv.Wait()
+	os.Setenv("HALE_FAILPOINT", point)
+	r.srv = r.run()
+	os.Unsetenv("HALE_FAILPOINT")
+	what := r.killAgent(id, 0)
+	done := make(chan struct{})
+	srv := r.srv
+	go func() { srv.Wait(); close(done) }()
+	died := "died there"
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		died = "was not reached; killed"
+		srv.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+	r.srv = r.run()
+	return what + "; the server armed at " + point + " " + died
 }
 
 func (r *robust) killAgentThenServer(id string, d time.Duration) string {
