@@ -341,13 +341,17 @@ func diskUsedPercent(path string) (int, bool) {
 	return int(used * 100 / (used + st.Bavail)), true
 }
 
-// watchNICs reports a network interface that was up when the agent started and went down.
-// The interfaces are read from the kernel for the agent's own network namespace (netlink, through
-// package net), not from /sys/class/net: a sysfs mounted outside the namespace lists the host's
-// interfaces, and on the local provider every other node's veth going away would read as this
-// node's link going down.
+// watchNICs reports a network interface that was up when the agent started and has stayed
+// down for linkDownConfirm: a link that flaps for a moment (a switch port renegotiating, a cut
+// cable put back) is no broken node, and replacing a node for it would cost a healthy one.
+// The interfaces are read from the kernel for the agent's own network namespace (netlink,
+// through package net), not from /sys/class/net: a sysfs mounted outside the namespace lists
+// the host's interfaces, and on the local provider every other node's veth going away would
+// read as this node's link going down.
 func (a *Agent) watchNICs(ctx context.Context) {
-	up := nicStates()
+	watched := nicStates() // the interfaces up at the start
+	downSince := map[string]time.Time{}
+	reported := map[string]bool{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -357,14 +361,28 @@ func (a *Agent) watchNICs(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := nicStates()
-		for n, was := range up {
-			if is := now[n]; was && !is {
-				a.report(health.Default().FaultFinding("network.link_down", fmt.Sprintf("interface %s is down", n)), "network")
+		for n, wasUp := range watched {
+			if !wasUp {
+				continue
 			}
-			up[n] = now[n]
+			if now[n] {
+				delete(downSince, n)
+				reported[n] = false
+				continue
+			}
+			if downSince[n].IsZero() {
+				downSince[n] = time.Now()
+			}
+			if d := time.Since(downSince[n]); d >= linkDownConfirm && !reported[n] {
+				reported[n] = true
+				a.report(health.Default().FaultFinding("network.link_down", fmt.Sprintf("interface %s is down (for %s)", n, d.Round(time.Second))), "network")
+			}
 		}
 	}
 }
+
+// linkDownConfirm is how long an interface must stay down to be a fault.
+const linkDownConfirm = 10 * time.Second
 
 // nicStates maps each non-loopback interface of the namespace to whether it is up and running.
 func nicStates() map[string]bool {

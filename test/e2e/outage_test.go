@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,6 +103,24 @@ func TestOutagesCostNoNode(t *testing.T) {
 	time.Sleep(6 * time.Second)
 	syscall.Kill(pid, syscall.SIGCONT)
 	harmless("a 6s agent stall", before, true)
+
+	// A compute node's link flaps for 3 s (the robustness suite's seed 1796151708915182083:
+	// a 2.5 s cut replaced the node for network.link_down). A link must stay down 10 s to be a
+	// fault, and the heartbeats lost meanwhile wait for the provider's word.
+	b, err := os.ReadFile(filepath.Join(dir, "local", "instances", before["gpu-1"], "instance.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ HostVeth string }
+	json.Unmarshal(b, &rec)
+	if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, "down").CombinedOutput(); err != nil {
+		t.Fatalf("cut %s: %v %s", rec.HostVeth, err, out)
+	}
+	time.Sleep(3 * time.Second)
+	if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, "up").CombinedOutput(); err != nil {
+		t.Fatalf("restore %s: %v %s", rec.HostVeth, err, out)
+	}
+	harmless("a 3s link flap", before, true)
 
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("calm")}); err != nil {
 		t.Fatal(err)
