@@ -56,8 +56,10 @@ func TestServerKilledMidCreateConverges(t *testing.T) {
 	t.Logf("killed the server with %d events recorded and %d instances running", len(before.Events), len(d))
 	time.Sleep(time.Second) // the scripts go on printing: their lines wait in the agents
 
+	restarted := time.Now()
 	run()
 	e.waitStatus("crash", types.ClusterStatusInservice, 60*time.Second)
+	t.Logf("InService %.2fs after the server was started again", time.Since(restarted).Seconds())
 	nodes := e.nodes("crash")
 	seenLogical := map[string]bool{}
 	for _, n := range nodes {
