@@ -67,7 +67,7 @@ func openNVML(log *slog.Logger) (m *nvmlMonitor) {
 		nd.uuid, _ = d.GetUUID()
 		nd.name, _ = d.GetName()
 		if p, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
-			nd.pci = shortPCI(cString(p.BusId[:]))
+			nd.pci = health.ShortPCI(cString(p.BusId[:]))
 		}
 		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
 			nd.memMiB = int64(mem.Total >> 20)
@@ -90,18 +90,6 @@ func cString(b []int8) string {
 		s.WriteByte(byte(c))
 	}
 	return s.String()
-}
-
-// shortPCI turns NVML's bus id "00000000:A1:00.0" into the kernel's "0000:a1:00".
-func shortPCI(busID string) string {
-	busID = strings.ToLower(busID)
-	if i := strings.LastIndex(busID, "."); i > 0 {
-		busID = busID[:i]
-	}
-	if parts := strings.SplitN(busID, ":", 2); len(parts) == 2 && len(parts[0]) > 4 {
-		busID = parts[0][len(parts[0])-4:] + ":" + parts[1]
-	}
-	return busID
 }
 
 func (m *nvmlMonitor) indexOfPCI(pci string) int {
@@ -140,7 +128,7 @@ func (m *nvmlMonitor) watch(ctx context.Context, a *Agent) {
 			if e, ret := set.Wait(500); ret == nvml.SUCCESS && e.EventType == nvml.EventTypeXidCriticalError {
 				pci := ""
 				if p, ret := e.Device.GetPciInfo(); ret == nvml.SUCCESS {
-					pci = shortPCI(cString(p.BusId[:]))
+					pci = health.ShortPCI(cString(p.BusId[:]))
 				}
 				line := fmt.Sprintf("NVRM: Xid (PCI:%s): %d, reported by NVML's critical Xid event", pci, e.EventData)
 				if f, ok := health.Default().ClassifyLine(line); ok {

@@ -118,7 +118,7 @@ func (c *Catalog) classifyMessage(msg string) (Finding, bool) {
 	}
 	if m := xidRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[2])
-		f, ok := c.xidFinding(n, shortPCI(m[1]), m[3])
+		f, ok := c.xidFinding(n, ShortPCI(m[1]), m[3])
 		if p := pidRE.FindStringSubmatch(m[3]); p != nil {
 			f.PID, _ = strconv.Atoi(p[1])
 			f.Process = strings.TrimSpace(p[2])
@@ -158,7 +158,7 @@ func (c *Catalog) patternFinding(msg string, joined bool) (Finding, bool) {
 		if m := e.re.FindStringSubmatch(msg); m != nil {
 			f := Finding{Fault: e.Fault, Action: e.Action, GPU: -1, Meaning: e.Meaning, Source: e.Source, Repeat: e.Repeat}
 			if i := e.re.SubexpIndex("pci"); i > 0 {
-				f.PCI = shortPCI(m[i])
+				f.PCI = ShortPCI(m[i])
 			}
 			return f, true
 		}
@@ -166,12 +166,16 @@ func (c *Catalog) patternFinding(msg string, joined bool) (Finding, bool) {
 	return Finding{}, false
 }
 
-// shortPCI writes a PCI address the way Xid lines do (domain:bus:device, "0000:b3:00"), so a
-// finding from a message that names the function too ("0000:b3:00.0") is about the same GPU.
-func shortPCI(s string) string {
+// ShortPCI writes a PCI address the way Xid lines do (a 4-digit domain, bus and device:
+// "0000:b3:00"), so findings about one GPU name it alike whether their source gave the function
+// too ("0000:b3:00.0") or NVML's 8-digit domain ("00000000:B3:00.0", also nvidia-smi -q's).
+func ShortPCI(s string) string {
 	s = strings.ToLower(strings.TrimSuffix(s, ":"))
 	if i := strings.LastIndexByte(s, '.'); i > 0 {
 		s = s[:i]
+	}
+	if domain, rest, ok := strings.Cut(s, ":"); ok && len(domain) > 4 {
+		s = domain[len(domain)-4:] + ":" + rest
 	}
 	return s
 }

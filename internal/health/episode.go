@@ -16,7 +16,7 @@ import (
 func episodeKey(fault, pci string, gpu int) string {
 	switch {
 	case pci != "":
-		return fault + "|" + shortPCI(pci)
+		return fault + "|" + ShortPCI(pci)
 	case gpu >= 0:
 		return fault + "|gpu" + strconv.Itoa(gpu)
 	}
@@ -68,7 +68,7 @@ func JoinsEpisode(ep, f Finding, window time.Duration) bool {
 	if episodeKey(ep.Fault, ep.PCI, ep.GPU) == episodeKey(f.Fault, f.PCI, f.GPU) {
 		return true
 	}
-	return f.Fault == "gpu.xid.secondary" && f.PCI != "" && shortPCI(ep.PCI) == shortPCI(f.PCI)
+	return f.Fault == "gpu.xid.secondary" && f.PCI != "" && ShortPCI(ep.PCI) == ShortPCI(f.PCI)
 }
 
 // merge adds a finding's lines to an episode.

@@ -228,3 +228,13 @@ func TestDifferentProcessesAreDifferentEpisodes(t *testing.T) {
 		t.Fatalf("%d episodes, last %+v", len(eps), ds[len(ds)-1])
 	}
 }
+
+// One GPU is named alike by every source: an Xid line, a driver message with the function,
+// NVML's and nvidia-smi's 8-digit domain.
+func TestShortPCI(t *testing.T) {
+	for in, want := range map[string]string{"0000:b3:00": "0000:b3:00", "0000:B3:00.0": "0000:b3:00", "00000000:B3:00.0": "0000:b3:00", "0000:b3:00:": "0000:b3:00"} {
+		if got := ShortPCI(in); got != want {
+			t.Errorf("ShortPCI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

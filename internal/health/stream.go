@@ -197,7 +197,7 @@ func (b *remapReader) line(raw string) ([]Finding, bool) {
 	t := strings.TrimSpace(raw)
 	switch {
 	case strings.HasPrefix(raw, "GPU ") && strings.Count(t, ":") == 2 && !strings.Contains(t, " :"):
-		b.pci = shortPCI(strings.TrimPrefix(t, "GPU "))
+		b.pci = ShortPCI(strings.TrimPrefix(t, "GPU "))
 	case t == "Remapped Rows":
 		b.in = true
 	case b.in && strings.HasPrefix(t, "Pending") && strings.HasSuffix(t, "Yes"):

@@ -133,7 +133,7 @@ func (t *sxidTable) finding(dev, pci string, n int, text string) Finding {
 	if !listed {
 		e = &t.Default
 	}
-	f := Finding{Fault: e.Fault, Action: e.Action, PCI: shortPCI(pci), GPU: -1, Source: e.Source, Lines: 1}
+	f := Finding{Fault: e.Fault, Action: e.Action, PCI: ShortPCI(pci), GPU: -1, Source: e.Source, Lines: 1}
 	word, rest, detail := "", text, sxidDetailRE.MatchString(text)
 	if w := sxidWordRE.FindStringSubmatch(text); w != nil && !detail {
 		rest = text[len(w[0]):]

@@ -244,7 +244,7 @@ func (c *Catalog) nvsEventFinding(ev nvsEvent) (Finding, bool) {
 func nvsEntities(f Finding, ev nvsEvent) Finding {
 	if f.PCI == "" {
 		if p := ev.entities["PCI"]; p != "" {
-			f.PCI = shortPCI(p)
+			f.PCI = ShortPCI(p)
 		}
 	}
 	if f.GPU < 0 {
