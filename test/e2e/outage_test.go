@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,11 +93,10 @@ func TestOutagesCostNoNode(t *testing.T) {
 	// for the confirmation and is cancelled when it answers again. Its drain is hale's own:
 	// the node is resumed, not replaced as if an operator had asked.
 	cpu := before["cpu-1"]
-	pidb, err := os.ReadFile(filepath.Join(dir, "local", "instances", cpu, "agent.pid"))
+	pid, err := e.agentPID(cpu)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
 	syscall.Kill(pid, syscall.SIGSTOP)
 	time.Sleep(6 * time.Second)
 	syscall.Kill(pid, syscall.SIGCONT)
@@ -107,23 +105,34 @@ func TestOutagesCostNoNode(t *testing.T) {
 	// A compute node's link flaps for 3 s (the robustness suite's seed 1796151708915182083:
 	// a 2.5 s cut replaced the node for network.link_down). A link must stay down 10 s to be a
 	// fault, and the heartbeats lost meanwhile wait for the provider's word.
-	b, err := os.ReadFile(filepath.Join(dir, "local", "instances", before["gpu-1"], "instance.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct{ HostVeth string }
-	json.Unmarshal(b, &rec)
-	if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, "down").CombinedOutput(); err != nil {
-		t.Fatalf("cut %s: %v %s", rec.HostVeth, err, out)
-	}
-	time.Sleep(3 * time.Second)
-	if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, "up").CombinedOutput(); err != nil {
-		t.Fatalf("restore %s: %v %s", rec.HostVeth, err, out)
-	}
+	e.cutLink(before["gpu-1"], 3*time.Second)
 	harmless("a 3s link flap", before, true)
 
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("calm")}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone("calm", 30*time.Second)
+}
+
+// cutLink takes a node's link down (its host veth) for d, and back up: a cut cable put back.
+// It returns the veth's name.
+func (e *env) cutLink(instanceID string, d time.Duration) string {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.Options.DataDir, "local", "instances", instanceID, "instance.json"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rec struct{ HostVeth string }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.HostVeth == "" {
+		e.t.Fatalf("%s: no host veth (%v)", instanceID, err)
+	}
+	for _, state := range []string{"down", "up"} {
+		if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, state).CombinedOutput(); err != nil {
+			e.t.Fatalf("ip link set %s %s: %v %s", rec.HostVeth, state, err, out)
+		}
+		if state == "down" {
+			time.Sleep(d)
+		}
+	}
+	return rec.HostVeth
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -275,20 +274,7 @@ func (r *robust) agentStall(id string, d time.Duration) string {
 }
 
 func (r *robust) linkCut(id string, d time.Duration) string {
-	b, err := os.ReadFile(filepath.Join(r.dir, "local", "instances", id, "instance.json"))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var rec struct{ HostVeth string }
-	json.Unmarshal(b, &rec)
-	if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, "down").CombinedOutput(); err != nil {
-		r.t.Fatalf("cut %s: %v %s", rec.HostVeth, err, out)
-	}
-	time.Sleep(d)
-	if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, "up").CombinedOutput(); err != nil {
-		r.t.Fatalf("restore %s: %v %s", rec.HostVeth, err, out)
-	}
-	return "link " + rec.HostVeth + " down " + d.Round(time.Millisecond).String()
+	return "link " + r.e.cutLink(id, d) + " down " + d.Round(time.Millisecond).String()
 }
 
 func (r *robust) killSlurmctld(_ string, _ time.Duration) string {
