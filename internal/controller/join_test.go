@@ -143,7 +143,10 @@ func (noProvider) Describe(context.Context, string) (*provider.Instance, error) 
 	return nil, provider.ErrNotFound
 }
 func (noProvider) List(context.Context) ([]*provider.Instance, error) { return nil, nil }
-func (noProvider) ReleaseCluster(context.Context, string) error       { return nil }
+func (noProvider) AgentRunning(context.Context, string) (bool, error) {
+	return false, provider.ErrNotFound
+}
+func (noProvider) ReleaseCluster(context.Context, string) error { return nil }
 
 const (
 	joinCluster = "abcdefghijkl"

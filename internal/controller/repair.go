@@ -264,8 +264,8 @@ const providerConfirm = 5 * time.Minute
 func (r *round) agentRunsByProvider(n *store.Node) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	inst, err := r.c.cfg.Provider.Describe(ctx, n.InstanceID)
-	return err == nil && inst.AgentRunning
+	running, err := r.c.cfg.Provider.AgentRunning(ctx, n.InstanceID)
+	return err == nil && running
 }
 
 // repairCancel ends a repair that is no longer needed, resuming the node if hale drained it.

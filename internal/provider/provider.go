@@ -39,10 +39,6 @@ type Instance struct {
 	IP           string // the node's customer address
 	Hostname     string // ip-a-b-c-d, from IP
 	State        State
-	// AgentRunning: the provider sees the node's agent process run (alive, not stopped).
-	// Heartbeats that stop while it runs point at the network or the control plane, not at a
-	// dead node: the second path that confirms a heartbeat loss before a replacement.
-	AgentRunning bool
 	LaunchTime   time.Time
 	// NetworkNodes is the instance's place in the network, top layer first, as EC2
 	// DescribeInstanceTopology reports it (empty for types without topology); CapacityBlockID
@@ -94,6 +90,12 @@ type Provider interface {
 	Reboot(ctx context.Context, id string) error
 	// Describe returns one instance, or ErrNotFound.
 	Describe(ctx context.Context, id string) (*Instance, error)
+	// AgentRunning says whether the provider sees the instance's agent process run (alive, not
+	// stopped), by its own means (the local provider: the process; a static one: SSH).
+	// Heartbeats that stop while it runs point at the network or the control plane, not at a
+	// dead node: it is the second path that confirms a heartbeat loss before a replacement. It
+	// is asked while a repair waits, so it must be cheap.
+	AgentRunning(ctx context.Context, id string) (bool, error)
 	// List returns every instance the provider runs.
 	List(ctx context.Context) ([]*Instance, error)
 	// ReleaseCluster removes what the provider keeps for a deleted cluster (shared directories).

@@ -223,7 +223,15 @@ func (p *Provider) instance(r *record) *provider.Instance {
 	}
 	return &provider.Instance{ID: r.ID, ClusterID: r.ClusterID, GroupName: r.GroupName, LogicalID: r.LogicalID,
 		InstanceType: r.InstanceType, IP: r.IP, Hostname: r.Hostname, State: st, LaunchTime: r.LaunchTime,
-		NetworkNodes: r.NetworkNodes, CapacityBlockID: r.CapacityBlockID, AgentRunning: st == provider.Running && agentRunning(p.dir(r.ID))}
+		NetworkNodes: r.NetworkNodes, CapacityBlockID: r.CapacityBlockID}
+}
+
+// AgentRunning reads the agent's process from /proc: no command runs.
+func (p *Provider) AgentRunning(ctx context.Context, id string) (bool, error) {
+	if _, err := p.readRecord(id); err != nil {
+		return false, err
+	}
+	return agentRunning(p.dir(id)), nil
 }
 
 // agentRunning says whether the agent process of an instance directory runs: its pid (from
