@@ -245,12 +245,19 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		host := n.Details.PrivateDNSHostname
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		n.Details.PhaseSince = now
+		// first: this result was never recorded, even if the agent replays it (its scripts
+		// ended while the server was down); a reboot's replay is not first.
+		first := n.Details.RecordedCommand != n.Details.CommandID
+		n.Details.RecordedCommand = n.Details.CommandID
 		var lines []store.LogEvent
 		add := func(format string, args ...any) {
 			lines = append(lines, store.LogEvent{Time: now, Message: fmt.Sprintf(format, args...)})
 		}
 		ok := res.Error == "" && res.ExitCode == 0 && !res.TimedOut
 		switch {
+		case ok && res.Replayed && first && script != "":
+			n.StatusMessage = ""
+			add("%s (%s, group %s): lifecycle script %s succeeded (exit code 0, %.1fs), while the server was away; the agent kept its result", host, n.InstanceID, n.GroupName, script, took.Seconds())
 		case ok && res.Replayed:
 			n.StatusMessage = ""
 			add("%s (%s, group %s): agent back; its lifecycle scripts had succeeded (%.1fs) and did not run again", host, n.InstanceID, n.GroupName, took.Seconds())
@@ -288,7 +295,7 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		if err := tx.UpdateNode(n); err != nil {
 			return err
 		}
-		if createStream != "" && cl.Status == api.ClusterStatusCreating && !res.Replayed {
+		if createStream != "" && cl.Status == api.ClusterStatusCreating && first {
 			if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), createStream, cl.ID, lines); err != nil {
 				return err
 			}
@@ -301,7 +308,7 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, format, n.InstanceID, lines[0].Message); err != nil {
 				return err
 			}
-			if !res.Replayed {
+			if first {
 				return onStartDeepHealthChecks(tx, cl, n, now)
 			}
 			return nil

@@ -314,8 +314,13 @@ type NodeDetails struct {
 	AgentTokenHash string    `json:",omitempty"` // sha256 of the one-time bootstrap token
 	NodeSecretHash string    `json:",omitempty"` // sha256 of the secret the agent reconnects with
 	CommandID      string    `json:",omitempty"` // the lifecycle command sent to the agent
-	OldInstanceID  string    `json:",omitempty"` // the instance a replacement retires first
-	Ordinal        int       `json:",omitempty"` // the node's place in its group, from 1
+	// RecordedCommand is the lifecycle command whose result the store holds: equal to
+	// CommandID after the result was recorded, so a result the agent replays later (a reboot,
+	// or a server restart that lost nothing) is told apart from one recorded for the first time
+	// (the server was down when the scripts ended).
+	RecordedCommand string `json:",omitempty"`
+	OldInstanceID   string `json:",omitempty"` // the instance a replacement retires first
+	Ordinal         int    `json:",omitempty"` // the node's place in its group, from 1
 	// SoftwareGeneration is the group's software generation the node was imaged with.
 	SoftwareGeneration int  `json:",omitempty"`
 	Unreachable        bool `json:",omitempty"` // the agent missed its heartbeats
