@@ -189,7 +189,7 @@ func (r *round) admitted(n *store.Node) error {
 
 // setReady moves a node to Ready (Running) and saves it.
 func setReady(tx store.Tx, n *store.Node, now time.Time) error {
-	n.Details.Phase, n.Details.PhaseSince = store.PhaseReady, now
+	enterPhase(n, store.PhaseReady, now)
 	n.StatusMessage = ""
 	n.Status = statusOf(n)
 	return tx.UpdateNode(n)

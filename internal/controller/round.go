@@ -120,18 +120,24 @@ func (r *round) clusterEvent(level api.ClusterEventLevel, format string, args ..
 }
 
 func (r *round) saveCluster() error {
+	failpoint.Hit("cluster:" + string(r.cl.Status))
 	r.cl.UpdatedAt = r.now
 	return r.tx.UpdateCluster(r.cl)
 }
 
 // setPhase moves a node to a phase, with the status the API shows for it.
 func (r *round) setPhase(n *store.Node, p store.NodePhase, msg string) error {
-	failpoint.Hit("node:" + string(p))
-	n.Details.Phase = p
-	n.Details.PhaseSince = r.now
+	enterPhase(n, p, r.now)
 	n.StatusMessage = msg
 	n.Status = statusOf(n)
 	return r.tx.UpdateNode(n)
+}
+
+// enterPhase moves a node to a phase; every phase change passes here, so the robustness
+// suite's failpoint "node:<phase>" is hit before the change is committed, whoever makes it.
+func enterPhase(n *store.Node, p store.NodePhase, now time.Time) {
+	failpoint.Hit("node:" + string(p))
+	n.Details.Phase, n.Details.PhaseSince = p, now
 }
 
 // statusOf is the ClusterInstanceStatus of a node's phase.
@@ -458,7 +464,7 @@ func (r *round) addNode(g *store.Group) error {
 	n.Details.ImageReleaseVersion = g.State.DesiredImageReleaseVersion
 	n.Details.SoftwareGeneration = g.State.SoftwareGeneration
 	n.Details.ThreadsPerCore = g.Spec.GetThreadsPerCore()
-	n.Details.Phase, n.Details.PhaseSince = store.PhasePending, r.now
+	enterPhase(n, store.PhasePending, r.now)
 	n.Status = api.ClusterInstanceStatusPending
 	if err := r.tx.InsertNode(n); err != nil {
 		return err
@@ -736,6 +742,7 @@ func (r *round) softwareUpdate() error {
 			continue
 		}
 		if st.SoftwareUpdateStatus == api.SoftwareUpdateStatusPending {
+			failpoint.Hit("software:InProgress")
 			st.SoftwareUpdateStatus = api.SoftwareUpdateStatusInProgress
 			if err := r.tx.PutGroup(g); err != nil {
 				return err
@@ -766,6 +773,7 @@ func (r *round) softwareUpdate() error {
 			inFlight++
 		}
 		if len(outdated) == 0 && inFlight == 0 {
+			failpoint.Hit("software:Succeeded")
 			st.SoftwareUpdateStatus = api.SoftwareUpdateStatusSucceeded
 			st.CurrentImageID, st.CurrentImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion
 			st.ActiveSoftwareUpdateConfig = nil
@@ -852,6 +860,7 @@ func (r *round) aggregate() error {
 		}
 		scaling := len(live) != target || bringUp > 0 || shuttingDown > 0
 		if next != g.State.Status || scaling != g.State.Scaling {
+			failpoint.Hit("group:" + string(next))
 			prev := g.State.Status
 			g.State.Status, g.State.Scaling = next, scaling
 			if !scaling {

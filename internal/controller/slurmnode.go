@@ -175,7 +175,7 @@ func (c *Controller) slurmSetupFailed(ctx context.Context, node *store.Node, cre
 			return nil
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		n.Details.Phase, n.Details.PhaseSince = store.PhaseFailed, now
+		enterPhase(n, store.PhaseFailed, now)
 		n.StatusMessage = fmt.Sprintf("Setup of host %s (instance %s, group %s) failed: %v", n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, err)
 		n.Status = statusOf(n)
 		if err := tx.UpdateNode(n); err != nil {

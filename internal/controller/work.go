@@ -47,9 +47,8 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 			return nil // the node moved on (deleted, replaced again)
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		n.Details.PhaseSince = now
 		if launchErr != nil {
-			n.Details.Phase = store.PhaseFailed
+			enterPhase(n, store.PhaseFailed, now)
 			n.StatusMessage = fmt.Sprintf("The provider could not launch instance %s of group %s: %v", n.InstanceID, n.GroupName, launchErr)
 			n.Status = statusOf(n)
 			if err := tx.UpdateNode(n); err != nil {
@@ -65,7 +64,7 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
 		}
 		n.LaunchTime = inst.LaunchTime
-		n.Details.Phase = store.PhaseBooting
+		enterPhase(n, store.PhaseBooting, now)
 		n.StatusMessage = "Waiting for the instance's agent to register"
 		n.Status = statusOf(n)
 		if err := tx.UpdateNode(n); err != nil {
@@ -244,7 +243,6 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		}
 		host := n.Details.PrivateDNSHostname
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		n.Details.PhaseSince = now
 		// first: this result was never recorded, even if the agent replays it (its scripts
 		// ended while the server was down); a reboot's replay is not first.
 		first := n.Details.RecordedCommand != n.Details.CommandID
@@ -284,12 +282,12 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		join := ok && joins(cl.State.Slurm, n.GroupName)
 		switch {
 		case join:
-			n.Details.Phase = store.PhaseJoining // Running once Slurm accepts work on it (join.go)
+			enterPhase(n, store.PhaseJoining, now) // Running once Slurm accepts work on it (join.go)
 			n.StatusMessage = waitingForSlurm + " (its slurmd is registering)"
 		case ok:
-			n.Details.Phase = store.PhaseReady
+			enterPhase(n, store.PhaseReady, now)
 		default:
-			n.Details.Phase = store.PhaseFailed
+			enterPhase(n, store.PhaseFailed, now)
 		}
 		n.Status = statusOf(n)
 		if err := tx.UpdateNode(n); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +32,8 @@ import (
 //
 // HALE_ROBUSTNESS_SEED replays a schedule (the seed is printed); HALE_ROBUSTNESS_DURATION is
 // how long faults are drawn (default 2m: CI); HALE_ROBUSTNESS_MAX_OUTAGE the longest server
-// outage (default 15s; the issue's 60s with a longer run).
+// outage (default 15s; the issue's 60s with a longer run); HALE_ROBUSTNESS_FAULTS keeps only the
+// faults whose names contain one of its comma-separated words (e.g. "scale,Software").
 //
 //	sudo go test -tags 'e2e robustness' -run TestRobustness -v ./test/e2e
 
@@ -54,8 +56,11 @@ type robust struct {
 	srv       *exec.Cmd
 	run       func() *exec.Cmd
 	rng       *rand.Rand
+	lc        string          // the lifecycle scripts' S3 URI
+	size      int             // the nodes the cluster has when it converged
 	replaced  int             // replacements the schedule caused on purpose
 	seenEvent map[string]bool // every event id seen so far: none may vanish
+	bad       int             // invariant violations found inside a fault (a scale's new node)
 }
 
 func TestRobustness(t *testing.T) {
@@ -70,14 +75,20 @@ func TestRobustness(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("HALE_DATA_DIR", dir)
 	e, srv, run := binaryServer(t, dir)
-	r := &robust{t: t, e: e, dir: dir, srv: srv, run: run, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seenEvent: map[string]bool{}}
-	lc := e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
+	r := &robust{t: t, e: e, dir: dir, srv: srv, run: run, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}}
+	r.lc = e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("robust"), InstanceGroups: fourNodes(lc)}); err != nil {
+	// The creation is the first fault: the server dies at a point of it.
+	point := r.draw(createPoints)
+	r.arm(point)
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("robust"), InstanceGroups: fourNodes(r.lc)}); err != nil {
 		t.Fatal(err)
 	}
+	died := r.settle(func() bool { return r.status() == types.ClusterStatusInservice })
+	t.Logf("step 0: CreateCluster with the server armed at %s: %s", point, died)
 	e.waitStatus("robust", types.ClusterStatusInservice, 90*time.Second)
 	ids := r.converge("the creation")
+	violations := r.check(0, fault{name: "CreateCluster at a failpoint"}, "", nil, ids)
 
 	faults := []fault{
 		{name: "server SIGKILL, down", inject: (*robust).serverOutage, longest: maxOutage},
@@ -87,9 +98,23 @@ func TestRobustness(t *testing.T) {
 		{name: "agent SIGKILL", broken: true, inject: (*robust).killAgent},
 		{name: "agent SIGKILL, then server SIGKILL mid-repair", broken: true, inject: (*robust).killAgentThenServer, longest: 3 * time.Second},
 		{name: "agent SIGKILL, server dies at a failpoint", broken: true, inject: (*robust).failpointRepair},
+		{name: "scale-up and scale-down, server dies at failpoints", inject: (*robust).scale},
+		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
+	}
+	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
+		faults = slices.DeleteFunc(faults, func(f fault) bool {
+			for _, w := range strings.Split(only, ",") {
+				if strings.Contains(f.name, strings.TrimSpace(w)) {
+					return false
+				}
+			}
+			return true
+		})
+		if len(faults) == 0 {
+			t.Fatalf("HALE_ROBUSTNESS_FAULTS=%s names no fault", only)
+		}
 	}
 	counts := map[string]int{}
-	violations := 0
 	deadline := time.Now().Add(duration)
 	var ctldKilled time.Time
 	for step := 1; time.Now().Before(deadline); step++ {
@@ -127,6 +152,7 @@ func TestRobustness(t *testing.T) {
 		violations += r.check(step, f, node, ids, after)
 		ids = after
 	}
+	violations += r.bad
 	var kinds []string
 	for k, n := range counts {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
@@ -172,8 +198,8 @@ func (r *robust) pick(ids map[string]string, f fault) string {
 	return names[r.rng.IntN(len(names))]
 }
 
-// converge waits until the cluster is InService with its 4 nodes Running and returns their
-// instance ids by logical id.
+// converge waits until the cluster is InService with its nodes (r.size) Running and returns
+// their instance ids by logical id.
 func (r *robust) converge(what string) map[string]string {
 	r.t.Helper()
 	r.allRunning(what)
@@ -181,7 +207,7 @@ func (r *robust) converge(what string) map[string]string {
 	return r.allRunning(what)
 }
 
-// allRunning waits until the cluster's 4 nodes are Running and returns their instance ids.
+// allRunning waits until the cluster's r.size nodes are Running and returns their instance ids.
 func (r *robust) allRunning(what string) map[string]string {
 	r.t.Helper()
 	var ids map[string]string
@@ -195,7 +221,8 @@ func (r *robust) allRunning(what string) map[string]string {
 				return false, b.String()
 			}
 		}
-		return len(ids) == 4, b.String()
+		st := r.status()
+		return len(ids) == r.size && st == types.ClusterStatusInservice, b.String() + "cluster " + string(st)
 	})
 	return ids
 }
@@ -217,25 +244,28 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 			fail("healthy node %s was replaced: %s -> %s", logical, id, after[logical])
 		}
 	}
-	ev := r.e.events("robust")
+	have := map[string]bool{}
+	var evs strings.Builder
+	p := sagemaker.NewListClusterEventsPaginator(r.e.SDK, &sagemaker.ListClusterEventsInput{ClusterName: aws.String("robust"),
+		MaxResults: aws.Int32(100), SortOrder: types.SortOrderAscending})
+	for p.HasMorePages() {
+		out, err := p.NextPage(context.Background())
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, e := range out.Events {
+			have[*e.EventId] = true
+			fmt.Fprintf(&evs, "  %s %s %s\n", e.EventTime.Format("15:04:05.000"), e.EventLevel, *e.Description)
+		}
+	}
+	ev := evs.String()
 	if n := strings.Count(ev, "is being replaced"); n != r.replaced {
-		fail("%d replacements in the events, the schedule broke %d nodes:\n%s", n, r.replaced, ev)
+		fail("%d replacements in the events, the schedule broke or re-imaged %d nodes:\n%s", n, r.replaced, ev)
 	}
 	for _, s := range []string{"is rebooting", "by an operator"} {
 		if strings.Contains(ev, s) {
 			fail("%q in the events:\n%s", s, ev)
 		}
-	}
-	out, err := r.e.SDK.ListClusterEvents(context.Background(), &sagemaker.ListClusterEventsInput{ClusterName: aws.String("robust"), MaxResults: aws.Int32(100)})
-	have := map[string]bool{}
-	for err == nil {
-		for _, e := range out.Events {
-			have[*e.EventId] = true
-		}
-		if out.NextToken == nil {
-			break
-		}
-		out, err = r.e.SDK.ListClusterEvents(context.Background(), &sagemaker.ListClusterEventsInput{ClusterName: aws.String("robust"), MaxResults: aws.Int32(100), NextToken: out.NextToken})
 	}
 	for id := range r.seenEvent {
 		if !have[id] {
@@ -243,8 +273,8 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 		}
 	}
 	r.seenEvent = have
-	if d, _ := os.ReadDir(filepath.Join(r.dir, "local", "instances")); len(d) != 4 {
-		fail("%d instances on the provider, want 4", len(d))
+	if d, _ := os.ReadDir(filepath.Join(r.dir, "local", "instances")); len(d) != r.size {
+		fail("%d instances on the provider, want %d", len(d), r.size)
 	}
 	for logical, id := range after {
 		if out, err := r.e.onNode(id, "wc -l < /var/log/provision/runs"); err != nil || strings.TrimSpace(out) != "1" {
@@ -252,6 +282,132 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 		}
 	}
 	return bad
+}
+
+// status is the cluster's status ("" when it cannot be read).
+func (r *robust) status() types.ClusterStatus {
+	d, err := r.e.SDK.DescribeCluster(context.Background(), &sagemaker.DescribeClusterInput{ClusterName: aws.String("robust")})
+	if err != nil {
+		return ""
+	}
+	return d.ClusterStatus
+}
+
+func (r *robust) draw(points []string) string { return points[r.rng.IntN(len(points))] }
+
+// arm restarts the server armed with a failpoint: it exits there (status 137, as a SIGKILL).
+func (r *robust) arm(point string) {
+	r.srv.Process.Signal(syscall.SIGKILL)
+	r.srv.Wait()
+	os.Setenv("HALE_FAILPOINT", point)
+	r.srv = r.run()
+	os.Unsetenv("HALE_FAILPOINT")
+}
+
+// settle waits for the armed server to die at its point, or for done (the operation passed
+// without reaching it; the server is killed then, at a random moment of its own), for 60 s at
+// most, and starts the server again unarmed. It says which happened.
+func (r *robust) settle(done func() bool) string {
+	exited := make(chan struct{})
+	srv := r.srv
+	go func() { srv.Wait(); close(exited) }()
+	what := "was not reached; killed"
+	deadline := time.After(60 * time.Second)
+wait:
+	for {
+		select {
+		case <-exited:
+			what = "died there"
+			break wait
+		case <-deadline:
+			break wait
+		case <-time.After(200 * time.Millisecond):
+			if done() {
+				break wait
+			}
+		}
+	}
+	srv.Process.Signal(syscall.SIGKILL)
+	<-exited
+	r.srv = r.run()
+	return what
+}
+
+// The named points of the operations the suite drives (internal/failpoint): the creation,
+// a scale-up and a scale-down (UpdateCluster), a software update (UpdateClusterSoftware).
+var (
+	createPoints = []string{"node:Launching", "node:Booting", "node:Configuring", "node:Joining", "node:Ready",
+		"group:InService", "cluster:InService", "committed", "committed@5", "committed@15"}
+	scaleUpPoints = []string{"node:Launching", "node:Booting", "node:Configuring", "node:Joining", "node:Ready",
+		"group:InService", "cluster:InService", "committed@2", "committed@6"}
+	scaleDownPoints = []string{"node:Terminating", "group:InService", "cluster:InService", "committed@2", "committed@4"}
+	updatePoints    = []string{"software:InProgress", "software:Succeeded", "group:SystemUpdating",
+		"node:Launching", "node:Booting", "node:Configuring", "node:Joining", "node:Ready", "cluster:InService", "committed@3"}
+)
+
+// scale grows the cpu group to 2 nodes and back to 1 with the server armed at a point of each
+// (UpdateCluster): the new node comes up once with its scripts run once; the scale-down
+// removes it (the most recently launched), and no other node is touched.
+func (r *robust) scale(_ string, _ time.Duration) string {
+	ctx := context.Background()
+	resize := func(count int32, points []string) string {
+		point := r.draw(points)
+		r.arm(point)
+		cpu := group("cpu", "ml.c5.2xlarge", count, types.ClusterSlurmNodeTypeCompute, r.lc, "cpu")
+		if _, err := r.e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("robust"),
+			InstanceGroups: []types.ClusterInstanceGroupSpecification{cpu}}); err != nil {
+			r.t.Fatal(err)
+		}
+		r.size = 3 + int(count)
+		died := r.settle(func() bool { return r.status() == types.ClusterStatusInservice && len(r.e.nodes("robust")) == r.size })
+		return fmt.Sprintf("to %d with the server armed at %s: %s", count, point, died)
+	}
+	before := r.allRunning("the step before")
+	up := resize(2, scaleUpPoints)
+	for logical, id := range r.allRunning("the scale-up") {
+		if before[logical] != "" {
+			continue
+		}
+		if out, err := r.e.onNode(id, "wc -l < /var/log/provision/runs"); err != nil || strings.TrimSpace(out) != "1" {
+			r.t.Errorf("scale-up: the lifecycle scripts of the new node %s (%s) ran %q times (%v)", logical, id, out, err)
+			r.bad++
+		}
+	}
+	if d, _ := os.ReadDir(filepath.Join(r.dir, "local", "instances")); len(d) != 5 {
+		r.t.Errorf("scale-up: %d instances on the provider, want 5", len(d))
+		r.bad++
+	}
+	down := resize(1, scaleDownPoints)
+	return "scaled " + up + "; " + down
+}
+
+// softwareUpdate re-images the picked node's group (UpdateClusterSoftware) with the server
+// armed at a point of it: the node is replaced once, on its logical id, and nothing else is.
+func (r *robust) softwareUpdate(id string, _ time.Duration) string {
+	var groupName string
+	for _, n := range r.e.nodes("robust") {
+		if *n.InstanceId == id {
+			groupName = *n.InstanceGroupName
+		}
+	}
+	point := r.draw(updatePoints)
+	r.arm(point)
+	if _, err := r.e.SDK.UpdateClusterSoftware(context.Background(), &sagemaker.UpdateClusterSoftwareInput{ClusterName: aws.String("robust"),
+		InstanceGroups: []types.UpdateClusterSoftwareInstanceGroupSpecification{{InstanceGroupName: aws.String(groupName)}}}); err != nil {
+		r.t.Fatal(err)
+	}
+	died := r.settle(func() bool {
+		if r.status() != types.ClusterStatusInservice {
+			return false
+		}
+		for _, n := range r.e.nodes("robust") {
+			if *n.InstanceId == id {
+				return false
+			}
+		}
+		return true
+	})
+	return "group " + groupName + " re-imaged with the server armed at " + point + ": " + died
 }
 
 func (r *robust) serverOutage(_ string, d time.Duration) string {
@@ -306,26 +462,10 @@ var failpoints = []string{"repair:WaitingForJobs", "repair:Repairing", "repair:C
 // the server die at the point (or kills it if the repair never passes it), and starts it
 // again: the repair must still be done exactly once.
 func (r *robust) failpointRepair(id string, _ time.Duration) string {
-	point := failpoints[r.rng.IntN(len(failpoints))]
-	r.srv.Process.Signal(syscall.SIGKILL)
-	r.srv.Wait()
-	os.Setenv("HALE_FAILPOINT", point)
-	r.srv = r.run()
-	os.Unsetenv("HALE_FAILPOINT")
+	point := r.draw(failpoints)
+	r.arm(point)
 	what := r.killAgent(id, 0)
-	done := make(chan struct{})
-	srv := r.srv
-	go func() { srv.Wait(); close(done) }()
-	died := "died there"
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		died = "was not reached; killed"
-		srv.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
-	r.srv = r.run()
-	return what + "; the server armed at " + point + " " + died
+	return what + "; the server armed at " + point + " " + r.settle(func() bool { return false })
 }
 
 func (r *robust) killAgentThenServer(id string, d time.Duration) string {
