@@ -109,8 +109,8 @@ func Run(ctx context.Context, cfg Config) error {
 	go a.serveBandwidth(ctx)
 	// gRPC's own reconnect backoff grows to 120 s: an agent would come back up to two minutes
 	// after a server restart, long after the server's grace for reconnecting agents, and its
-	// node would be judged dead. A bounded backoff (at most a second, with jitter) brings every
-	// agent back within about a second of the server listening again.
+	// node would be judged dead. A bounded backoff (at most half a second, with jitter) brings every
+	// agent back within about half a second of the server listening again.
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
@@ -143,13 +143,16 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // reconnectMax is the longest an agent waits between attempts to reach the server.
-const reconnectMax = time.Second
+const reconnectMax = 500 * time.Millisecond
 
 // session is one connection: Hello, Welcome, then heartbeats and commands until it breaks.
 func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := client.Connect(ctx)
+	// WaitForReady: the session starts the moment the channel reconnects (its own backoff, at
+	// most reconnectMax apart), not at the next turn of the session loop's backoff, where a
+	// channel still in its backoff failed at once: that cost up to a second after a restart.
+	stream, err := client.Connect(ctx, grpc.WaitForReady(true))
 	if err != nil {
 		return err
 	}

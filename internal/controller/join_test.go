@@ -77,10 +77,19 @@ type fakeAgents struct {
 	resumed []string
 	// silent: instances whose agents send no heartbeats (and are not connected).
 	silent map[string]bool
+	// returning: instances whose agents have no session yet but are not silent either (a
+	// server that just started, in its reconnect grace).
+	returning map[string]bool
+	// downs: the nodes taken out of Slurm (scontrol update ... state=down).
+	downs []string
 }
 
-func (f *fakeAgents) Connected(id string) bool { return !f.isSilent(id) }
-func (f *fakeAgents) Silent(id string) bool    { return f.isSilent(id) }
+func (f *fakeAgents) Connected(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.silent[id] && !f.returning[id]
+}
+func (f *fakeAgents) Silent(id string) bool { return f.isSilent(id) }
 func (f *fakeAgents) isSilent(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -116,6 +125,8 @@ func (f *fakeAgents) Send(instanceID string, cmd *agentproto.Command) (<-chan *a
 			res.StdoutTail = fmt.Appendf(nil, "NodeName=%s Arch=x86_64 CoresPerSocket=1 State=%s ThreadsPerCore=1 Reason=%s [root@2026-12-01T10:00:00]\n",
 				f.state.Name, f.state.State, f.state.Reason)
 		}
+	case strings.HasPrefix(argv, "scontrol update nodename=") && strings.Contains(argv, " state=down "):
+		f.downs = append(f.downs, argv)
 	case strings.HasPrefix(argv, "scontrol update nodename=") && strings.HasSuffix(argv, " state=resume"):
 		f.resumed = append(f.resumed, f.state.State)
 		if !strings.HasPrefix(f.state.State, "DOWN") {

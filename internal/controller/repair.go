@@ -89,6 +89,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 	inSlurm := rp.SlurmName != "" && r.sl != nil
 	switch rp.State {
 	case store.RepairDraining:
+		if inSlurm && !rp.Drained && r.ctlReconnecting() {
+			return nil // the drain needs the controller's agent, which is on its way back
+		}
 		if inSlurm && !rp.Drained && r.slurmCtl() != "" {
 			// Recorded before the drain is written: the reason in Slurm is hale's from the
 			// moment it can be read there.
@@ -168,6 +171,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairRepairing, what)
 
 	case store.RepairRepairing:
+		if r.slurmCtlReturning(n) {
+			return nil
+		}
 		if rp.Action == string(health.Replace) {
 			old := n.InstanceID
 			if err := r.replace(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
@@ -201,7 +207,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			back = back && n.InstanceID == rp.NewInstanceID
 		} else {
 			rebooted := n.Details.BootTime.After(rp.BootBefore)
-			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy("reboot:"+n.InstanceID) {
+			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy("reboot:"+n.InstanceID) && !r.slurmCtlReturning(n) {
 				// Ready again without a new boot: the reboot was never asked (a server restart).
 				rp.RebootAt = r.now
 				if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {

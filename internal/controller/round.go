@@ -280,7 +280,7 @@ func (r *round) doActions() error {
 		}
 		switch a.Kind {
 		case store.ActionDelete:
-			if a.State == store.ActionPending {
+			if a.State == store.ActionPending && !r.slurmCtlReturning(n) {
 				if err := finish(store.ActionInProgress, ""); err != nil {
 					return err
 				}
@@ -409,6 +409,9 @@ func (r *round) converge() error {
 		}
 		if len(live) > target {
 			for _, n := range victims(live, len(live)-target) {
+				if r.slurmCtlReturning(n) {
+					continue
+				}
 				why := fmt.Sprintf("scale-down of group %s to %d", g.Name, target)
 				if g.State.Status == api.InstanceGroupStatusDeleting {
 					why = "instance group " + g.Name + " deleted"
@@ -763,6 +766,9 @@ func (r *round) softwareUpdate() error {
 		}
 		for i := 0; i < len(outdated) && inFlight < batchSize(g); i++ {
 			n := outdated[i]
+			if r.slurmCtlReturning(n) {
+				break
+			}
 			n.Details.ImageID, n.Details.ImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion
 			n.Details.SoftwareGeneration = st.SoftwareGeneration
 			t := r.now

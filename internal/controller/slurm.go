@@ -883,6 +883,28 @@ func outOfService(state string) bool {
 	return s.Has("DRAIN") || s.Has("FAIL")
 }
 
+// slurmCtlReturning reports whether taking node n out of Slurm must wait: n is a compute node
+// Slurm knows, and the cluster's controller node is in service but its agent has no session
+// yet and is not silent either (the server has just started and the agents are reconnecting).
+// slurmTakeOut needs that agent; a replacement, reboot or removal started without it would
+// leave Slurm running the old node's jobs on an instance that is going away, with no requeue.
+// The step waits for the agent's reconnection (which enqueues the cluster) or its silence.
+func (r *round) slurmCtlReturning(n *store.Node) bool {
+	return r.slurmRole(n) == "compute" && n.Details.SlurmState != "" && r.ctlReconnecting()
+}
+
+// ctlReconnecting reports whether the cluster's controller node is in service and its agent is
+// expected back: no session yet, not silent either.
+func (r *round) ctlReconnecting() bool {
+	agents := r.c.cfg.Agents
+	for _, m := range r.nodes {
+		if r.slurmRole(m) == "controller" && m.Details.Phase == store.PhaseReady && !agents.Connected(m.InstanceID) && !agents.Silent(m.InstanceID) {
+			return true
+		}
+	}
+	return false
+}
+
 // slurmTakeOut returns work that takes a Running compute node out of Slurm at once (state
 // down, so its jobs requeue now rather than after SlurmdTimeout) before hale reboots,
 // replaces or removes its instance; nil when the node is not in Slurm or no controller runs.

@@ -428,3 +428,201 @@ func mean(v []float64) float64 {
 	}
 	return s / float64(len(v))
 }
+
+// restartBench runs op b.N times, each with the server armed at point (internal/failpoint),
+// where it dies (exit 137, as a SIGKILL) and is started again at once; "none" arms nothing.
+// op starts the operation and returns a check that says whether it is done. It reports the
+// mean time to done and the mean time the server was down.
+func restartBench(b *testing.B, point string, setup func(e *env), op func(e *env, i int) func() bool) {
+	dir := b.TempDir()
+	b.Setenv("HALE_DATA_DIR", dir)
+	e, srv, run := binaryServer(b, dir)
+	setup(e)
+	var total, down time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if point != "none" {
+			srv.Process.Signal(syscall.SIGKILL)
+			srv.Wait()
+			os.Setenv("HALE_FAILPOINT", point)
+			srv = run()
+			os.Unsetenv("HALE_FAILPOINT")
+		}
+		exited := make(chan time.Time, 1)
+		armed := srv
+		go func() { armed.Wait(); exited <- time.Now() }()
+		b.StartTimer()
+		start := time.Now()
+		done := op(e, i)
+		for !done() {
+			select {
+			case died := <-exited:
+				srv = run()
+				down += time.Since(died)
+			default:
+			}
+			if time.Since(start) > 2*time.Minute {
+				b.Fatalf("not done 2 minutes after the start (point %s)", point)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		total += time.Since(start)
+		if point != "none" && srv == armed {
+			b.Fatalf("the server did not die at %s", point)
+		}
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "s-done")
+	b.ReportMetric(down.Seconds()/float64(b.N), "s-server-down")
+	b.StopTimer()
+	out, err := e.SDK.ListClusters(context.Background(), &sagemaker.ListClustersInput{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range out.ClusterSummaries {
+		e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: c.ClusterName})
+		e.waitGone(*c.ClusterName, time.Minute)
+	}
+}
+
+// BenchmarkRestartMidCreate measures what a server crash costs a creation: CreateCluster of a
+// 4-node Slurm cluster (a controller, 3 workers) until InService, the server dying at a point of
+// it, against an uninterrupted creation ("none"); the cluster is deleted after each (not
+// measured). Run as root:
+// go test -tags e2e ./test/e2e -run '^$' -bench RestartMid -benchtime 3x
+func BenchmarkRestartMidCreate(b *testing.B) {
+	for _, point := range []string{"none", "node:Launching@2", "node:Configuring@4", "node:Joining", "cluster:InService"} {
+		b.Run(point, func(b *testing.B) {
+			var lc string
+			restartBench(b, point, func(e *env) { lc = e.script("bench", "on_create.sh", recordScript) }, func(e *env, i int) func() bool {
+				name := fmt.Sprintf("restart-%d", i)
+				if i > 0 {
+					b.StopTimer()
+					prev := fmt.Sprintf("restart-%d", i-1)
+					e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String(prev)})
+					e.waitGone(prev, time.Minute)
+					b.StartTimer()
+				}
+				if _, err := e.SDK.CreateCluster(context.Background(), &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+					group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+					group("workers", "ml.g5.2xlarge", 3, types.ClusterSlurmNodeTypeCompute, lc, "gpu"),
+				}}); err != nil {
+					b.Fatal(err)
+				}
+				return func() bool {
+					d, err := e.SDK.DescribeCluster(context.Background(), &sagemaker.DescribeClusterInput{ClusterName: aws.String(name)})
+					if err == nil && d.ClusterStatus == types.ClusterStatusFailed {
+						b.Fatalf("%s failed: %s", name, *d.FailureMessage)
+					}
+					return err == nil && d.ClusterStatus == types.ClusterStatusInservice
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRestartMidReplace measures what a server crash costs a repair: BatchReplaceClusterNodes
+// of a worker until its new instance is Running (Slurm accepts work on it), the server dying at
+// a point of the repair, against an uninterrupted one ("none"). Run as root:
+// go test -tags e2e ./test/e2e -run '^$' -bench RestartMid -benchtime 3x
+func BenchmarkRestartMidReplace(b *testing.B) {
+	for _, point := range []string{"none", "repair:Repairing", "node:Launching", "node:Configuring", "node:Joining", "repair:Resuming", "repair:Done"} {
+		b.Run(point, func(b *testing.B) {
+			const name = "replace"
+			restartBench(b, point, func(e *env) {
+				lc := e.script("bench", "on_create.sh", recordScript)
+				if _, err := e.SDK.CreateCluster(context.Background(), &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+					group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+					group("workers", "ml.g5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "gpu"),
+				}}); err != nil {
+					b.Fatal(err)
+				}
+				e.waitStatus(name, types.ClusterStatusInservice, time.Minute)
+			}, func(e *env, _ int) func() bool {
+				var old string
+				for _, n := range e.nodes(name) {
+					if *n.NodeLogicalId == "workers-1" {
+						old = *n.InstanceId
+					}
+				}
+				if _, err := e.SDK.BatchReplaceClusterNodes(context.Background(), &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String(name), NodeIds: []string{old}}); err != nil {
+					b.Fatal(err)
+				}
+				return func() bool {
+					out, err := e.SDK.ListClusterNodes(context.Background(), &sagemaker.ListClusterNodesInput{ClusterName: aws.String(name), IncludeNodeLogicalIds: aws.Bool(true)})
+					if err != nil {
+						return false
+					}
+					for _, n := range out.ClusterNodeSummaries {
+						if *n.NodeLogicalId == "workers-1" {
+							return *n.InstanceId != old && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning
+						}
+					}
+					return false
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAgentReconnect measures how soon the agents of a 4-node cluster are back after a
+// server restart: the server is killed (SIGKILL), stays down 1 s, is started again, and the
+// time from its listening to the last agent's "agent connected" is read from its log. Run as
+// root: go test -tags e2e ./test/e2e -run '^$' -bench AgentReconnect -benchtime 5x
+func BenchmarkAgentReconnect(b *testing.B) {
+	dir := b.TempDir()
+	b.Setenv("HALE_DATA_DIR", dir)
+	e, srv, run := binaryServer(b, dir)
+	lc := e.script("bench", "on_create.sh", recordScript)
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("reconnect"), InstanceGroups: fourNodes(lc)}); err != nil {
+		b.Fatal(err)
+	}
+	e.waitStatus("reconnect", types.ClusterStatusInservice, time.Minute)
+	var worst, sum time.Duration
+	for i := 0; i < b.N; i++ {
+		srv.Process.Signal(syscall.SIGKILL)
+		srv.Wait()
+		time.Sleep(time.Second)
+		srv = run()
+		var back time.Duration
+		eventually(b, 30*time.Second, "every agent reconnected", func() (bool, string) {
+			listened, conns := reconnects(b, filepath.Join(dir, "server.log"))
+			if len(conns) < 4 {
+				return false, fmt.Sprintf("%d agents back", len(conns))
+			}
+			back = conns[3].Sub(listened)
+			return true, ""
+		})
+		sum += back
+		worst = max(worst, back)
+	}
+	b.ReportMetric(sum.Seconds()/float64(b.N), "s-mean-last-agent")
+	b.ReportMetric(worst.Seconds(), "s-worst-last-agent")
+	e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("reconnect")})
+	e.waitGone("reconnect", time.Minute)
+}
+
+// reconnects reads a server log: when the last start listened, and when agents connected
+// after it, in order.
+func reconnects(b *testing.B, path string) (time.Time, []time.Time) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var listened time.Time
+	var conns []time.Time
+	for _, l := range strings.Split(string(data), "\n") {
+		ts, _, ok := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(l, `msg="hale server listening"`):
+			listened, conns = at, nil
+		case strings.Contains(l, `msg="agent connected"`) && !listened.IsZero():
+			conns = append(conns, at)
+		}
+	}
+	return listened, conns
+}

@@ -324,7 +324,7 @@ func TestAbandonedBridgeIsReclaimed(t *testing.T) {
 // binaryServer runs the real hale binary as a server on dir, with the test's network, and
 // returns an env whose SDK client uses the server's own profile, the process, and run, which
 // starts the server again (after a kill) and waits until it answers.
-func binaryServer(t *testing.T, dir string) (*env, *exec.Cmd, func() *exec.Cmd) {
+func binaryServer(t testing.TB, dir string) (*env, *exec.Cmd, func() *exec.Cmd) {
 	o := options(t, dir)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()

@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Right after a server start, the controller node's agent has not reconnected yet. A repair
+// that needs Slurm (drain, take-out) waits for it instead of replacing the node behind
+// Slurm's back: before, the drain and the take-out were skipped when no controller agent was
+// connected, so the old instance's jobs were never requeued by hale and the repair's timeline
+// said "drained" for a drain never written. Found by BenchmarkRestartMidReplace.
+func TestRepairWaitsForTheControllersAgent(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	const ctl = "i-0000000000000c71a"
+	agents.reachable = true
+	agents.state = slurm.NodeState{Name: joinHost, State: "IDLE"}
+	agents.returning = map[string]bool{ctl: true}
+	ctx := context.Background()
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
+		if err != nil {
+			return err
+		}
+		n.Status = statusOf(n)
+		n.Details.SlurmState = "IDLE"
+		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		return tx.InsertAction(&store.Action{ClusterID: joinCluster, NodeSeq: n.Seq, InstanceID: n.InstanceID, LogicalID: n.LogicalID,
+			Kind: store.ActionReplace, State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := gpu1(t, c)
+	for i := 0; i < 5; i++ {
+		if err := c.reconcile(ctx, joinCluster); err != nil {
+			t.Fatal(err)
+		}
+		c.wg.Wait()
+	}
+	n, ev := gpu1(t, c)
+	_, rs := findingsAndRepairs(t, c)
+	if n.InstanceID != before.InstanceID || len(rs) != 1 || rs[0].State != store.RepairDraining || rs[0].Drained {
+		t.Fatalf("with the controller's agent not back: instance %s (was %s), repairs %+v; events:\n%s", n.InstanceID, before.InstanceID, rs, ev)
+	}
+
+	agents.mu.Lock()
+	agents.returning = nil
+	agents.mu.Unlock()
+	for i := 0; i < 5 && n.InstanceID == before.InstanceID; i++ {
+		if err := c.reconcile(ctx, joinCluster); err != nil {
+			t.Fatal(err)
+		}
+		c.wg.Wait()
+		n, _ = gpu1(t, c)
+	}
+	_, rs = findingsAndRepairs(t, c)
+	if n.InstanceID == before.InstanceID || len(rs) != 1 || !rs[0].Drained {
+		t.Fatalf("with the controller's agent back: instance %s, repairs %+v", n.InstanceID, rs)
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	if len(agents.downs) != 1 {
+		t.Errorf("take-outs: %q, want the old instance taken out of Slurm once", agents.downs)
+	}
+}
