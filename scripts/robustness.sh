@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The robustness suite (test/e2e/robustness_test.go): the real hale server and agents on real
-# Slurm through a random schedule of faults (server kills and outages, agent stalls and kills,
-# cut links, slurmctld killed), checking after each that no healthy node was harmed and a broken
+# Slurm through a random schedule of faults (server kills and outages, the server dying at
+# failpoints of a create, a scale, a software update and a repair, agent stalls and kills, cut
+# links, slurmctld killed), checking after each that no healthy node was harmed and a broken
 # one was repaired once. Root. The seed is printed; pass it back to replay a failure:
 #   sudo HALE_ROBUSTNESS_SEED=123 ./scripts/robustness.sh
 #   sudo HALE_ROBUSTNESS_DURATION=20m HALE_ROBUSTNESS_MAX_OUTAGE=60s ./scripts/robustness.sh
+#   sudo HALE_ROBUSTNESS_FAULTS=scale,Software ./scripts/robustness.sh   (only the faults so named)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
