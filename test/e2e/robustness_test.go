@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/health"
 )
 
 // The robustness suite (issue 12; etcd's robustness tests are the model): the real hale server
@@ -43,6 +44,9 @@ type fault struct {
 	// broken: the fault breaks the node it picks (it must be replaced once); else it harms
 	// nothing and the cluster must come out of it as it was.
 	broken bool
+	// heartbeat: the break is a lost heartbeat (node.heartbeat_lost), which hale's catalog
+	// quarantines instead of replacing once a node was replaced for it QuarantineAfter times.
+	heartbeat bool
 	inject func(r *robust, node string, d time.Duration) string
 	// longest is the longest duration drawn for it (0: it takes none).
 	longest time.Duration
@@ -59,6 +63,9 @@ type robust struct {
 	lc        string          // the lifecycle scripts' S3 URI
 	size      int             // the nodes the cluster has when it converged
 	replaced  int             // replacements the schedule caused on purpose
+	// heartbeatLost counts each logical node's replacements for a lost heartbeat: the next
+	// one past the catalog's QuarantineAfter is a quarantine, which an operator ends.
+	heartbeatLost map[string]int
 	seenEvent map[string]bool // every event id seen so far: none may vanish
 	bad       int             // invariant violations found inside a fault (a scale's new node)
 }
@@ -75,7 +82,7 @@ func TestRobustness(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("HALE_DATA_DIR", dir)
 	e, srv, run := binaryServer(t, dir)
-	r := &robust{t: t, e: e, dir: dir, srv: srv, run: run, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}}
+	r := &robust{t: t, e: e, dir: dir, srv: srv, run: run, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}, heartbeatLost: map[string]int{}}
 	r.lc = e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
 	// The creation is the first fault: the server dies at a point of it.
@@ -95,9 +102,9 @@ func TestRobustness(t *testing.T) {
 		{name: "agent SIGSTOP", inject: (*robust).agentStall, longest: 6 * time.Second},
 		{name: "link cut", inject: (*robust).linkCut, longest: 8 * time.Second},
 		{name: "slurmctld SIGKILL", inject: (*robust).killSlurmctld},
-		{name: "agent SIGKILL", broken: true, inject: (*robust).killAgent},
-		{name: "agent SIGKILL, then server SIGKILL mid-repair", broken: true, inject: (*robust).killAgentThenServer, longest: 3 * time.Second},
-		{name: "agent SIGKILL, server dies at a failpoint", broken: true, inject: (*robust).failpointRepair},
+		{name: "agent SIGKILL", broken: true, heartbeat: true, inject: (*robust).killAgent},
+		{name: "agent SIGKILL, then server SIGKILL mid-repair", broken: true, heartbeat: true, inject: (*robust).killAgentThenServer, longest: 3 * time.Second},
+		{name: "agent SIGKILL, server dies at a failpoint", broken: true, heartbeat: true, inject: (*robust).failpointRepair},
 		{name: "scale-up and scale-down, server dies at failpoints", inject: (*robust).scale},
 		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
 	}
@@ -135,8 +142,16 @@ func TestRobustness(t *testing.T) {
 		what := f.inject(r, ids[node], d)
 		counts[f.name]++
 		t.Logf("step %d: %s on %s: %s", step, f.name, node, what)
+		if f.heartbeat {
+			r.heartbeatLost[node]++
+			if r.heartbeatLost[node] > health.Default().Policy.QuarantineAfter {
+				// Replaced that often for the same fault within the window, the node is
+				// quarantined, drained and not replaced; the operator replaces it by hand.
+				t.Logf("step %d: %s", step, r.quarantined(node, ids[node]))
+			}
+		}
 		if f.broken { // its repair comes first: a new instance under the same logical id
-			eventually(t, 120*time.Second, node+" replaced", func() (bool, string) {
+			r.eventually(120*time.Second, node+" replaced", func() (bool, string) {
 				for _, n := range e.nodes("robust") {
 					if *n.NodeLogicalId == node && *n.InstanceId != ids[node] {
 						return true, ""
@@ -211,7 +226,7 @@ func (r *robust) converge(what string) map[string]string {
 func (r *robust) allRunning(what string) map[string]string {
 	r.t.Helper()
 	var ids map[string]string
-	eventually(r.t, 120*time.Second, "the cluster converged after "+what, func() (bool, string) {
+	r.eventually(120*time.Second, "the cluster converged after "+what, func() (bool, string) {
 		ids = map[string]string{}
 		var b strings.Builder
 		for _, n := range r.e.nodes("robust") {
@@ -244,21 +259,7 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 			fail("healthy node %s was replaced: %s -> %s", logical, id, after[logical])
 		}
 	}
-	have := map[string]bool{}
-	var evs strings.Builder
-	p := sagemaker.NewListClusterEventsPaginator(r.e.SDK, &sagemaker.ListClusterEventsInput{ClusterName: aws.String("robust"),
-		MaxResults: aws.Int32(100), SortOrder: types.SortOrderAscending})
-	for p.HasMorePages() {
-		out, err := p.NextPage(context.Background())
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		for _, e := range out.Events {
-			have[*e.EventId] = true
-			fmt.Fprintf(&evs, "  %s %s %s\n", e.EventTime.Format("15:04:05.000"), e.EventLevel, *e.Description)
-		}
-	}
-	ev := evs.String()
+	have, ev := r.events()
 	if n := strings.Count(ev, "is being replaced"); n != r.replaced {
 		fail("%d replacements in the events, the schedule broke or re-imaged %d nodes:\n%s", n, r.replaced, ev)
 	}
@@ -282,6 +283,73 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 		}
 	}
 	return bad
+}
+
+// events lists every event of the cluster, oldest first: their ids, and one line each.
+func (r *robust) events() (map[string]bool, string) {
+	have := map[string]bool{}
+	var evs strings.Builder
+	p := sagemaker.NewListClusterEventsPaginator(r.e.SDK, &sagemaker.ListClusterEventsInput{ClusterName: aws.String("robust"),
+		MaxResults: aws.Int32(100), SortOrder: types.SortOrderAscending})
+	for p.HasMorePages() {
+		out, err := p.NextPage(context.Background())
+		if err != nil {
+			return have, evs.String() + err.Error()
+		}
+		for _, e := range out.Events {
+			have[*e.EventId] = true
+			fmt.Fprintf(&evs, "  %s %s %s\n", e.EventTime.Format("15:04:05.000"), e.EventLevel, *e.Description)
+		}
+	}
+	return have, evs.String()
+}
+
+// eventually is the package's eventually, which on failure also prints what a replay would
+// need: the cluster's events and the end of the server's log.
+func (r *robust) eventually(within time.Duration, what string, cond func() (bool, string)) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, ev := r.events()
+	r.t.Logf("events:\n%s", ev)
+	if log, err := os.ReadFile(filepath.Join(r.dir, "server.log")); err == nil {
+		var lines []string
+		for _, l := range strings.Split(string(log), "\n") {
+			if !strings.Contains(l, "level=DEBUG") {
+				lines = append(lines, l)
+			}
+		}
+		r.t.Logf("the server's log, its last lines:\n%s", strings.Join(lines[max(0, len(lines)-80):], "\n"))
+	}
+	r.t.Fatalf("%s: not so after %s; last: %s", what, within, last)
+}
+
+// quarantined waits for the node's quarantine (its heartbeat repair is held, the instance
+// drained, not replaced) and then replaces it as an operator would, with
+// BatchReplaceClusterNodes.
+func (r *robust) quarantined(logical, id string) string {
+	r.eventually(90*time.Second, logical+" quarantined", func() (bool, string) {
+		_, ev := r.events()
+		return strings.Contains(ev, "Node "+logical+" (instance "+id+") is quarantined"), "no quarantine event"
+	})
+	for _, n := range r.e.nodes("robust") {
+		if *n.NodeLogicalId == logical && *n.InstanceId != id {
+			r.t.Errorf("the quarantined node %s was replaced (%s -> %s)", logical, id, *n.InstanceId)
+			r.bad++
+		}
+	}
+	if _, err := r.e.SDK.BatchReplaceClusterNodes(context.Background(), &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("robust"), NodeIds: []string{id}}); err != nil {
+		r.t.Fatal(err)
+	}
+	return logical + " quarantined (replaced " + strconv.Itoa(health.Default().Policy.QuarantineAfter) + " times for node.heartbeat_lost), then replaced by BatchReplaceClusterNodes"
 }
 
 // status is the cluster's status ("" when it cannot be read).
