@@ -47,27 +47,27 @@ type fault struct {
 	// heartbeat: the break is a lost heartbeat (node.heartbeat_lost), which hale's catalog
 	// quarantines instead of replacing once a node was replaced for it QuarantineAfter times.
 	heartbeat bool
-	inject func(r *robust, node string, d time.Duration) string
+	inject    func(r *robust, node string, d time.Duration) string
 	// longest is the longest duration drawn for it (0: it takes none).
 	longest time.Duration
 }
 
 // robust is one run: the server, the cluster and the bookkeeping of the invariants.
 type robust struct {
-	t         *testing.T
-	e         *env
-	dir       string
-	srv       *exec.Cmd
-	run       func() *exec.Cmd
-	rng       *rand.Rand
-	lc        string          // the lifecycle scripts' S3 URI
-	size      int             // the nodes the cluster has when it converged
-	replaced  int             // replacements the schedule caused on purpose
+	t        *testing.T
+	e        *env
+	dir      string
+	srv      *exec.Cmd
+	run      func() *exec.Cmd
+	rng      *rand.Rand
+	lc       string // the lifecycle scripts' S3 URI
+	size     int    // the nodes the cluster has when it converged
+	replaced int    // replacements the schedule caused on purpose
 	// heartbeatLost counts each logical node's replacements for a lost heartbeat: the next
 	// one past the catalog's QuarantineAfter is a quarantine, which an operator ends.
 	heartbeatLost map[string]int
-	seenEvent map[string]bool // every event id seen so far: none may vanish
-	bad       int             // invariant violations found inside a fault (a scale's new node)
+	seenEvent     map[string]bool // every event id seen so far: none may vanish
+	bad           int             // invariant violations found inside a fault (a scale's new node)
 }
 
 func TestRobustness(t *testing.T) {
