@@ -46,6 +46,7 @@ commands the server sends. Providers start it on every node; you rarely run it b
 	f.StringVar(&cfg.InstanceType, "instance-type", "", "this node's ml.* instance type")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/hale-agent", "the agent's directory on the node")
 	f.StringVar(&tokenFile, "bootstrap-token-file", "", "file holding the one-time bootstrap token")
+	f.StringVar(&cfg.BootIDFile, "boot-id-file", agent.DefaultBootIDFile, "file holding the id of this boot (a reboot is told from an agent restart by it)")
 	f.StringVar(&localSetup, "local-setup", "", "local provider: setup.json to apply (hostname, bind mounts) before starting")
 	f.StringArrayVar(&cfg.KernelLogs, "kernel-log", []string{"/dev/kmsg"}, "kernel log the health monitor follows (repeatable): /dev/kmsg, or a file such as /var/log/messages")
 	f.StringArrayVar(&cfg.DiskPaths, "disk-path", []string{"/"}, "file system the health monitor watches for space (repeatable)")

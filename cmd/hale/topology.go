@@ -90,7 +90,7 @@ describe-instance-topology' does without --no-paginate or --max-items.`,
 				if part == "" {
 					part = c.Group
 				}
-				c.Partitions = []string{"dev", part}
+				c.Partitions = []string{slurm.DefaultPartition, part}
 				compute = append(compute, c)
 			}
 			if len(compute) == 0 {

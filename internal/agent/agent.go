@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,11 @@ type Config struct {
 	// BootstrapTokenFile holds the one-time token of the first registration; it is read at each
 	// attempt, since a provider may hand a new one to an agent that has not registered yet.
 	BootstrapTokenFile string
-	Logger             *slog.Logger
+	// BootIDFile holds the boot's id: the kernel's (/proc/sys/kernel/random/boot_id, the
+	// default) on a machine, one the local provider writes at each node boot. An empty or
+	// unreadable file leaves it out of Hello, and the server falls back to the agent's start.
+	BootIDFile string
+	Logger     *slog.Logger
 	// KernelLogs are the kernel logs the health monitor follows: /dev/kmsg on a machine, the
 	// node's own log file on the local provider. DiskPaths are the file systems it watches.
 	KernelLogs []string
@@ -56,12 +61,13 @@ type Config struct {
 
 // Agent is a running agent.
 type Agent struct {
-	cfg   Config
-	log   *slog.Logger
-	boot  time.Time
-	mu    sync.Mutex
-	busy  map[string]bool // command ids running now
-	sendq chan *agentproto.AgentMessage
+	cfg    Config
+	log    *slog.Logger
+	boot   time.Time
+	bootID string
+	mu     sync.Mutex
+	busy   map[string]bool // command ids running now
+	sendq  chan *agentproto.AgentMessage
 	// root is the agent's life: commands run under it, not under a session, so a lost
 	// connection never kills a lifecycle script half-way.
 	root context.Context
@@ -95,6 +101,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// what is secret in it (node-secret, results/) has modes of its own.
 	os.Chmod(cfg.StateDir, 0o711)
 	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx, nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if b, err := os.ReadFile(cmp.Or(cfg.BootIDFile, DefaultBootIDFile)); err == nil {
+		a.bootID = strings.TrimSpace(string(b))
+	}
 	a.daemons.a = a
 	if _, err := a.accelerators(); err != nil {
 		a.log.Error("accelerators", "error", err)
@@ -142,6 +151,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// goodbyeWait bounds how long a stopping agent spends saying Goodbye.
+const goodbyeWait = time.Second
+
+// DefaultBootIDFile is the kernel's id of the current boot.
+const DefaultBootIDFile = "/proc/sys/kernel/random/boot_id"
+
 // reconnectMax is the longest an agent waits between attempts to reach the server.
 const reconnectMax = 500 * time.Millisecond
 
@@ -152,14 +167,23 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	// WaitForReady: the session starts the moment the channel reconnects (its own backoff, at
 	// most reconnectMax apart), not at the next turn of the session loop's backoff, where a
 	// channel still in its backoff failed at once: that cost up to a second after a restart.
-	stream, err := client.Connect(ctx, grpc.WaitForReady(true))
+	// The stream outlives ctx by a moment: when the agent stops cleanly it says Goodbye on it
+	// first (at most goodbyeWait), so the server knows the silence that follows is a stop.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	connecting := context.AfterFunc(ctx, scancel)
+	stream, err := client.Connect(sctx, grpc.WaitForReady(true))
+	if !connecting() {
+		return cmp.Or(ctx.Err(), err) // the agent is stopping
+	}
 	if err != nil {
 		return err
 	}
+	context.AfterFunc(ctx, func() { time.AfterFunc(goodbyeWait, scancel) })
 	hostname, _ := os.Hostname()
 	hello := &agentproto.Hello{InstanceId: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType,
 		CapabilityVersion: agentproto.CapabilityVersion, Hostname: hostname, IpAddress: primaryIP(),
-		BootTimeUnixMs: a.boot.UnixMilli()}
+		BootTimeUnixMs: a.boot.UnixMilli(), BootId: a.bootID}
 	if secret, err := os.ReadFile(filepath.Join(a.cfg.StateDir, "node-secret")); err == nil {
 		hello.NodeSecret = strings.TrimSpace(string(secret))
 	} else if a.cfg.BootstrapTokenFile != "" {
@@ -179,6 +203,10 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	w := first.GetWelcome()
 	if w == nil {
 		return errors.New("the server did not answer Hello with Welcome")
+	}
+	if w.ServerCapabilityVersion < agentproto.MinServerCapability {
+		return fmt.Errorf("the server speaks capability version %d; this agent needs at least %d: upgrade the hale server",
+			w.ServerCapabilityVersion, agentproto.MinServerCapability)
 	}
 	if w.NodeSecret != "" {
 		if err := writeFileAtomic(filepath.Join(a.cfg.StateDir, "node-secret"), []byte(w.NodeSecret), 0o600); err != nil {
@@ -210,6 +238,14 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 					return
 				}
 			case <-ctx.Done():
+				if a.root.Err() == nil {
+					errc <- ctx.Err()
+					return
+				}
+				// The agent stops, not just this session: say Goodbye, and let the server end
+				// the stream (the receiver below reports it), or goodbyeWait cut it.
+				stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Goodbye{Goodbye: &agentproto.Goodbye{Reason: "the agent is stopping"}}})
+				stream.CloseSend()
 				return
 			}
 		}

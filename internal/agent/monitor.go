@@ -54,9 +54,7 @@ func ProtoFinding(f health.Finding, monitor string) *agentproto.Finding {
 	if f.Job == "" && f.PID > 0 {
 		f.Job = jobOfPID(f.PID)
 	}
-	return &agentproto.Finding{Fault: f.Fault, Action: string(f.Action), Xid: int32(f.Xid), Pci: f.PCI, Gpu: int32(f.GPU),
-		Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence, Monitor: monitor, ObservedUnixMs: time.Now().UnixMilli(), Cause: int32(f.Cause),
-		Pid: int32(f.PID), Process: f.Process, Job: f.Job, Lines: int32(f.Lines)}
+	return agentproto.NewFinding(f, monitor, time.Now())
 }
 
 func appendLine(path string, b []byte) {

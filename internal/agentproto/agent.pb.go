@@ -35,6 +35,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Result
 	//	*AgentMessage_Logs
 	//	*AgentMessage_Finding
+	//	*AgentMessage_Goodbye
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -131,6 +132,15 @@ func (x *AgentMessage) GetFinding() *Finding {
 	return nil
 }
 
+func (x *AgentMessage) GetGoodbye() *Goodbye {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Goodbye); ok {
+			return x.Goodbye
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -159,6 +169,12 @@ type AgentMessage_Finding struct {
 	Finding *Finding `protobuf:"bytes,6,opt,name=finding,proto3,oneof"`
 }
 
+type AgentMessage_Goodbye struct {
+	// goodbye: the agent stops cleanly (a shutdown, an upgrade); the silence that follows is
+	// expected, and the session ends at once.
+	Goodbye *Goodbye `protobuf:"bytes,7,opt,name=goodbye,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -170,6 +186,8 @@ func (*AgentMessage_Result) isAgentMessage_Msg() {}
 func (*AgentMessage_Logs) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Finding) isAgentMessage_Msg() {}
+
+func (*AgentMessage_Goodbye) isAgentMessage_Msg() {}
 
 type ServerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -343,8 +361,11 @@ type Hello struct {
 	Hostname          string                 `protobuf:"bytes,5,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	IpAddress         string                 `protobuf:"bytes,6,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
 	BootTimeUnixMs    int64                  `protobuf:"varint,7,opt,name=boot_time_unix_ms,json=bootTimeUnixMs,proto3" json:"boot_time_unix_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// boot_id is the kernel's boot id (/proc/sys/kernel/random/boot_id; on the local provider a
+	// new one per node boot): the server tells a reboot from an agent restart by it.
+	BootId        string `protobuf:"bytes,9,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -431,6 +452,13 @@ func (x *Hello) GetBootTimeUnixMs() int64 {
 		return x.BootTimeUnixMs
 	}
 	return 0
+}
+
+func (x *Hello) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
 }
 
 type Welcome struct {
@@ -2043,14 +2071,15 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\rhale.agent.v1\"\xd2\x02\n" +
+	"\vagent.proto\x12\rhale.agent.v1\"\x86\x03\n" +
 	"\fAgentMessage\x12,\n" +
 	"\x05hello\x18\x01 \x01(\v2\x14.hale.agent.v1.HelloH\x00R\x05hello\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.hale.agent.v1.HeartbeatH\x00R\theartbeat\x128\n" +
 	"\tinventory\x18\x03 \x01(\v2\x18.hale.agent.v1.InventoryH\x00R\tinventory\x126\n" +
 	"\x06result\x18\x04 \x01(\v2\x1c.hale.agent.v1.CommandResultH\x00R\x06result\x12-\n" +
 	"\x04logs\x18\x05 \x01(\v2\x17.hale.agent.v1.LogLinesH\x00R\x04logs\x122\n" +
-	"\afinding\x18\x06 \x01(\v2\x16.hale.agent.v1.FindingH\x00R\afindingB\x05\n" +
+	"\afinding\x18\x06 \x01(\v2\x16.hale.agent.v1.FindingH\x00R\afinding\x122\n" +
+	"\agoodbye\x18\a \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
 	"\x03msg\"\xe4\x01\n" +
 	"\rServerMessage\x122\n" +
 	"\awelcome\x18\x01 \x01(\v2\x16.hale.agent.v1.WelcomeH\x00R\awelcome\x122\n" +
@@ -2059,7 +2088,7 @@ const file_agent_proto_rawDesc = "" +
 	"\alog_ack\x18\x04 \x01(\v2\x15.hale.agent.v1.LogAckH\x00R\x06logAckB\x05\n" +
 	"\x03msg\"#\n" +
 	"\x06LogAck\x12\x19\n" +
-	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"\xac\x02\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"\xc5\x02\n" +
 	"\x05Hello\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12#\n" +
@@ -2071,7 +2100,8 @@ const file_agent_proto_rawDesc = "" +
 	"\bhostname\x18\x05 \x01(\tR\bhostname\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x06 \x01(\tR\tipAddress\x12)\n" +
-	"\x11boot_time_unix_ms\x18\a \x01(\x03R\x0ebootTimeUnixMs\"\x9a\x01\n" +
+	"\x11boot_time_unix_ms\x18\a \x01(\x03R\x0ebootTimeUnixMs\x12\x17\n" +
+	"\aboot_id\x18\t \x01(\tR\x06bootId\"\x9a\x01\n" +
 	"\aWelcome\x12\x1f\n" +
 	"\vnode_secret\x18\x01 \x01(\tR\n" +
 	"nodeSecret\x122\n" +
@@ -2278,33 +2308,34 @@ var file_agent_proto_depIdxs = []int32{
 	16, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
 	17, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
 	19, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
-	4,  // 6: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
-	9,  // 7: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
-	5,  // 8: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
-	2,  // 9: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
-	8,  // 10: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	12, // 11: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	13, // 12: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	15, // 13: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	10, // 14: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
-	11, // 15: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
-	20, // 16: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
-	24, // 17: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	25, // 18: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	26, // 19: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	14, // 20: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	19, // 21: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
-	18, // 22: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	23, // 23: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
-	0,  // 24: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	21, // 25: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
-	1,  // 26: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	22, // 27: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
-	26, // [26:28] is the sub-list for method output_type
-	24, // [24:26] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	5,  // 6: hale.agent.v1.AgentMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	4,  // 7: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
+	9,  // 8: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
+	5,  // 9: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	2,  // 10: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
+	8,  // 11: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
+	12, // 12: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	13, // 13: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	15, // 14: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	10, // 15: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	11, // 16: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	20, // 17: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
+	24, // 18: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	25, // 19: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	26, // 20: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	14, // 21: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	19, // 22: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
+	18, // 23: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	23, // 24: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 25: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	21, // 26: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 27: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	22, // 28: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	27, // [27:29] is the sub-list for method output_type
+	25, // [25:27] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2319,6 +2350,7 @@ func file_agent_proto_init() {
 		(*AgentMessage_Result)(nil),
 		(*AgentMessage_Logs)(nil),
 		(*AgentMessage_Finding)(nil),
+		(*AgentMessage_Goodbye)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),

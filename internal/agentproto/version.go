@@ -19,4 +19,15 @@ package agentproto
 //	   across processes).
 //	6: LogLines.batch_id and LogAck: log lines are kept by the agent until the server stored
 //	   them, and stored once.
-const CapabilityVersion = 6
+//	7: Hello.boot_id (a reboot is told from an agent restart by the kernel's boot id); the
+//	   agent says Goodbye when it stops cleanly.
+const CapabilityVersion = 7
+
+// MinAgentCapability is the oldest agent this server accepts: without log acknowledgements (6)
+// an agent loses log lines whenever the server restarts. An older agent is refused at Hello
+// with FailedPrecondition, naming both versions.
+const MinAgentCapability = 6
+
+// MinServerCapability is the oldest server this agent works with, for the same reason: it
+// keeps log batches until they are acknowledged, which an older server never does.
+const MinServerCapability = 6

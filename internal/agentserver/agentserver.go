@@ -6,6 +6,7 @@
 package agentserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -60,6 +61,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by instance id
 	silent   map[string]bool     // instance ids reported silent
+	goodbyes map[string]string   // instance ids whose agents said Goodbye, with their reasons
 	pending  map[string]chan *agentproto.CommandResult
 }
 
@@ -90,7 +92,7 @@ func New(cfg Config) *Server {
 		cfg.Notify = func(string) {}
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), sessions: map[string]*session{},
-		silent: map[string]bool{}, pending: map[string]chan *agentproto.CommandResult{}}
+		silent: map[string]bool{}, goodbyes: map[string]string{}, pending: map[string]chan *agentproto.CommandResult{}}
 }
 
 // SilenceThreshold is how long a node may say nothing before it is unreachable.
@@ -190,6 +192,12 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 				} else {
 					s.log.Warn("finding", "instance_id", sess.instanceID, "fault", msg.Finding.Fault, "evidence", msg.Finding.Evidence)
 				}
+			case *agentproto.AgentMessage_Goodbye:
+				s.log.Info("agent said goodbye", "instance_id", sess.instanceID, "reason", msg.Goodbye.Reason)
+				s.mu.Lock()
+				s.goodbyes[sess.instanceID] = cmp.Or(msg.Goodbye.Reason, "no reason given")
+				s.mu.Unlock()
+				return nil
 			case *agentproto.AgentMessage_Hello:
 				return status.Error(codes.InvalidArgument, "Hello may only come first")
 			}
@@ -238,8 +246,17 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *
 		default:
 			return status.Errorf(codes.Unauthenticated, "instance %s presented neither its bootstrap token nor its node secret", h.InstanceId)
 		}
-		if h.BootTimeUnixMs > 0 && n.InstanceID == h.InstanceId {
+		if h.CapabilityVersion < agentproto.MinAgentCapability {
+			return status.Errorf(codes.FailedPrecondition,
+				"the agent of instance %s speaks capability version %d; this server needs at least %d (log acknowledgements): run the server's hale binary on the node",
+				h.InstanceId, h.CapabilityVersion, agentproto.MinAgentCapability)
+		}
+		// A new boot, unless the agent reports the boot id it had: then only the agent
+		// restarted, and the boot (what a reboot repair and a fault episode look at) is the same.
+		sameBoot := h.BootId != "" && h.BootId == n.Details.BootID
+		if h.BootTimeUnixMs > 0 && n.InstanceID == h.InstanceId && !sameBoot {
 			n.Details.BootTime = time.UnixMilli(h.BootTimeUnixMs).UTC()
+			n.Details.BootID = h.BootId
 		}
 		if err := tx.UpdateNode(n); err != nil {
 			return err
@@ -270,6 +287,15 @@ func (s *Server) attach(sess *session) {
 	}
 	s.sessions[sess.instanceID] = sess
 	delete(s.silent, sess.instanceID)
+	delete(s.goodbyes, sess.instanceID)
+}
+
+// Goodbye is the reason the node's agent gave when it last stopped cleanly, "" when it did not
+// say goodbye (or has connected since).
+func (s *Server) Goodbye(instanceID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.goodbyes[instanceID]
 }
 
 func (s *Server) detach(sess *session) {

@@ -87,7 +87,7 @@ func (f *fixture) startAgent(t testing.TB, id, dir string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		agent.Run(ctx, agent.Config{Server: f.addr, InstanceID: id, InstanceType: "ml.g5.12xlarge", StateDir: filepath.Join(dir, "state"),
-			BootstrapTokenFile: tokenFile, Logger: quiet})
+			BootstrapTokenFile: tokenFile, BootIDFile: filepath.Join(dir, "boot_id"), Logger: quiet})
 		close(done)
 	}()
 	return func() { cancel(); <-done }

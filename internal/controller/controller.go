@@ -79,6 +79,9 @@ type Agents interface {
 	Send(instanceID string, cmd *agentproto.Command) (<-chan *agentproto.CommandResult, error)
 	// Disconnect ends the node's session (its instance is going away).
 	Disconnect(instanceID string)
+	// Goodbye is the reason the node's agent gave when it last stopped cleanly, "" when it did
+	// not say goodbye (or has connected since).
+	Goodbye(instanceID string) string
 }
 
 // Controller runs the reconcilers.
@@ -91,7 +94,7 @@ type Controller struct {
 	RetryDelay time.Duration
 
 	mu        sync.Mutex
-	inflight  map[string]bool          // background work running now, by "<kind>:<instance id>"
+	inflight  map[jobKey]bool          // background work running now, by kind and subject (jobs.go)
 	polled    map[string]time.Time     // when each cluster's Slurm state was last read
 	fileLocks map[string]chan struct{} // one Slurm file write per instance at a time
 	wg        sync.WaitGroup
@@ -122,7 +125,7 @@ func New(cfg Config) *Controller {
 		cfg.ConnectivityMBps = DefaultConnectivityMBps
 	}
 	return &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[string]bool{}, polled: map[string]time.Time{}, fileLocks: map[string]chan struct{}{}, ctx: context.Background()}
+		inflight: map[jobKey]bool{}, polled: map[string]time.Time{}, fileLocks: map[string]chan struct{}{}, ctx: context.Background()}
 }
 
 // Enqueue asks for the cluster to be reconciled. It never blocks.
@@ -304,7 +307,7 @@ func (c *Controller) reconcileWithoutProvider(ctx context.Context, id string) er
 
 // background runs fn once per key at a time, outside the reconcile, and enqueues the cluster
 // when it ends.
-func (c *Controller) background(key, clusterID string, fn func(ctx context.Context)) func() {
+func (c *Controller) background(key jobKey, clusterID string, fn func(ctx context.Context)) func() {
 	return func() {
 		c.mu.Lock()
 		if c.inflight[key] {
@@ -327,7 +330,7 @@ func (c *Controller) background(key, clusterID string, fn func(ctx context.Conte
 	}
 }
 
-func (c *Controller) busy(key string) bool {
+func (c *Controller) busy(key jobKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.inflight[key]

@@ -92,7 +92,7 @@ func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
 	}
 	node, action, cl := *n, *a, r.cl
 	c := r.c
-	r.work = append(r.work, c.background(fmt.Sprintf("dhc:%d", a.ID), cl.ID, func(ctx context.Context) {
+	r.work = append(r.work, c.background(key(jobDeepHealth, fmt.Sprint(a.ID)), cl.ID, func(ctx context.Context) {
 		c.runDeepHealthCheck(ctx, cl, &node, &action, checks, peers, reservation, ctl)
 	}))
 	return nil
@@ -218,7 +218,7 @@ func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, 
 		}
 		cat := health.Default()
 		for _, pf := range findings {
-			f := FindingOf(pf)
+			f := pf.Health()
 			if f.Action.Effective() == health.Ignore {
 				continue
 			}

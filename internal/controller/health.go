@@ -32,19 +32,12 @@ func HealthStream(group, instanceID string) string {
 
 // HandleFinding takes a finding an agent reported (agentserver.Config.OnFinding).
 func (c *Controller) HandleFinding(ctx context.Context, clusterID, instanceID string, pf *agentproto.Finding) {
-	f := FindingOf(pf)
+	f := pf.Health()
 	monitor := pf.Monitor
 	if monitor == "" {
 		monitor = "agent"
 	}
 	c.recordFinding(ctx, clusterID, instanceID, f, monitor, "health", time.UnixMilli(pf.ObservedUnixMs))
-}
-
-// FindingOf is a finding as it crossed the wire from an agent.
-func FindingOf(pf *agentproto.Finding) health.Finding {
-	return health.Finding{Fault: pf.Fault, Action: health.Action(pf.Action), Xid: int(pf.Xid), PCI: pf.Pci, GPU: int(pf.Gpu),
-		Meaning: pf.Meaning, Source: pf.Source, Evidence: pf.Evidence, Cause: int(pf.Cause), PID: int(pf.Pid), Process: pf.Process,
-		Job: pf.Job, Lines: int(pf.Lines)}
 }
 
 // recordFinding records a finding about the node with that instance id and acts on it.

@@ -114,7 +114,7 @@ func (r *round) join(n *store.Node) error {
 		return nil
 	}
 	c, clusterID, logicalID, instanceID, name := r.c, r.cl.ID, n.LogicalID, n.InstanceID, slurmName(n)
-	r.work = append(r.work, c.background("slurm-join:"+instanceID, clusterID, func(ctx context.Context) {
+	r.work = append(r.work, c.background(key(jobSlurmJoin, instanceID), clusterID, func(ctx context.Context) {
 		readAt := time.Now()
 		out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
 		if err != nil {

@@ -82,6 +82,8 @@ type fakeAgents struct {
 	returning map[string]bool
 	// downs: the nodes taken out of Slurm (scontrol update ... state=down).
 	downs []string
+	// goodbyes: what agents said when they stopped cleanly.
+	goodbyes map[string]string
 }
 
 func (f *fakeAgents) Connected(id string) bool {
@@ -97,6 +99,11 @@ func (f *fakeAgents) isSilent(id string) bool {
 }
 func (f *fakeAgents) SilenceThreshold() time.Duration { return 3 * time.Second }
 func (f *fakeAgents) Disconnect(string)               {}
+func (f *fakeAgents) Goodbye(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.goodbyes[id]
+}
 func (f *fakeAgents) Reachable(string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -53,3 +53,19 @@ func TestManySilentNodesAreAnOutageNotDeadNodes(t *testing.T) {
 		t.Errorf("one silent node: findings %+v", fs)
 	}
 }
+
+// A node whose agent said Goodbye before it fell silent is still repaired (nothing answers
+// for it), and its event says the agent stopped cleanly rather than that its connection broke.
+func TestSilenceAfterGoodbyeSaysSo(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	agents.silent = map[string]bool{"i-00000000000000901": true}
+	agents.goodbyes = map[string]string{"i-00000000000000901": "the agent is stopping"}
+	if err := c.reconcile(context.Background(), joinCluster); err != nil {
+		t.Fatal(err)
+	}
+	c.wg.Wait()
+	n, ev := gpu1(t, c)
+	if !n.Details.Unreachable || !strings.Contains(ev, "is unreachable: its agent stopped cleanly (the agent is stopping) and has not come back.") {
+		t.Errorf("unreachable %v; events:\n%s", n.Details.Unreachable, ev)
+	}
+}

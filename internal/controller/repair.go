@@ -62,7 +62,7 @@ func (r *round) repairs() error {
 	return nil
 }
 
-// step records a timeline line and moves the repair to a state.
+// repairTo moves the repair to a state, recording what happened on its timeline.
 func (r *round) repairTo(rp *store.Repair, n *store.Node, state store.RepairState, what string) error {
 	failpoint.Hit("repair:" + string(state))
 	rp.State = state
@@ -207,7 +207,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			back = back && n.InstanceID == rp.NewInstanceID
 		} else {
 			rebooted := n.Details.BootTime.After(rp.BootBefore)
-			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy("reboot:"+n.InstanceID) && !r.slurmCtlReturning(n) {
+			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy(key(jobReboot, n.InstanceID)) && !r.slurmCtlReturning(n) {
 				// Ready again without a new boot: the reboot was never asked (a server restart).
 				rp.RebootAt = r.now
 				if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
@@ -279,7 +279,7 @@ func (r *round) repairCancel(rp *store.Repair, n *store.Node, why string) error 
 	if rp.Drained && rp.SlurmName != "" {
 		if ctl := r.slurmCtl(); ctl != "" {
 			c, name := r.c, rp.SlurmName
-			r.work = append(r.work, c.background("repair-undrain:"+rp.ID, r.cl.ID, func(ctx context.Context) {
+			r.work = append(r.work, c.background(key(jobRepairUndo, rp.ID), r.cl.ID, func(ctx context.Context) {
 				c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second)
 			}))
 		}
@@ -325,7 +325,7 @@ func (r *round) slurmCtl() string {
 // repairDrain drains the node in Slurm in the background and records it.
 func (r *round) repairDrain(rp *store.Repair) {
 	c, ctl, id, name, action, clusterID := r.c, r.slurmCtl(), rp.ID, rp.SlurmName, rp.Action, r.cl.ID
-	r.work = append(r.work, c.background("repair-drain:"+id, clusterID, func(ctx context.Context) {
+	r.work = append(r.work, c.background(key(jobRepairDrain, id), clusterID, func(ctx context.Context) {
 		if _, err := c.runOn(ctx, ctl, slurm.Drain(name, "Action:"+action), 10*time.Second); err != nil {
 			c.log.Warn("repair: drain", "repair", id, "node", name, "error", err)
 			time.Sleep(time.Second)
@@ -350,7 +350,7 @@ func (r *round) repairDrain(rp *store.Repair) {
 // down; once it is in service and its slurmd answers, the repair records it.
 func (r *round) repairResume(rp *store.Repair, ctl string) {
 	c, id, name, clusterID := r.c, rp.ID, rp.SlurmName, r.cl.ID
-	r.work = append(r.work, c.background("repair-resume:"+id, clusterID, func(ctx context.Context) {
+	r.work = append(r.work, c.background(key(jobRepairResume, id), clusterID, func(ctx context.Context) {
 		out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
 		if err != nil {
 			time.Sleep(time.Second)

@@ -240,7 +240,7 @@ func (r *round) terminate(n *store.Node, why string) error {
 		ids = append(ids, n.Details.OldInstanceID)
 	}
 	node := *n
-	r.work = append(r.work, r.c.background("terminate:"+n.LogicalID, r.cl.ID, func(ctx context.Context) {
+	r.work = append(r.work, r.c.background(key(jobTerminate, n.LogicalID), r.cl.ID, func(ctx context.Context) {
 		if takeOut != nil {
 			takeOut(ctx)
 		}
@@ -348,7 +348,7 @@ func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source
 // id (HyperPod's replacement): the node goes back to Pending under a new instance id.
 func (r *round) replace(n *store.Node, why string) error {
 	if takeOut := r.slurmTakeOut(n, "replacing instance "+n.InstanceID+" ("+why+")"); takeOut != nil {
-		r.work = append(r.work, r.c.background("slurm-out:"+n.InstanceID, r.cl.ID, takeOut))
+		r.work = append(r.work, r.c.background(key(jobSlurmOut, n.InstanceID), r.cl.ID, takeOut))
 	}
 	old := n.InstanceID
 	if n.Details.OldInstanceID == "" {
@@ -379,7 +379,7 @@ func (r *round) reboot(n *store.Node, why string) error {
 	}
 	id, cl := n.InstanceID, r.cl.ID
 	r.rebooting[n.Seq] = true
-	r.work = append(r.work, r.c.background("reboot:"+id, cl, func(ctx context.Context) {
+	r.work = append(r.work, r.c.background(key(jobReboot, id), cl, func(ctx context.Context) {
 		if takeOut != nil {
 			takeOut(ctx)
 		}
@@ -533,7 +533,7 @@ func (r *round) drive() error {
 			}
 		case store.PhaseBooting:
 			switch {
-			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy("reboot:"+n.InstanceID) && r.slurmGate(n):
+			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.slurmGate(n):
 				// Every node of the cluster has its address now, so resource_config.json can
 				// list them all, as HyperPod's does.
 				if err := r.configure(n); err != nil {
@@ -588,8 +588,8 @@ func (r *round) drive() error {
 
 // launch persists Launching with a fresh bootstrap token and starts the provider's launch.
 func (r *round) launch(n *store.Node) error {
-	key := "launch:" + n.LogicalID
-	if r.c.busy(key) {
+	k := key(jobLaunch, n.LogicalID)
+	if r.c.busy(k) {
 		return nil
 	}
 	token, tokenHash := agentserver.NewToken()
@@ -605,7 +605,7 @@ func (r *round) launch(n *store.Node) error {
 		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
 		DNSDomain: dnsDomain(r.cl.ARN)}
 	old := n.Details.OldInstanceID
-	r.work = append(r.work, r.c.background(key, r.cl.ID, func(ctx context.Context) {
+	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
 			r.c.cfg.Agents.Disconnect(old)
 			if err := r.c.cfg.Provider.Terminate(ctx, old); err != nil {
@@ -704,7 +704,9 @@ func (r *round) watchReachability(n *store.Node) error {
 	case !n.Details.Unreachable && agents.Silent(n.InstanceID):
 		n.Details.Unreachable = true
 		why := fmt.Sprintf("no heartbeat from its agent for more than %s", agents.SilenceThreshold())
-		if !agents.Connected(n.InstanceID) {
+		if g := agents.Goodbye(n.InstanceID); g != "" {
+			why = "its agent stopped cleanly (" + g + ") and has not come back"
+		} else if !agents.Connected(n.InstanceID) {
 			why = "its agent's connection is gone and has not come back"
 		}
 		if err := r.setPhase(n, store.PhaseReady, "Node unreachable: "+why+"."); err != nil {

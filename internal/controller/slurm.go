@@ -5,11 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -107,7 +105,7 @@ func (r *round) resolveLegacyRoles() {
 	if c.cfg.Lifecycle == nil {
 		uris = nil
 	}
-	r.work = append(r.work, c.background("slurm-roles:"+clusterID, clusterID, func(ctx context.Context) {
+	r.work = append(r.work, c.background(key(jobSlurmRoles, clusterID), clusterID, func(ctx context.Context) {
 		var roles *slurm.Roles
 		var problem string
 		for _, u := range uris {
@@ -191,8 +189,13 @@ func roleIn(st *store.SlurmState, group string) string {
 	return ""
 }
 
-// slurmName is the node's Slurm name: its host name, ip-a-b-c-d, which a replacement keeps.
+// slurmName is the node's Slurm name: the one recorded at its first launch (its host name then,
+// ip-a-b-c-d), which replacements keep; nodes recorded before hale kept it derive it from the
+// host name.
 func slurmName(n *store.Node) string {
+	if n.Details.OrchestratorName != "" {
+		return n.Details.OrchestratorName
+	}
 	h, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
 	return h
 }
@@ -251,7 +254,7 @@ func (r *round) slurmRender() error {
 		listed = append(listed, sn)
 		cfg.Nodes = append(cfg.Nodes, slurm.Node{Name: sn.Name, Addr: sn.Addr, CPUs: sn.CPUs, RealMemory: sn.RealMemory, GPUs: sn.GPUs, Group: sn.Group, Partition: sn.Partition})
 		topo = append(topo, topology.Node{Name: sn.Name, InstanceType: n.InstanceType, NetworkNodes: n.Details.NetworkNodes,
-			CapacityBlockID: n.Details.CapacityBlockID, Partitions: []string{"dev", sn.Partition}})
+			CapacityBlockID: n.Details.CapacityBlockID, Partitions: []string{slurm.DefaultPartition, sn.Partition}})
 	}
 	topoErr, topoAnnounced := st.TopologyError, st.TopologyAnnounced
 	if err := r.slurmTopology(st, topo); err != nil {
@@ -265,7 +268,7 @@ func (r *round) slurmRender() error {
 		operator = slurm.OperatorPart(st.Conf)
 	}
 	conf, gres := slurm.Conf(operator, &cfg), cfg.Gres()
-	hash := slurm.Hash(conf, gres, st.Topology, string(st.MungeKey), fmt.Sprint(st.Generation))
+	hash := slurmHash(conf, gres, st)
 	if hash == st.Hash {
 		if st.TopologyError != topoErr || st.TopologyAnnounced != topoAnnounced { // so events are not repeated
 			r.cl.State.Slurm = st
@@ -287,7 +290,7 @@ func (r *round) slurmTopology(st *store.SlurmState, nodes []topology.Node) error
 	if len(nodes) == 0 {
 		return nil // an empty cluster keeps what it had (hale never writes an empty topology)
 	}
-	plan, err := topology.Generate(nodes, slurmVersion())
+	plan, err := topology.Generate(nodes, slurmVersion(st))
 	if err != nil {
 		if st.TopologyError == err.Error() {
 			return nil
@@ -306,7 +309,7 @@ func (r *round) slurmTopology(st *store.SlurmState, nodes []topology.Node) error
 		if kind == "" {
 			kind = "topology.yaml"
 		}
-		if err := r.clusterEvent(api.ClusterEventLevelInfo, "Slurm topology (%s, Slurm %s) rendered for %d node(s): %s.", kind, slurmVersion(),
+		if err := r.clusterEvent(api.ClusterEventLevelInfo, "Slurm topology (%s, Slurm %s) rendered for %d node(s): %s.", kind, slurmVersion(st),
 			len(nodes), topologySummary(plan.Topologies)); err != nil {
 			return err
 		}
@@ -340,15 +343,16 @@ func topologySummary(ts []*topology.Topology) string {
 	return strings.Join(parts, "; ")
 }
 
-// slurmVersion is the installed Slurm's version (slurmctld -V), read once: hale only
-// configures a topology plugin that Slurm has (22.05 has topology/tree but not block).
-var slurmVersion = sync.OnceValue(func() topology.Version {
-	out, err := exec.Command("slurmctld", "-V").Output()
-	if v, perr := topology.ParseVersion(string(out)); err == nil && perr == nil {
+// slurmVersion is the cluster's Slurm version, as its controller node reported it
+// (SlurmState.Version): hale only configures a topology plugin that Slurm has (22.05 has
+// topology/tree but not block). Until the controller has answered, Debian 12's 22.05, the
+// oldest hale supports.
+func slurmVersion(st *store.SlurmState) topology.Version {
+	if v, err := topology.ParseVersion(st.Version); err == nil {
 		return v
 	}
-	return topology.Version{Major: 22, Minor: 5} // Debian 12's, the oldest hale supports
-})
+	return topology.Version{Major: 22, Minor: 5}
+}
 
 // slurmNodeOf is a compute node's slurm.conf entry from what its agent reported, capped at its
 // instance type's size (on the local provider every node sees the host's CPUs and memory).
@@ -412,7 +416,7 @@ func (r *round) slurmSteps() error {
 		if n.Details.SlurmConf != st.Hash {
 			synced = false
 			clusterID, logicalID := r.cl.ID, n.LogicalID
-			r.work = append(r.work, r.c.background("slurm-files:"+n.InstanceID, clusterID, func(ctx context.Context) {
+			r.work = append(r.work, r.c.background(key(jobSlurmFiles, n.InstanceID), clusterID, func(ctx context.Context) {
 				if err := r.c.syncSlurmFiles(ctx, clusterID, logicalID); err != nil && ctx.Err() == nil {
 					r.c.log.Warn("writing Slurm files", "cluster_id", clusterID, "node", logicalID, "error", err)
 				}
@@ -430,19 +434,19 @@ func (r *round) slurmSteps() error {
 		// slurmctld restarts only when its node set or partitions (hale's block) changed: other
 		// settings are read by scontrol reconfigure.
 		clusterID, inst, hash, restart := r.cl.ID, ctl.InstanceID, st.Hash, st.CtldHash != blockHash(st.Conf)
-		r.work = append(r.work, r.c.background("slurm-apply:"+clusterID, clusterID, func(ctx context.Context) {
+		r.work = append(r.work, r.c.background(key(jobSlurmApply, clusterID), clusterID, func(ctx context.Context) {
 			r.c.applySlurm(ctx, clusterID, inst, hash, restart, names)
 		}))
 	}
 	if !st.Accounting && st.AccountingOff != "" && accountingMissing() == "" {
 		clusterID, inst := r.cl.ID, ctl.InstanceID
-		r.work = append(r.work, r.c.background("slurm-accounting:"+clusterID, clusterID, func(ctx context.Context) {
+		r.work = append(r.work, r.c.background(key(jobSlurmAcct, clusterID), clusterID, func(ctx context.Context) {
 			r.c.accountingBack(ctx, clusterID, inst)
 		}))
 	}
 	if r.c.slurmPollDue(r.cl.ID, r.now) {
 		clusterID, inst := r.cl.ID, ctl.InstanceID
-		r.work = append(r.work, r.c.background("slurm-poll:"+clusterID, clusterID, func(ctx context.Context) {
+		r.work = append(r.work, r.c.background(key(jobSlurmPoll, clusterID), clusterID, func(ctx context.Context) {
 			r.c.pollSlurm(ctx, clusterID, inst)
 		}))
 	}
@@ -452,6 +456,13 @@ func (r *round) slurmSteps() error {
 // blockHash names hale's block of a slurm.conf: the node set and partitions slurmctld reads
 // only when it starts.
 func blockHash(conf string) string { return slurm.Hash(slurm.BlockOf(conf)) }
+
+// slurmHash names a rendering of the cluster's Slurm files: slurm.conf and gres.conf as given,
+// with the state's topology, munge key and generation. Every rendering is named by it (a merge
+// of the operator's edits too), so an unchanged rendering is never written again.
+func slurmHash(conf, gres string, st *store.SlurmState) string {
+	return slurm.Hash(conf, gres, st.Topology, string(st.MungeKey), fmt.Sprint(st.Generation))
+}
 
 // slurmPollDue rate-limits polls of one cluster to one per slurmPollInterval.
 func (c *Controller) slurmPollDue(clusterID string, now time.Time) bool {
@@ -630,7 +641,7 @@ func (c *Controller) operatorEdits(ctx context.Context, clusterID, hash, live st
 		strategy := SlurmStrategy(&cl.Spec)
 		if strategy == api.ClusterSlurmConfigStrategyMerge {
 			st.Conf = strings.TrimRight(slurm.Merged(live), "\n") + "\n" + slurm.BlockOf(st.Conf)
-			st.Hash = slurm.Hash(st.Conf, st.Gres, string(st.MungeKey), fmt.Sprint(st.Generation))
+			st.Hash = slurmHash(st.Conf, st.Gres, st)
 			merged = true
 			cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
 			if err := tx.UpdateCluster(cl); err != nil {

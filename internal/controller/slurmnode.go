@@ -13,6 +13,7 @@ import (
 	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/slurm"
 	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/topology"
 )
 
 // A Slurm node configures in this order: its files (munge key, slurm.conf, gres.conf) and
@@ -63,13 +64,21 @@ func (c *Controller) slurmAfter(ctx context.Context, n *store.Node, role, name s
 		if _, err := c.runOn(ctx, n.InstanceID, slurm.WaitUp(), 20*time.Second); err != nil {
 			return c.setupErr(n, "waiting for slurmctld to answer", err)
 		}
+		// The Slurm the cluster runs is the controller node's, whatever this host has.
+		out, _ := c.runOn(ctx, n.InstanceID, slurm.Version(), 10*time.Second)
+		version := strings.TrimSpace(string(out))
 		// slurmctld started with the files the node holds.
 		c.nodeTx(ctx, n.ClusterID, n.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
 			st := cl.State.Slurm
-			if st == nil || m.InstanceID != n.InstanceID || m.Details.SlurmConf != st.Hash {
-				return nil // an older rendering: the next apply restarts slurmctld
+			if st == nil || m.InstanceID != n.InstanceID {
+				return nil
 			}
-			st.CtldHash = blockHash(st.Conf)
+			if _, err := topology.ParseVersion(version); err == nil {
+				st.Version = version
+			}
+			if m.Details.SlurmConf == st.Hash {
+				st.CtldHash = blockHash(st.Conf)
+			} // else an older rendering: the next apply restarts slurmctld
 			return tx.UpdateCluster(cl)
 		})
 		return nil

@@ -63,6 +63,9 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 		if d := dnsDomain(cl.ARN); d != "" {
 			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
 		}
+		if n.Details.OrchestratorName == "" {
+			n.Details.OrchestratorName = inst.Hostname // its name in Slurm from now on
+		}
 		n.LaunchTime = inst.LaunchTime
 		enterPhase(n, store.PhaseBooting, now)
 		n.StatusMessage = "Waiting for the instance's agent to register"
@@ -142,8 +145,8 @@ func (r *round) sendLifecycle(n *store.Node) {
 	if !c.cfg.Agents.Connected(n.InstanceID) {
 		return
 	}
-	key := "lifecycle:" + n.InstanceID
-	if c.busy(key) {
+	k := key(jobLifecycle, n.InstanceID)
+	if c.busy(k) {
 		return
 	}
 	g := r.byGroup[n.GroupName]
@@ -170,7 +173,7 @@ func (r *round) sendLifecycle(n *store.Node) {
 	node := *n
 	clusterID, createStream := r.cl.ID, r.cl.State.CreateLogStream
 	role, name := r.slurmRole(n), slurmName(n)
-	r.work = append(r.work, c.background(key, clusterID, func(ctx context.Context) {
+	r.work = append(r.work, c.background(k, clusterID, func(ctx context.Context) {
 		if role != "" {
 			if err := c.slurmBefore(ctx, &node); err != nil {
 				c.slurmSetupFailed(ctx, &node, createStream, err)

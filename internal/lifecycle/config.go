@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/slurm"
 )
 
 // ResourceConfig is /opt/ml/config/resource_config.json, in HyperPod's exact shape.
@@ -90,24 +91,17 @@ type WorkerGroup struct {
 // so scripts written for the legacy file work on clusters that declare roles in the API.
 // It returns nil when the groups carry no SlurmConfig.
 func BuildProvisioningParameters(groups []api.ClusterInstanceGroupSpecification) []byte {
-	pp := ProvisioningParameters{Version: "1.0.0", WorkloadManager: "slurm", WorkerGroups: []WorkerGroup{}}
-	found := false
+	roles, ok := slurm.RolesFromAPI(groups)
+	if !ok {
+		return nil
+	}
+	pp := ProvisioningParameters{Version: "1.0.0", WorkloadManager: "slurm", WorkerGroups: []WorkerGroup{},
+		ControllerGroup: roles.Controller, LoginGroup: roles.Login}
 	for _, g := range groups {
-		sc := g.SlurmConfig
-		if sc == nil {
+		if g.SlurmConfig == nil {
 			continue
 		}
-		found = true
-		switch sc.GetNodeType() {
-		case api.ClusterSlurmNodeTypeController:
-			pp.ControllerGroup = g.GetInstanceGroupName()
-		case api.ClusterSlurmNodeTypeLogin:
-			pp.LoginGroup = g.GetInstanceGroupName()
-		case api.ClusterSlurmNodeTypeCompute:
-			part := g.GetInstanceGroupName()
-			if len(sc.PartitionNames) > 0 {
-				part = sc.PartitionNames[0]
-			}
+		if part, ok := roles.Workers[g.GetInstanceGroupName()]; ok { // in the groups' order
 			pp.WorkerGroups = append(pp.WorkerGroups, WorkerGroup{InstanceGroupName: g.GetInstanceGroupName(), PartitionName: part})
 		}
 		for _, s := range g.InstanceStorageConfigs {
@@ -118,9 +112,6 @@ func BuildProvisioningParameters(groups []api.ClusterInstanceGroupSpecification)
 				pp.FsxOpenZfsDNS = f.GetDnsName()
 			}
 		}
-	}
-	if !found {
-		return nil
 	}
 	b, _ := json.MarshalIndent(pp, "", "    ")
 	return append(b, '\n')

@@ -51,8 +51,8 @@ type Config struct {
 // NoProviderMessage is what DescribeCluster (FailureMessage) and ListClusterEvents (a Warn
 // event) say while the server has no provider: it is why the cluster does not progress.
 const NoProviderMessage = "this hale server has no provider configured, so no instances are launched " +
-	"and the cluster stays Creating; this release of hale serves the cluster API and its state only " +
-	"(DeleteCluster removes the cluster)"
+	"and the cluster stays Creating: start the server with --provider local (nodes on this machine) " +
+	"to run it (DeleteCluster removes the cluster)"
 
 // Service serves the cluster operations from a store.
 type Service struct {

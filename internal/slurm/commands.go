@@ -27,6 +27,9 @@ func Slurmctld() Daemon {
 	return Daemon{Name: "slurmctld", Log: "/var/log/slurm/slurmctld.out", Argv: []string{"slurmctld", "-D", "-f", ConfPath}}
 }
 
+// Version prints the node's Slurm version ("slurm 22.05.8").
+func Version() []string { return []string{"slurmctld", "-V"} }
+
 // Slurmd is a compute node's daemon, named as slurm.conf names the node.
 func Slurmd(node string) Daemon {
 	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"slurmd", "-D", "-f", ConfPath, "-N", node}}

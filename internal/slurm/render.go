@@ -107,12 +107,12 @@ func (c *Config) Block() string {
 	// leave its controller crash-looping. It gets a placeholder node that never exists
 	// (State=FUTURE, which slurmctld accepts without a slurmd) in the default partition.
 	if len(all) == 0 {
-		fmt.Fprintf(&b, "NodeName=%s State=FUTURE\nPartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", NoComputeNodes, NoComputeNodes)
+		fmt.Fprintf(&b, "NodeName=%s State=FUTURE\nPartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", NoComputeNodes, DefaultPartition, NoComputeNodes)
 	}
 	if len(all) > 0 {
-		fmt.Fprintf(&b, "PartitionName=dev Nodes=%s Default=YES MaxTime=INFINITE State=UP%s\n", Hostlist(all), c.partTopology("dev"))
+		fmt.Fprintf(&b, "PartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP%s\n", DefaultPartition, Hostlist(all), c.partTopology(DefaultPartition))
 		for _, p := range parts {
-			if p == "dev" {
+			if p == DefaultPartition {
 				continue
 			}
 			fmt.Fprintf(&b, "PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP%s\n", p, Hostlist(byPart[p]), c.partTopology(p))

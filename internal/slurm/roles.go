@@ -7,6 +7,10 @@ import (
 	"github.com/haleproject/hale/api"
 )
 
+// DefaultPartition is the partition every compute node is in besides its group's own, Slurm's
+// default partition, as on HyperPod (research hyperpod-api-slurm.md, the Slurm layout).
+const DefaultPartition = "dev"
+
 // Roles says which instance group plays which Slurm role.
 type Roles struct {
 	Controller string            `json:"controller"`

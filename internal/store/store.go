@@ -199,7 +199,10 @@ type SlurmState struct {
 	TopologyAnnounced string            `json:",omitempty"` // the hash of the last topology an event reported
 	PartitionTopology map[string]string `json:",omitempty"`
 	Hash              string            `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
-	Nodes             []SlurmNode       `json:",omitempty"` // the compute nodes Conf lists
+	// Version is the Slurm version of the controller node (slurmctld -V, e.g. "slurm 22.05.8"),
+	// read there once slurmctld answers; "" until then.
+	Version string      `json:",omitempty"`
+	Nodes   []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
 	// CtldHash names hale's block (nodes, partitions) slurmctld last started with; Applied is
 	// the rendering slurmctld and every slurmd were last told to read (restart, scontrol
 	// reconfigure), with AppliedNodes the node names it lists.
@@ -292,8 +295,12 @@ type Node struct {
 
 // NodeDetails are the rest of what DescribeClusterNode shows about a node.
 type NodeDetails struct {
-	PrivateIP              string     `json:",omitempty"`
-	PrivateDNSHostname     string     `json:",omitempty"`
+	PrivateIP          string `json:",omitempty"`
+	PrivateDNSHostname string `json:",omitempty"`
+	// OrchestratorName is the node's name in its orchestrator (Slurm's NodeName): its first
+	// instance's short hostname, kept through replacements, so a replacement on a machine with
+	// another address still is the node the orchestrator knows.
+	OrchestratorName       string     `json:",omitempty"`
 	AvailabilityZone       string     `json:",omitempty"`
 	AvailabilityZoneID     string     `json:",omitempty"`
 	ImageID                string     `json:",omitempty"`
@@ -324,8 +331,12 @@ type NodeDetails struct {
 	// SoftwareGeneration is the group's software generation the node was imaged with.
 	SoftwareGeneration int  `json:",omitempty"`
 	Unreachable        bool `json:",omitempty"` // the agent missed its heartbeats
-	// BootTime is when the instance's agent last started (its Hello): a reboot changes it.
+	// BootTime is when the instance's current boot began, as its agent saw it (the agent's
+	// start after the boot); BootID is the boot's id (the kernel's boot_id). A reboot changes
+	// both; an agent restart within the same boot changes neither (agents that report no boot
+	// id: every agent start counts as a boot).
 	BootTime  time.Time      `json:",omitzero"`
+	BootID    string         `json:",omitempty"`
 	Inventory *NodeInventory `json:",omitempty"`
 
 	// Slurm: the configuration the node's files hold (SlurmState.Hash), and the node's state

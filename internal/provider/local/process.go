@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // NodeSetup is what the agent does to its own namespaces before it starts, written by the
@@ -192,7 +194,14 @@ func (p *Provider) startAgent(r *record) error {
 		return err
 	}
 	defer logf.Close()
+	// Nodes share the host's kernel, so the kernel's boot id says nothing of a node's boot:
+	// each start of a node's agent here is its boot, with an id of its own.
+	bootID := filepath.Join(dir, "boot_id")
+	if err := os.WriteFile(bootID, []byte(uuid.NewString()+"\n"), 0o644); err != nil {
+		return err
+	}
 	args := []string{p.cfg.AgentBinary, "agent",
+		"--boot-id-file", bootID,
 		"--server", p.agentServer(),
 		"--instance-id", r.ID,
 		"--instance-type", r.InstanceType,
