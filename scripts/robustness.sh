@@ -13,12 +13,20 @@ command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 duration=${HALE_ROBUSTNESS_DURATION:-2m}
 export HALE_ROBUSTNESS_DURATION=$duration
-# go test's own limit: the schedule, plus the cluster's creation and deletion.
-case $duration in
-  *h) secs=$(( ${duration%h} * 3600 )) ;;
-  *m) secs=$(( ${duration%m} * 60 )) ;;
-  *s) secs=${duration%s} ;;
-  *) echo "robustness: HALE_ROBUSTNESS_DURATION=$duration: use a whole number of s, m or h" >&2; exit 2 ;;
-esac
+# go test's own limit: the schedule, plus the cluster's creation and deletion. The duration is
+# Go's: whole numbers of h, m and s (2m, 1m30s, 1h).
+rest=$duration secs=0
+while [[ $rest =~ ^([0-9]+)(h|m|s)(.*)$ ]]; do
+  n=${BASH_REMATCH[1]} rest=${BASH_REMATCH[3]}
+  case ${BASH_REMATCH[2]} in
+    h) secs=$(( secs + 10#$n * 3600 )) ;;
+    m) secs=$(( secs + 10#$n * 60 )) ;;
+    s) secs=$(( secs + 10#$n )) ;;
+  esac
+done
+if [[ -n $rest || $secs -eq 0 ]]; then
+  echo "robustness: HALE_ROBUSTNESS_DURATION=$duration: give whole numbers of h, m and s, such as 2m, 1m30s or 1h" >&2
+  exit 2
+fi
 limit=$(( secs + 600 ))
 exec go test -count=1 -tags 'e2e robustness' -run '^TestRobustness$' -timeout "${limit}s" -v ./test/e2e

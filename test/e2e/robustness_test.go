@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -50,7 +51,14 @@ type fault struct {
 	inject    func(r *robust, node string, d time.Duration) string
 	// longest is the longest duration drawn for it (0: it takes none).
 	longest time.Duration
+	// target is what it always hits (a logical node, or a group); "" draws a node.
+	target string
 }
+
+// faultNames are the faults' names, as HALE_ROBUSTNESS_FAULTS matches them.
+const faultNames = `"server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
+	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
+	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint"`
 
 // robust is one run: the server, the cluster and the bookkeeping of the invariants.
 type robust struct {
@@ -73,10 +81,37 @@ type robust struct {
 func TestRobustness(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("HALE_ROBUSTNESS_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("HALE_ROBUSTNESS_SEED=%s: a seed is a whole number from 0 to 2^64-1, as the suite prints it", v)
+		}
 	}
 	duration := envDuration(t, "HALE_ROBUSTNESS_DURATION", 2*time.Minute)
 	maxOutage := envDuration(t, "HALE_ROBUSTNESS_MAX_OUTAGE", 15*time.Second)
+	faults := []fault{
+		{name: "server SIGKILL, down", inject: (*robust).serverOutage, longest: maxOutage},
+		{name: "agent SIGSTOP", inject: (*robust).agentStall, longest: 6 * time.Second},
+		{name: "link cut", inject: (*robust).linkCut, longest: 8 * time.Second},
+		{name: "slurmctld SIGKILL", target: "controller-1", inject: (*robust).killSlurmctld},
+		{name: "agent SIGKILL", broken: true, heartbeat: true, inject: (*robust).killAgent},
+		{name: "agent SIGKILL, then server SIGKILL mid-repair", broken: true, heartbeat: true, inject: (*robust).killAgentThenServer, longest: 3 * time.Second},
+		{name: "agent SIGKILL, server dies at a failpoint", broken: true, heartbeat: true, inject: (*robust).failpointRepair},
+		{name: "scale-up and scale-down, server dies at failpoints", target: "group cpu", inject: (*robust).scale},
+		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
+	}
+	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
+		faults = slices.DeleteFunc(faults, func(f fault) bool {
+			for _, w := range strings.Split(only, ",") {
+				if w = strings.TrimSpace(w); w != "" && strings.Contains(strings.ToLower(f.name), strings.ToLower(w)) {
+					return false
+				}
+			}
+			return true
+		})
+		if len(faults) == 0 {
+			t.Fatalf("HALE_ROBUSTNESS_FAULTS=%s names no fault; the faults are: %s", only, faultNames)
+		}
+	}
 	t.Logf("seed %d: HALE_ROBUSTNESS_SEED=%d replays this schedule", seed, seed)
 
 	dir := t.TempDir()
@@ -97,30 +132,6 @@ func TestRobustness(t *testing.T) {
 	ids := r.converge("the creation")
 	violations := r.check(0, fault{name: "CreateCluster at a failpoint"}, "", nil, ids)
 
-	faults := []fault{
-		{name: "server SIGKILL, down", inject: (*robust).serverOutage, longest: maxOutage},
-		{name: "agent SIGSTOP", inject: (*robust).agentStall, longest: 6 * time.Second},
-		{name: "link cut", inject: (*robust).linkCut, longest: 8 * time.Second},
-		{name: "slurmctld SIGKILL", inject: (*robust).killSlurmctld},
-		{name: "agent SIGKILL", broken: true, heartbeat: true, inject: (*robust).killAgent},
-		{name: "agent SIGKILL, then server SIGKILL mid-repair", broken: true, heartbeat: true, inject: (*robust).killAgentThenServer, longest: 3 * time.Second},
-		{name: "agent SIGKILL, server dies at a failpoint", broken: true, heartbeat: true, inject: (*robust).failpointRepair},
-		{name: "scale-up and scale-down, server dies at failpoints", inject: (*robust).scale},
-		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
-	}
-	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
-		faults = slices.DeleteFunc(faults, func(f fault) bool {
-			for _, w := range strings.Split(only, ",") {
-				if strings.Contains(f.name, strings.TrimSpace(w)) {
-					return false
-				}
-			}
-			return true
-		})
-		if len(faults) == 0 {
-			t.Fatalf("HALE_ROBUSTNESS_FAULTS=%s names no fault", only)
-		}
-	}
 	counts := map[string]int{}
 	deadline := time.Now().Add(duration)
 	var ctldKilled time.Time
@@ -129,6 +140,10 @@ func TestRobustness(t *testing.T) {
 		for f.name == "slurmctld SIGKILL" && time.Since(ctldKilled) < 70*time.Second {
 			// Three exits within a minute are a crash loop (daemon.crashloop: Reboot), a
 			// broken node by hale's catalog; one a minute is a daemon that recovers.
+			if len(faults) == 1 {
+				time.Sleep(70*time.Second - time.Since(ctldKilled))
+				break
+			}
 			f = faults[r.rng.IntN(len(faults))]
 		}
 		if f.name == "slurmctld SIGKILL" {
@@ -138,7 +153,10 @@ func TestRobustness(t *testing.T) {
 		if f.longest > 0 {
 			d = time.Duration(r.rng.Int64N(int64(f.longest)))
 		}
-		node := r.pick(ids, f)
+		node := f.target
+		if node == "" {
+			node = r.pick(ids, f)
+		}
 		what := f.inject(r, ids[node], d)
 		counts[f.name]++
 		t.Logf("step %d: %s on %s: %s", step, f.name, node, what)
@@ -501,15 +519,30 @@ func (r *robust) linkCut(id string, d time.Duration) string {
 	return "link " + r.e.cutLink(id, d) + " down " + d.Round(time.Millisecond).String()
 }
 
-func (r *robust) killSlurmctld(_ string, _ time.Duration) string {
-	ids := r.e.nodes("robust")
-	for _, n := range ids {
-		if *n.NodeLogicalId == "controller-1" {
-			out, _ := r.e.onNode(*n.InstanceId, "pkill -9 -x slurmctld; echo $?")
-			return "slurmctld killed (pkill " + strings.TrimSpace(out) + ")"
+// killSlurmctld kills the controller node's slurmctld, found among the processes of the node's
+// network namespace: nodes share the host's pid namespace, so a pkill by name would also kill
+// the slurmctld of every other cluster on the machine.
+func (r *robust) killSlurmctld(id string, _ time.Duration) string {
+	b, err := os.ReadFile(filepath.Join(r.dir, "local", "instances", id, "instance.json"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var rec struct{ Netns string }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Netns == "" {
+		r.t.Fatalf("instance.json of %s: no network namespace (%v)", id, err)
+	}
+	out, _ := exec.Command("ip", "netns", "pids", rec.Netns).Output()
+	for _, p := range strings.Fields(string(out)) {
+		comm, _ := os.ReadFile("/proc/" + p + "/comm")
+		if strings.TrimSpace(string(comm)) != "slurmctld" {
+			continue
+		}
+		pid, _ := strconv.Atoi(p)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			return "slurmctld (pid " + p + ") killed"
 		}
 	}
-	return "no controller"
+	return "no slurmctld was running"
 }
 
 func (r *robust) killAgent(id string, _ time.Duration) string {
