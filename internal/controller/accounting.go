@@ -105,7 +105,7 @@ func (c *Controller) waitAccounting(ctx context.Context, n *store.Node) error {
 			return nil
 		}
 		st.Accounting, st.AccountingOff = false, why
-		cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		cl.UpdatedAt = c.now()
 		if err := tx.UpdateCluster(cl); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (c *Controller) accountingBack(ctx context.Context, clusterID, ctlInstance 
 			return nil
 		}
 		st.Accounting, st.AccountingOff = true, ""
-		cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		cl.UpdatedAt = c.now()
 		if err := tx.UpdateCluster(cl); err != nil {
 			return err
 		}

@@ -100,8 +100,8 @@ func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *
 			resp.Unhealthy = append(resp.Unhealthy, name)
 			if diagnose && rp.Action == string(health.Reboot) && beforeRepairing(rp.State) {
 				rp.Action = string(health.Replace)
-				rp.Timeline = append(rp.Timeline, store.RepairStep{At: time.Now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
-				rp.UpdatedAt = time.Now()
+				rp.Timeline = append(rp.Timeline, store.RepairStep{At: c.now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
+				rp.UpdatedAt = c.now()
 				if err := tx.PutRepair(rp); err != nil {
 					return err
 				}
@@ -169,7 +169,7 @@ func (c *Controller) autoResumeEvent(ctx context.Context, clusterID string, req 
 		for _, n := range nodes {
 			name := slurmName(n)
 			if contains(resp.Unhealthy, name) || (len(resp.Unhealthy) == 0 && len(req.Nodes) > 0 && req.Nodes[0] == name) {
-				if err := instanceEvent(tx, cl, n, time.Now(), api.ClusterEventLevelInfo, "Auto-resume: job %s step %s failed on %s; %s: %s.",
+				if err := instanceEvent(tx, cl, n, c.now(), api.ClusterEventLevelInfo, "Auto-resume: job %s step %s failed on %s; %s: %s.",
 					req.JobId, req.StepId, strings.Join(req.Nodes, ","), resp.Action, resp.Message); err != nil {
 					return err
 				}

@@ -63,6 +63,14 @@ type Config struct {
 	// ConnectivityMBps the bandwidth (MB/s) InstanceConnectivity must reach (dhc.go).
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
+	// Now is the clock the records are stamped with (phases, events, repairs); time.Now when
+	// nil. Tests run rounds on a clock they move.
+	Now func() time.Time
+}
+
+// now is the time to stamp records with, to the millisecond (what the store keeps).
+func (c *Controller) now() time.Time {
+	return c.cfg.Now().UTC().Truncate(time.Millisecond)
 }
 
 // Agents is what the reconcilers need of the agent server (agentserver.Server), declared here
@@ -105,6 +113,9 @@ type Controller struct {
 func New(cfg Config) *Controller {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = DefaultBootTimeout

@@ -123,7 +123,7 @@ func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, 
 	stream := DeepHealthStream(n.InstanceID)
 	var lines []store.LogEvent
 	say := func(format string, args ...any) {
-		lines = append(lines, store.LogEvent{Time: time.Now().UTC(), Message: fmt.Sprintf(format, args...)})
+		lines = append(lines, store.LogEvent{Time: c.now(), Message: fmt.Sprintf(format, args...)})
 	}
 	if reservation != "" && ctl != "" {
 		if _, err := c.runOn(ctx, ctl, slurm.Reserve(reservation, slurmName(n)), 15*time.Second); err != nil && !strings.Contains(err.Error(), "exists") {
@@ -196,7 +196,7 @@ func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, 
 		if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), stream, cl.ID, lines); err != nil {
 			return err
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := c.now()
 		open.State, open.Message, open.UpdatedAt = store.ActionSucceeded, result, now
 		if failed != "" {
 			open.State = store.ActionFailed

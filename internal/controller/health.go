@@ -72,7 +72,7 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 	cat := health.Default()
 	cat.Complete(&f)
 	clusterID := cl.ID
-	now := time.Now().UTC().Truncate(time.Millisecond)
+	now := c.now()
 	if observed.IsZero() || observed.After(now) {
 		observed = now
 	}

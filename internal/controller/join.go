@@ -146,7 +146,7 @@ func (c *Controller) joinSeen(ctx context.Context, clusterID, logicalID, instanc
 			return nil
 		}
 		step, why := judgeJoin(s, listed)
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := c.now()
 		if step == joinAdmit && readAt.After(n.Details.PhaseSince) && c.cfg.Agents.Connected(instanceID) {
 			running = true
 			wasOut := n.Details.SlurmState != "" && outOfService(n.Details.SlurmState)

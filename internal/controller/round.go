@@ -42,7 +42,7 @@ type round struct {
 }
 
 func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
-	r := &round{c: c, tx: tx, cl: cl, now: time.Now().UTC().Truncate(time.Millisecond), byGroup: map[string]*store.Group{}, rebooting: map[int64]bool{}}
+	r := &round{c: c, tx: tx, cl: cl, now: c.now(), byGroup: map[string]*store.Group{}, rebooting: map[int64]bool{}}
 	var err error
 	if r.groups, err = tx.Groups(cl.ID); err != nil {
 		return nil, err

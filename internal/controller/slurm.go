@@ -141,7 +141,7 @@ func (r *round) resolveLegacyRoles() {
 				st.Controller, st.Login, st.Workers, st.Source, st.RolesError = roles.Controller, roles.Login, roles.Workers, roles.Source, ""
 			}
 			cl.State.Slurm = st
-			cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+			cl.UpdatedAt = c.now()
 			if err := tx.UpdateCluster(cl); err != nil {
 				return err
 			}
@@ -643,7 +643,7 @@ func (c *Controller) operatorEdits(ctx context.Context, clusterID, hash, live st
 			st.Conf = strings.TrimRight(slurm.Merged(live), "\n") + "\n" + slurm.BlockOf(st.Conf)
 			st.Hash = slurmHash(st.Conf, st.Gres, st)
 			merged = true
-			cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+			cl.UpdatedAt = c.now()
 			if err := tx.UpdateCluster(cl); err != nil {
 				return err
 			}
@@ -707,7 +707,7 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 		}
 		prev := st.AppliedNodes
 		st.Applied, st.AppliedNodes, st.ApplyError = hash, names, ""
-		cl.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		cl.UpdatedAt = c.now()
 		if err := tx.UpdateCluster(cl); err != nil {
 			return err
 		}
@@ -792,7 +792,7 @@ func (c *Controller) pollSlurm(ctx context.Context, clusterID, ctlInstance strin
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := c.now()
 		for _, n := range nodes {
 			if roleIn(st, n.GroupName) != "compute" || n.Details.Phase == store.PhaseTerminating {
 				continue

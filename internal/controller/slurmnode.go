@@ -183,7 +183,7 @@ func (c *Controller) slurmSetupFailed(ctx context.Context, node *store.Node, cre
 		if n.InstanceID != node.InstanceID || n.Details.Phase != store.PhaseConfiguring {
 			return nil
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := c.now()
 		enterPhase(n, store.PhaseFailed, now)
 		n.StatusMessage = fmt.Sprintf("Setup of host %s (instance %s, group %s) failed: %v", n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, err)
 		n.Status = statusOf(n)

@@ -36,7 +36,7 @@ func (c *Controller) nodeTx(ctx context.Context, clusterID, logicalID string, fn
 }
 
 func (c *Controller) appendEvent(tx store.Tx, cl *store.Cluster, n *store.Node, level api.ClusterEventLevel, format string, args ...any) error {
-	return instanceEvent(tx, cl, n, time.Now().UTC().Truncate(time.Millisecond), level, format, args...)
+	return instanceEvent(tx, cl, n, c.now(), level, format, args...)
 }
 
 // launched records the outcome of a provider launch: the node is Booting at its address, or
@@ -46,7 +46,7 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 		if n.InstanceID != spec.InstanceID || n.Details.Phase != store.PhaseLaunching {
 			return nil // the node moved on (deleted, replaced again)
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := c.now()
 		if launchErr != nil {
 			enterPhase(n, store.PhaseFailed, now)
 			n.StatusMessage = fmt.Sprintf("The provider could not launch instance %s of group %s: %v", n.InstanceID, n.GroupName, launchErr)
@@ -117,7 +117,7 @@ func (c *Controller) afterTerminate(ctx context.Context, node *store.Node) {
 		}
 		for _, a := range acts {
 			if a.NodeSeq == n.Seq {
-				a.State, a.UpdatedAt = store.ActionSucceeded, time.Now().UTC()
+				a.State, a.UpdatedAt = store.ActionSucceeded, c.now()
 				if err := tx.UpdateAction(a); err != nil {
 					return err
 				}
@@ -245,7 +245,7 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			return nil
 		}
 		host := n.Details.PrivateDNSHostname
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := c.now()
 		// first: this result was never recorded, even if the agent replays it (its scripts
 		// ended while the server was down); a reboot's replay is not first.
 		first := n.Details.RecordedCommand != n.Details.CommandID
