@@ -21,10 +21,11 @@ package controller
 import (
 	"context"
 	"errors"
-	"github.com/haleproject/hale/internal/failpoint"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/haleproject/hale/internal/failpoint"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"

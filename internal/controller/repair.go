@@ -3,9 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/haleproject/hale/internal/failpoint"
 	"strings"
 	"time"
+
+	"github.com/haleproject/hale/internal/failpoint"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/health"

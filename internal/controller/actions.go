@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/provider"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// The actions the API records (BatchDelete, BatchReboot, BatchReplace) and the node operations they and the repairs use.
+
+func (r *round) doActions() error {
+	bySeq := map[int64]*store.Node{}
+	for _, n := range r.nodes {
+		bySeq[n.Seq] = n
+	}
+	for _, a := range r.actions {
+		n := bySeq[a.NodeSeq]
+		finish := func(state store.ActionState, msg string) error {
+			a.State, a.Message, a.UpdatedAt = state, msg, r.now
+			return r.tx.UpdateAction(a)
+		}
+		if n == nil || n.InstanceID != a.InstanceID && a.State == store.ActionPending {
+			if err := finish(store.ActionFailed, "the node is gone"); err != nil {
+				return err
+			}
+			continue
+		}
+		switch a.Kind {
+		case store.ActionDelete:
+			if a.State == store.ActionPending && !r.slurmCtlReturning(n) {
+				if err := finish(store.ActionInProgress, ""); err != nil {
+					return err
+				}
+				// The API already lowered the group's target; this node is the one that goes.
+				if err := r.terminate(n, "BatchDeleteClusterNodes"); err != nil {
+					return err
+				}
+			}
+		case store.ActionReplace, store.ActionReboot:
+			if a.State == store.ActionPending {
+				// The same repair flow as a health finding's: drain, reboot or replace, checks,
+				// resume (repair.go); an explicit request does not wait for the node's jobs.
+				rp, err := r.requestRepair(n, string(a.Kind), "api", "Batch"+string(a.Kind)+"ClusterNodes")
+				if err != nil {
+					return err
+				}
+				if err := finish(store.ActionSucceeded, "repair "+rp.ID); err != nil {
+					return err
+				}
+			}
+		case store.ActionDeepHealthCheck:
+			if err := r.deepHealthCheck(a, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// requestRepair opens a repair an operator asked for (the API, or an Action: reason in Slurm),
+// or returns the node's open repair (made a Replace when that is asked and it has not started).
+func (r *round) requestRepair(n *store.Node, action, source, why string) (*store.Repair, error) {
+	return requestRepair(r.tx, r.cl, n, action, source, why, r.now)
+}
+
+func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string, now time.Time) (*store.Repair, error) {
+	open, err := tx.OpenRepairs(cl.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, rp := range open {
+		if rp.LogicalID != n.LogicalID {
+			continue
+		}
+		if rp.State == store.RepairHeld || (action == string(health.Replace) && rp.Action != action && beforeRepairing(rp.State)) {
+			rp.Action, rp.Source, rp.State = action, source, store.RepairDraining
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: why + " asks for a " + strings.ToLower(action)})
+			rp.UpdatedAt = now
+			return rp, tx.PutRepair(rp)
+		}
+		return rp, nil
+	}
+	fault := "api.repair_request"
+	if source == "slurm" {
+		fault = "slurm.repair_request"
+	}
+	rp, err := newRepair(tx, cl, n, action, fault, source, why, "", false, now)
+	if err != nil {
+		return nil, err
+	}
+	return rp, instanceEvent(tx, cl, n, now, api.ClusterEventLevelInfo, "Repair %s of node %s (instance %s) started: %s (%s).", rp.ID, n.LogicalID, n.InstanceID, strings.ToLower(action), why)
+}
+
+// replace retires the node's instance for a new one with the same address, hostname and logical
+// id (HyperPod's replacement): the node goes back to Pending under a new instance id.
+func (r *round) replace(n *store.Node, why string) error {
+	if takeOut := r.slurmTakeOut(n, "replacing instance "+n.InstanceID+" ("+why+")"); takeOut != nil {
+		r.work = append(r.work, r.c.background(key(jobSlurmOut, n.InstanceID), r.cl.ID, takeOut))
+	}
+	old := n.InstanceID
+	if n.Details.OldInstanceID == "" {
+		n.Details.OldInstanceID = old
+	}
+	n.InstanceID = provider.NewInstanceID()
+	n.Details.CommandID, n.Details.NodeSecretHash, n.Details.AgentTokenHash = "", "", ""
+	n.Details.Inventory, n.Details.Unreachable = nil, false
+	n.Details.SlurmConf = "" // the new instance has none of the files yet
+	n.Details.RepairRequest = ""
+	if err := r.setPhase(n, store.PhasePending, fmt.Sprintf("Replacing %s (%s)", old, why)); err != nil {
+		return err
+	}
+	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s of group %s is being replaced by %s (%s); the node keeps its address %s and logical id %s.",
+		old, n.GroupName, n.InstanceID, why, n.Details.PrivateIP, n.LogicalID)
+}
+
+// reboot ends every process of the node and starts its agent again. The node is Pending until
+// its agent registers; the lifecycle command it already ran is answered from the node's stored
+// result, so the scripts do not run again.
+func (r *round) reboot(n *store.Node, why string) error {
+	takeOut := r.slurmTakeOut(n, "rebooting ("+why+")")
+	if n.Details.RepairRequest == "Reboot" {
+		n.Details.RepairRequest = "" // this reboot answers it
+	}
+	if err := r.setPhase(n, store.PhaseBooting, "Rebooting ("+why+")"); err != nil {
+		return err
+	}
+	id, cl := n.InstanceID, r.cl.ID
+	r.rebooting[n.Seq] = true
+	r.work = append(r.work, r.c.background(key(jobReboot, id), cl, func(ctx context.Context) {
+		if takeOut != nil {
+			takeOut(ctx)
+		}
+		r.c.cfg.Agents.Disconnect(id)
+		if err := r.c.cfg.Provider.Reboot(ctx, id); err != nil {
+			r.c.log.Error("reboot", "instance_id", id, "error", err)
+		}
+	}))
+	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is rebooting.", id)
+}

@@ -1,0 +1,237 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/provider"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Node bring-up (launch, agent, lifecycle scripts) and a serving node's reachability.
+
+// drive moves each node along its phases.
+func (r *round) drive() error {
+	if err := r.watchOutage(); err != nil {
+		return err
+	}
+	anyUnaddressed := false
+	for _, n := range r.nodes {
+		if n.Details.Phase == store.PhasePending || n.Details.Phase == store.PhaseLaunching {
+			anyUnaddressed = true
+		}
+	}
+	for _, n := range r.nodes {
+		switch n.Details.Phase {
+		case store.PhasePending, store.PhaseLaunching:
+			if err := r.launch(n); err != nil {
+				return err
+			}
+		case store.PhaseBooting:
+			switch {
+			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.slurmGate(n):
+				// Every node of the cluster has its address now, so resource_config.json can
+				// list them all, as HyperPod's does.
+				if err := r.configure(n); err != nil {
+					return err
+				}
+			case r.now.Sub(n.Details.PhaseSince) > r.c.cfg.BootTimeout:
+				msg := fmt.Sprintf("The agent of instance %s (host %s, group %s) did not register within %s of its start.",
+					n.InstanceID, n.Details.PrivateDNSHostname, n.GroupName, r.c.cfg.BootTimeout)
+				if con, ok := r.c.cfg.Provider.(provider.Console); ok {
+					if out := con.ConsoleOutput(n.InstanceID, 3); out != "" {
+						msg += " Its last output: " + strings.ReplaceAll(out, "\n", " | ")
+					}
+				}
+				if err := r.fail(n, msg); err != nil {
+					return err
+				}
+			}
+		case store.PhaseConfiguring:
+			if r.now.Sub(n.Details.PhaseSince) > r.c.cfg.LifecycleTimeout+30*time.Second {
+				if err := r.fail(n, fmt.Sprintf("Lifecycle scripts on host %s (instance %s, group %s) did not finish within %s.",
+					n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, r.c.cfg.LifecycleTimeout)); err != nil {
+					return err
+				}
+				continue
+			}
+			r.sendLifecycle(n)
+		case store.PhaseJoining:
+			if err := r.join(n); err != nil {
+				return err
+			}
+		case store.PhaseReady:
+			if err := r.watchReachability(n); err != nil {
+				return err
+			}
+		case store.PhaseTerminating:
+			// A termination that failed (or a server that stopped) is tried again.
+			if err := r.terminate(n, ""); err != nil {
+				return err
+			}
+		case store.PhaseFailed:
+			if r.cl.Spec.GetNodeProvisioningMode() == api.ClusterNodeProvisioningModeContinuous && r.cl.Status != api.ClusterStatusRollingBack &&
+				r.now.Sub(n.Details.PhaseSince) > ContinuousRetryDelay {
+				// Continuous provisioning retries failed instances on its own.
+				if err := r.replace(n, "retry of a failed launch (Continuous provisioning)"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// launch persists Launching with a fresh bootstrap token and starts the provider's launch.
+func (r *round) launch(n *store.Node) error {
+	k := key(jobLaunch, n.LogicalID)
+	if r.c.busy(k) {
+		return nil
+	}
+	token, tokenHash := agentserver.NewToken()
+	n.Details.AgentTokenHash = tokenHash
+	if err := r.setPhase(n, store.PhaseLaunching, n.StatusMessage); err != nil {
+		return err
+	}
+	g := r.byGroup[n.GroupName]
+	if g == nil {
+		return r.fail(n, "its instance group is gone")
+	}
+	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
+		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
+		DNSDomain: dnsDomain(r.cl.ARN)}
+	old := n.Details.OldInstanceID
+	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
+		if old != "" {
+			r.c.cfg.Agents.Disconnect(old)
+			if err := r.c.cfg.Provider.Terminate(ctx, old); err != nil {
+				r.c.launched(ctx, spec, nil, fmt.Errorf("terminating the instance it replaces, %s: %w", old, err))
+				return
+			}
+		}
+		inst, err := r.c.cfg.Provider.Launch(ctx, spec)
+		r.c.launched(ctx, spec, inst, err)
+	}))
+	return nil
+}
+
+// configure moves a node whose agent registered to Configuring, with the id of the lifecycle
+// command it is to run.
+func (r *round) configure(n *store.Node) error {
+	id := "lifecycle-" + n.InstanceID
+	again := n.Details.CommandID == id // a reboot: the instance ran its scripts before
+	n.Details.CommandID = id
+	g := r.byGroup[n.GroupName]
+	script := "no lifecycle scripts"
+	if g != nil && g.Spec.LifeCycleConfig != nil {
+		script = "lifecycle script " + entryPoint(g.Spec.LifeCycleConfig)
+	}
+	msg, event := "Running "+script, "Instance %s registered its agent; running %s."
+	if again {
+		msg, event = "Agent back; its "+script+" ran before", "Instance %s is back: its agent registered again (its %s ran before and does not run again)."
+	}
+	if err := r.setPhase(n, store.PhaseConfiguring, msg); err != nil {
+		return err
+	}
+	if err := r.nodeEvent(n, api.ClusterEventLevelInfo, event, n.InstanceID, script); err != nil {
+		return err
+	}
+	r.sendLifecycle(n)
+	return nil
+}
+
+// fail moves a node to Failure with a message a person can act on.
+func (r *round) fail(n *store.Node, msg string) error {
+	if err := r.setPhase(n, store.PhaseFailed, msg); err != nil {
+		return err
+	}
+	return r.nodeEvent(n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, msg)
+}
+
+// outageKey marks, in the cluster's State.Extra, a heartbeat outage under way (its start).
+const outageKey = "heartbeat-outage"
+
+// watchOutage tells a control-plane or network fault from dead nodes: when the heartbeats of
+// more than half of the cluster's serving nodes (two at least) are missing at once, the cause
+// is between them and the server (a server restart, a network partition), not many machines
+// dying in the same moment. No node is judged unreachable while it lasts (r.outage); one Error
+// event says so, and an Info event when the heartbeats are back.
+func (r *round) watchOutage() error {
+	serving, silent := 0, 0
+	for _, n := range r.nodes {
+		if n.Details.Phase != store.PhaseReady {
+			continue
+		}
+		serving++
+		if r.c.cfg.Agents.Silent(n.InstanceID) {
+			silent++
+		}
+	}
+	r.outage = silent >= 2 && 2*silent > serving
+	since, was := r.cl.State.Extra[outageKey]
+	switch {
+	case r.outage && !was:
+		if r.cl.State.Extra == nil {
+			r.cl.State.Extra = map[string]string{}
+		}
+		r.cl.State.Extra[outageKey] = r.now.Format(time.RFC3339Nano)
+		if err := r.saveCluster(); err != nil {
+			return err
+		}
+		return r.clusterEvent(api.ClusterEventLevelError, "The heartbeats of %d of the cluster's %d serving nodes stopped at once: a control-plane or network fault, not %d dead nodes. hale repairs none of them while it lasts.", silent, serving, silent)
+	case !r.outage && was:
+		delete(r.cl.State.Extra, outageKey)
+		if err := r.saveCluster(); err != nil {
+			return err
+		}
+		start, _ := time.Parse(time.RFC3339Nano, since)
+		return r.clusterEvent(api.ClusterEventLevelInfo, "The nodes' heartbeats are back after %s (%d of %d nodes still silent): hale judges each node again.", r.now.Sub(start).Round(time.Second), silent, serving)
+	}
+	return nil
+}
+
+// watchReachability marks a Running node Failure when its agent goes silent, and Running again
+// when it speaks. During a heartbeat outage (watchOutage) a silent node is left as it is.
+func (r *round) watchReachability(n *store.Node) error {
+	agents := r.c.cfg.Agents
+	switch {
+	case !n.Details.Unreachable && agents.Silent(n.InstanceID) && r.outage:
+		return nil
+	case !n.Details.Unreachable && agents.Silent(n.InstanceID):
+		n.Details.Unreachable = true
+		why := fmt.Sprintf("no heartbeat from its agent for more than %s", agents.SilenceThreshold())
+		if g := agents.Goodbye(n.InstanceID); g != "" {
+			why = "its agent stopped cleanly (" + g + ") and has not come back"
+		} else if !agents.Connected(n.InstanceID) {
+			why = "its agent's connection is gone and has not come back"
+		}
+		if err := r.setPhase(n, store.PhaseReady, "Node unreachable: "+why+"."); err != nil {
+			return err
+		}
+		if err := r.nodeEvent(n, api.ClusterEventLevelWarn, "Instance %s (%s) is unreachable: %s.", n.InstanceID, n.Details.PrivateDNSHostname, why); err != nil {
+			return err
+		}
+		// A dead node is a health finding of the control plane's own: repaired at once.
+		f := health.Default().FaultFinding("node.heartbeat_lost", "instance "+n.InstanceID+": "+why)
+		return r.c.judge(r.tx, r.cl, n, n.InstanceID, f, "server", "heartbeat", r.now)
+	case n.Details.Unreachable && agents.Reachable(n.InstanceID):
+		n.Details.Unreachable = false
+		if st := n.Details.SlurmState; joins(r.sl, n.GroupName) && (strings.HasPrefix(st, "DOWN") || strings.Contains(st, "NOT_RESPONDING")) {
+			// Slurm lost it too: Running once its slurmd is back (join.go).
+			if err := r.setPhase(n, store.PhaseJoining, waitingForSlurm+" (slurmctld has it "+strings.ToLower(st)+")"); err != nil {
+				return err
+			}
+			return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is reachable again; waiting for Slurm to accept it (it has it %s).", n.InstanceID, strings.ToLower(st))
+		}
+		if err := r.setPhase(n, store.PhaseReady, ""); err != nil {
+			return err
+		}
+		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is reachable again.", n.InstanceID)
+	}
+	return nil
+}
