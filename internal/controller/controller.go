@@ -65,9 +65,14 @@ type Config struct {
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
 	// Now is the clock the records are stamped with (phases, events, repairs); time.Now when
-	// nil. Tests run rounds on a clock they move.
-	Now func() time.Time
+	// nil. Sleep is how background work waits before its next try (a poll, a retry), ending
+	// early when ctx is done; a real sleep when nil. Tests run rounds on a clock they move.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration)
 }
+
+// sleep waits d on the controller's clock (Config.Sleep) before a background job's next try.
+func (c *Controller) sleep(ctx context.Context, d time.Duration) { c.cfg.Sleep(ctx, d) }
 
 // now is the time to stamp records with, to the millisecond (what the store keeps).
 func (c *Controller) now() time.Time {
@@ -117,6 +122,16 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = func(ctx context.Context, d time.Duration) {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}
 	}
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = DefaultBootTimeout

@@ -72,6 +72,8 @@ type machines struct {
 	scriptFails map[string]bool
 	launches    int
 	reboots     int
+	// onLaunch, when set, shapes each new machine (its checks' findings, a dead agent).
+	onLaunch func(*machine)
 }
 
 func newMachines(st store.Store, clock *fakeClock) *machines {
@@ -99,6 +101,9 @@ func (m *machines) Launch(_ context.Context, spec provider.LaunchSpec) (*provide
 	m.launches++
 	mc := &machine{spec: spec, ip: ip, results: map[string]*agentproto.CommandResult{}, boots: 1}
 	m.live[spec.InstanceID] = mc
+	if m.onLaunch != nil {
+		m.onLaunch(mc)
+	}
 	m.boot(spec.InstanceID)
 	return m.instance(spec.InstanceID, mc), nil
 }
@@ -271,6 +276,7 @@ func (h *harness) start() {
 		h.c.wg.Wait()
 	}
 	h.c = New(Config{Store: h.st, Provider: h.m, Agents: h.m, Lifecycle: fakeScripts{}, Now: h.clock.Now,
+		Sleep:  func(_ context.Context, d time.Duration) { h.clock.Advance(d) },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	h.t.Cleanup(h.c.wg.Wait)
 	if err := h.c.adopt(context.Background()); err != nil {

@@ -118,7 +118,7 @@ func (r *round) join(n *store.Node) error {
 		readAt := time.Now()
 		out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
 		if err != nil {
-			time.Sleep(joinPoll)
+			c.sleep(ctx, joinPoll)
 			return
 		}
 		s, listed := slurm.ParseShowNodes(out)[name]
@@ -129,7 +129,7 @@ func (r *round) join(n *store.Node) error {
 			}
 		}
 		if !c.joinSeen(ctx, clusterID, logicalID, instanceID, s, listed, readAt) {
-			time.Sleep(joinPoll) // the round this work's end starts asks again
+			c.sleep(ctx, joinPoll) // the round this work's end starts asks again
 		}
 	}))
 	return nil

@@ -329,7 +329,7 @@ func (r *round) repairDrain(rp *store.Repair) {
 	r.work = append(r.work, c.background(key(jobRepairDrain, id), clusterID, func(ctx context.Context) {
 		if _, err := c.runOn(ctx, ctl, slurm.Drain(name, "Action:"+action), 10*time.Second); err != nil {
 			c.log.Warn("repair: drain", "repair", id, "node", name, "error", err)
-			time.Sleep(time.Second)
+			c.sleep(ctx, time.Second)
 			return
 		}
 		// The node's state right after the drain: whether jobs still run on it.
@@ -354,7 +354,7 @@ func (r *round) repairResume(rp *store.Repair, ctl string) {
 	r.work = append(r.work, c.background(key(jobRepairResume, id), clusterID, func(ctx context.Context) {
 		out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
 		if err != nil {
-			time.Sleep(time.Second)
+			c.sleep(ctx, time.Second)
 			return
 		}
 		st := slurm.ParseShowNodes(out)[name]
@@ -362,7 +362,7 @@ func (r *round) repairResume(rp *store.Repair, ctl string) {
 		case st.State == "" || st.Has("NOT_RESPONDING") || strings.HasPrefix(st.State, "DOWN"):
 			// Its slurmd has not registered yet: the registration ends the DOWN hale set
 			// (ReturnToService=2), and a resume before it would have Slurm call the node idle.
-			time.Sleep(200 * time.Millisecond)
+			c.sleep(ctx, 200*time.Millisecond)
 		case outOfService(st.State):
 			if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
 				c.log.Warn("repair: resume", "repair", id, "node", name, "error", err)

@@ -680,7 +680,7 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 			if _, err = c.runOn(ctx, ctlInstance, slurm.Reconfigure(), 20*time.Second); err == nil || ctx.Err() != nil {
 				break
 			}
-			time.Sleep(300 * time.Millisecond)
+			c.sleep(ctx, 300*time.Millisecond)
 		}
 		return err
 	}()
@@ -688,7 +688,7 @@ func (c *Controller) applySlurm(ctx context.Context, clusterID, ctlInstance, has
 		if ctx.Err() == nil {
 			c.log.Warn("applying the Slurm configuration; will retry", "cluster_id", clusterID, "error", err)
 			c.slurmApplyFailed(ctx, clusterID, hash, err)
-			time.Sleep(time.Second) // the round that follows tries again
+			c.sleep(ctx, time.Second) // the round that follows tries again
 		}
 		return
 	}

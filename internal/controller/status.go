@@ -69,7 +69,10 @@ func (r *round) aggregate() error {
 			failpoint.Hit("group:" + string(next))
 			prev := g.State.Status
 			g.State.Status, g.State.Scaling = next, scaling
-			if !scaling {
+			if !scaling && failures == 0 {
+				// The update is done with this group. Not while a node of it failed: the
+				// cluster's status decides on a rollback from them (updateFailed), and
+				// forgetting them first left a failed update InService.
 				g.State.Previous, g.State.AddedByUpdate = nil, false
 			}
 			if err := r.tx.PutGroup(g); err != nil {
