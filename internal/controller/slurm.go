@@ -514,7 +514,7 @@ func (c *Controller) do(ctx context.Context, instanceID string, cmd *agentproto.
 	}
 }
 
-// run runs argv on an instance (an ephemeral command: it runs each time) and returns its
+// runOn runs argv on an instance (an ephemeral command: it runs each time) and returns its
 // output; a non-zero exit is an error carrying the output.
 func (c *Controller) runOn(ctx context.Context, instanceID string, argv []string, timeout time.Duration) (string, error) {
 	r, err := c.do(ctx, instanceID, &agentproto.Command{Id: fmt.Sprintf("q-%s-%d", argv[0], time.Now().UnixNano()), Ephemeral: true,
