@@ -217,3 +217,61 @@ func TestRestartAfterEveryRoundOfARepair(t *testing.T) {
 		t.Errorf("%d launches, want 3 (2 nodes and 1 replacement)", h.m.launches)
 	}
 }
+
+// A node silent for a moment (an agent stall, a network blip) and back before its repair acts
+// is not repaired: the repair is cancelled and the node is Running again on its instance.
+func TestSilentMomentCancelsTheRepair(t *testing.T) {
+	h := newHarness(t)
+	id := h.create("c", spec("workers", 3))
+	h.until(id, 20, "InService", h.running(id, 3))
+	n := h.node(id, "workers-2")
+	h.m.kill(n.InstanceID)
+	h.until(id, 10, "a repair opened", func() bool { return len(h.openRepairs(id)) == 1 })
+	h.m.mu.Lock()
+	h.m.live[n.InstanceID].down = false // back
+	h.m.mu.Unlock()
+	h.until(id, 10, "Running again", func() bool { return h.running(id, 3)() && len(h.openRepairs(id)) == 0 })
+	rs := h.repairs(id)
+	if len(rs) != 1 || rs[0].State != store.RepairCancelled {
+		t.Fatalf("repairs %+v", rs)
+	}
+	if got := h.node(id, "workers-2").InstanceID; got != n.InstanceID || h.m.launches != 3 {
+		t.Errorf("the node was replaced (%s -> %s, %d launches)", n.InstanceID, got, h.m.launches)
+	}
+	if ev := h.events(id); !strings.Contains(ev, "cancelled: the node answers again") {
+		t.Errorf("events:\n%s", ev)
+	}
+}
+
+// Continuous provisioning: instances that cannot be launched do not fail the creation; they
+// are tried again with new instances until they come up.
+func TestContinuousProvisioningRetries(t *testing.T) {
+	h := newHarness(t)
+	out, err := h.svc.CreateCluster(context.Background(), &api.CreateClusterRequest{ClusterName: new("c"),
+		NodeProvisioningMode: new(api.ClusterNodeProvisioningModeContinuous),
+		InstanceGroups:       []api.ClusterInstanceGroupSpecification{spec("workers", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.GetClusterArn()[strings.LastIndex(out.GetClusterArn(), "/")+1:]
+	h.m.mu.Lock()
+	h.m.launchFails["workers"] = true
+	h.m.mu.Unlock()
+	h.until(id, 10, "the launches failed", func() bool {
+		failed := 0
+		for _, n := range h.nodes(id) {
+			if n.Status == api.ClusterInstanceStatusFailure {
+				failed++
+			}
+		}
+		return failed == 2
+	})
+	if st := h.status(id); st == api.ClusterStatusFailed || st == api.ClusterStatusRollingBack {
+		t.Fatalf("Continuous provisioning, and the cluster is %s", st)
+	}
+	h.m.mu.Lock()
+	h.m.launchFails["workers"] = false
+	h.m.mu.Unlock()
+	h.until(id, 60, "both nodes up on new instances", h.running(id, 2))
+	h.noDuplicates(id)
+}
