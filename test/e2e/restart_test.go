@@ -325,12 +325,18 @@ func TestAbandonedBridgeIsReclaimed(t *testing.T) {
 // returns an env whose SDK client uses the server's own profile, the process, and run, which
 // starts the server again (after a kill) and waits until it answers.
 func binaryServer(t testing.TB, dir string) (*env, *exec.Cmd, func() *exec.Cmd) {
+	return binaryServerOf(t, dir, &haleBin)
+}
+
+// binaryServerOf is binaryServer running the binary *bin names at each start, so a test can
+// start a data directory's server with another build (an upgrade).
+func binaryServerOf(t testing.TB, dir string, bin *string) (*env, *exec.Cmd, func() *exec.Cmd) {
 	o := options(t, dir)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
 	run := func() *exec.Cmd {
-		cmd := exec.Command(haleBin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
+		cmd := exec.Command(*bin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
 			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
 		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		cmd.Stdout, cmd.Stderr = logf, logf

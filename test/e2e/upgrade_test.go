@@ -1,0 +1,99 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+)
+
+// upgradeFrom is the release an upgrade starts from: main before issue 13's changes to the
+// agent protocol (boot ids, capability 7, Goodbye) and the node records.
+const upgradeFrom = "c5194a4"
+
+// TestUpgradeKeepsTheCluster: a data directory written by an older hale, its cluster running
+// with the older agents, is taken over by this build. The cluster stays InService with the
+// same instances, no node is repaired (the old agents are accepted and their restart is not a
+// reboot), and the cluster still works: a scale-up brings a node with this build's agent.
+func TestUpgradeKeepsTheCluster(t *testing.T) {
+	old := buildRelease(t, upgradeFrom)
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	bin := old
+	e, srv, run := binaryServerOf(t, dir, &bin)
+	ctx := context.Background()
+	lc := e.script("upgrade", "on_create.sh", recordScript)
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("up"), InstanceGroups: fourNodes(lc)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("up", types.ClusterStatusInservice, 90*time.Second)
+	before := map[string]string{}
+	for _, n := range e.nodes("up") {
+		before[*n.NodeLogicalId] = *n.InstanceId
+	}
+
+	srv.Process.Signal(syscall.SIGTERM)
+	srv.Wait()
+	bin = haleBin
+	run()
+	time.Sleep(15 * time.Second) // past the reconnect grace and a heartbeat verdict
+	e.waitStatus("up", types.ClusterStatusInservice, 30*time.Second)
+	for _, n := range e.nodes("up") {
+		if before[*n.NodeLogicalId] != *n.InstanceId || n.InstanceStatus.Status != types.ClusterInstanceStatusRunning {
+			t.Errorf("after the upgrade %s is %s %s (was %s)", *n.NodeLogicalId, *n.InstanceId, n.InstanceStatus.Status, before[*n.NodeLogicalId])
+		}
+	}
+	if ev := e.events("up"); strings.Contains(ev, "Repair ") || strings.Contains(ev, "unreachable") || strings.Contains(ev, "stopped at once") {
+		t.Errorf("the upgrade disturbed the cluster:\n%s", ev)
+	}
+
+	gpu := group("gpu", "ml.g5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "gpu")
+	if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("up"), InstanceGroups: []types.ClusterInstanceGroupSpecification{gpu}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "scaled up after the upgrade", func() (bool, string) {
+		ns := e.nodes("up")
+		for _, n := range ns {
+			if n.InstanceStatus.Status != types.ClusterInstanceStatusRunning {
+				return false, *n.NodeLogicalId + " " + string(n.InstanceStatus.Status)
+			}
+		}
+		return len(ns) == 5, "nodes"
+	})
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("up")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("up", 60*time.Second)
+}
+
+// buildRelease builds hale at a commit of this repository (git archive, go build) and
+// returns the binary's path.
+func buildRelease(t *testing.T, commit string) string {
+	t.Helper()
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("an upgrade test needs the repository's history (git rev-parse: %v)", err)
+	}
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", "git -C \"$1\" archive \"$2\" | tar -x -C \"$3\"", "sh", strings.TrimSpace(string(root)), commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "hale-"+commit)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hale")
+	build.Dir, build.Env = src, os.Environ()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", commit, err, out)
+	}
+	return bin
+}
