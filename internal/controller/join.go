@@ -125,7 +125,14 @@ func (r *round) join(n *store.Node) error {
 		step, _ := judgeJoin(s, listed)
 		if step == joinResume && c.cfg.Agents.Connected(instanceID) {
 			if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
-				c.log.Warn("resuming a joining node", "node", name, "error", err)
+				// Often "Invalid node state specified": the node's repair resumed it first.
+				c.log.Debug("resuming a joining node", "node", name, "error", err)
+			}
+			// What the resume did, read now rather than at the next poll: the node is usually
+			// in service at once.
+			readAt = time.Now()
+			if out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second); err == nil {
+				s, listed = slurm.ParseShowNodes(out)[name]
 			}
 		}
 		if !c.joinSeen(ctx, clusterID, logicalID, instanceID, s, listed, readAt) {
