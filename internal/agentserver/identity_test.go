@@ -1,7 +1,6 @@
 package agentserver_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,9 +8,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -54,15 +51,8 @@ func TestBootIDTellsARebootFromAnAgentRestart(t *testing.T) {
 func TestTooOldAgentIsRefused(t *testing.T) {
 	f := newFixture(t, 1, time.Second)
 	id := "i-00000000000000000"
-	conn, _ := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	defer conn.Close()
-	stream, err := agentproto.NewAgentClient(conn).Connect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := uint32(agentproto.MinAgentCapability - 1)
-	stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: &agentproto.Hello{InstanceId: id, BootstrapToken: f.tokens[id], CapabilityVersion: old}}})
-	_, err = stream.Recv()
+	_, _, err := f.hello(t, id, old)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "capability version 5") || !strings.Contains(err.Error(), "at least 6") {
 		t.Fatalf("an agent of capability %d: %v", old, err)
 	}

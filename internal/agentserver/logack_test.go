@@ -12,20 +12,32 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// hello opens a session by hand, as an agent of that capability version would, and returns
+// the stream and the server's answer to Hello.
+func (f *fixture) hello(t *testing.T, id string, capability uint32) (agentproto.Agent_ConnectClient, *agentproto.ServerMessage, error) {
+	t.Helper()
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	stream, err := agentproto.NewAgentClient(conn).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: &agentproto.Hello{InstanceId: id, BootstrapToken: f.tokens[id], CapabilityVersion: capability}}})
+	m, err := stream.Recv()
+	return stream, m, err
+}
+
 // A batch of log lines is acknowledged once stored, and a batch sent again (its agent never
 // saw the acknowledgement: the server died after storing it) is stored once (issue 12: a
 // SIGKILL lost lifecycle log lines the agent had sent and forgotten).
 func TestLogBatchesStoredOnceAndAcknowledged(t *testing.T) {
 	f := newFixture(t, 1, time.Second)
 	id := "i-00000000000000000"
-	conn, _ := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	defer conn.Close()
-	stream, err := agentproto.NewAgentClient(conn).Connect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: &agentproto.Hello{InstanceId: id, BootstrapToken: f.tokens[id], CapabilityVersion: agentproto.CapabilityVersion}}})
-	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+	stream, m, err := f.hello(t, id, agentproto.CapabilityVersion)
+	if err != nil || m.GetWelcome() == nil {
 		t.Fatalf("no welcome: %v", err)
 	}
 	batch := &agentproto.LogLines{Stream: "LifecycleConfig/g/" + id, BatchId: "n1-1", Lines: []*agentproto.LogLine{

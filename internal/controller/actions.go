@@ -70,14 +70,11 @@ func (r *round) requestRepair(n *store.Node, action, source, why string) (*store
 }
 
 func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string, now time.Time) (*store.Repair, error) {
-	open, err := tx.OpenRepairs(cl.ID)
+	rp, err := openRepairOf(tx, cl.ID, n.LogicalID)
 	if err != nil {
 		return nil, err
 	}
-	for _, rp := range open {
-		if rp.LogicalID != n.LogicalID {
-			continue
-		}
+	if rp != nil {
 		if rp.State == store.RepairHeld || (action == string(health.Replace) && rp.Action != action && beforeRepairing(rp.State)) {
 			rp.Action, rp.Source, rp.State = action, source, store.RepairDraining
 			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: why + " asks for a " + strings.ToLower(action)})
@@ -90,7 +87,7 @@ func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source
 	if source == "slurm" {
 		fault = "slurm.repair_request"
 	}
-	rp, err := newRepair(tx, cl, n, action, fault, source, why, "", false, now)
+	rp, err = newRepair(tx, cl, n, action, fault, source, why, "", false, now)
 	if err != nil {
 		return nil, err
 	}

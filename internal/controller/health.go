@@ -292,14 +292,11 @@ func hmaRecord(f *store.Finding, d health.Decision) map[string]any {
 // severe (a Reboot not yet under way becomes a Replace). It returns the repair that answers
 // the finding, nil when there is none to open.
 func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f health.Finding, d health.Decision, source string, now time.Time) (*store.Repair, error) {
-	open, err := tx.OpenRepairs(cl.ID)
+	rp, err := openRepairOf(tx, cl.ID, n.LogicalID)
 	if err != nil {
 		return nil, err
 	}
-	for _, rp := range open {
-		if rp.LogicalID != n.LogicalID {
-			continue
-		}
+	if rp != nil {
 		if rp.Action == string(health.Reboot) && d.Action == health.Replace && beforeRepairing(rp.State) {
 			rp.Action, rp.Fault = string(health.Replace), f.Fault
 			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: fmt.Sprintf("%s found: the reboot becomes a replacement", f.Fault)})
@@ -309,6 +306,20 @@ func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f
 		return rp, nil // already being repaired
 	}
 	return newRepair(tx, cl, n, string(d.Action), f.Fault, source, reasonOf(f, d), f.Evidence, d.Quarantine, now)
+}
+
+// openRepairOf is the node's open repair, nil when it has none (a node has one at a time).
+func openRepairOf(tx store.Tx, clusterID, logicalID string) (*store.Repair, error) {
+	open, err := tx.OpenRepairs(clusterID)
+	if err != nil {
+		return nil, err
+	}
+	for _, rp := range open {
+		if rp.LogicalID == logicalID {
+			return rp, nil
+		}
+	}
+	return nil, nil
 }
 
 func beforeRepairing(s store.RepairState) bool {

@@ -326,15 +326,9 @@ func (r *robust) events() (map[string]bool, string) {
 // need: the cluster's events and the end of the server's log.
 func (r *robust) eventually(within time.Duration, what string, cond func() (bool, string)) {
 	r.t.Helper()
-	deadline := time.Now().Add(within)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(200 * time.Millisecond)
+	ok, last := poll(within, cond)
+	if ok {
+		return
 	}
 	_, ev := r.events()
 	r.t.Logf("events:\n%s", ev)

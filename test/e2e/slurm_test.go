@@ -51,17 +51,20 @@ func (e *env) exampleBundle() string {
 // last explanation.
 func eventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(200 * time.Millisecond)
+	if ok, last := poll(within, cond); !ok {
+		t.Fatalf("%s: not so after %s; last: %s", what, within, last)
 	}
-	t.Fatalf("%s: not so after %s; last: %s", what, within, last)
+}
+
+// poll asks cond every 200 ms until it holds or within has passed; last is its last
+// explanation.
+func poll(within time.Duration, cond func() (bool, string)) (ok bool, last string) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if ok, last = cond(); ok {
+			return true, ""
+		}
+	}
+	return false, last
 }
 
 // host is a node's Slurm name, its host name.
