@@ -383,7 +383,8 @@ func (h *harness) events(id string) string {
 func (h *harness) repairs(id string) []*store.Repair {
 	var out []*store.Repair
 	h.st.Read(context.Background(), func(tx store.Tx) error {
-		for _, n := range h.nodesAll(tx, id) {
+		ns, _ := tx.NodesOf(id)
+		for _, n := range ns {
 			rs, err := tx.RepairsOf(id, n.LogicalID, time.Time{})
 			if err != nil {
 				return err
@@ -393,11 +394,6 @@ func (h *harness) repairs(id string) []*store.Repair {
 		return nil
 	})
 	return out
-}
-
-func (h *harness) nodesAll(tx store.Tx, id string) []*store.Node {
-	ns, _ := tx.NodesOf(id)
-	return ns
 }
 
 // running says whether every node of the cluster is Running and it has n of them.

@@ -315,8 +315,8 @@ func (r *round) slurmCtl() string {
 	if r.sl == nil {
 		return ""
 	}
-	for _, m := range r.nodes {
-		if r.slurmRole(m) == "controller" && m.Details.Phase == store.PhaseReady && !m.Details.Unreachable && r.c.cfg.Agents.Connected(m.InstanceID) {
+	for _, m := range r.controllerNodes() {
+		if !m.Details.Unreachable && r.c.cfg.Agents.Connected(m.InstanceID) {
 			return m.InstanceID
 		}
 	}

@@ -908,12 +908,24 @@ func (r *round) slurmCtlReturning(n *store.Node) bool {
 // expected back: no session yet, not silent either.
 func (r *round) ctlReconnecting() bool {
 	agents := r.c.cfg.Agents
-	for _, m := range r.nodes {
-		if r.slurmRole(m) == "controller" && m.Details.Phase == store.PhaseReady && !agents.Connected(m.InstanceID) && !agents.Silent(m.InstanceID) {
+	for _, m := range r.controllerNodes() {
+		if !agents.Connected(m.InstanceID) && !agents.Silent(m.InstanceID) {
 			return true
 		}
 	}
 	return false
+}
+
+// controllerNodes are the cluster's nodes of Slurm's controller role that are set up (Ready),
+// whatever their agents' state.
+func (r *round) controllerNodes() []*store.Node {
+	var out []*store.Node
+	for _, m := range r.nodes {
+		if r.slurmRole(m) == "controller" && m.Details.Phase == store.PhaseReady {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // slurmTakeOut returns work that takes a Running compute node out of Slurm at once (state
@@ -924,8 +936,8 @@ func (r *round) slurmTakeOut(n *store.Node, why string) func(ctx context.Context
 		return nil
 	}
 	var ctl string
-	for _, m := range r.nodes {
-		if r.slurmRole(m) == "controller" && m.Details.Phase == store.PhaseReady && r.c.cfg.Agents.Connected(m.InstanceID) {
+	for _, m := range r.controllerNodes() {
+		if r.c.cfg.Agents.Connected(m.InstanceID) {
 			ctl = m.InstanceID
 		}
 	}

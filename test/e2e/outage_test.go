@@ -118,14 +118,7 @@ func TestOutagesCostNoNode(t *testing.T) {
 // It returns the veth's name.
 func (e *env) cutLink(instanceID string, d time.Duration) string {
 	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.Options.DataDir, "local", "instances", instanceID, "instance.json"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var rec struct{ HostVeth string }
-	if err := json.Unmarshal(b, &rec); err != nil || rec.HostVeth == "" {
-		e.t.Fatalf("%s: no host veth (%v)", instanceID, err)
-	}
+	rec := e.instanceRecord(instanceID)
 	for _, state := range []string{"down", "up"} {
 		if out, err := exec.Command("ip", "link", "set", "dev", rec.HostVeth, state).CombinedOutput(); err != nil {
 			e.t.Fatalf("ip link set %s %s: %v %s", rec.HostVeth, state, err, out)
@@ -135,4 +128,24 @@ func (e *env) cutLink(instanceID string, d time.Duration) string {
 		}
 	}
 	return rec.HostVeth
+}
+
+// localInstance is what the e2e tests read of the local provider's record of an instance
+// (DATA_DIR/local/instances/<id>/instance.json): its host veth and network namespace.
+type localInstance struct {
+	HostVeth string
+	Netns    string
+}
+
+func (e *env) instanceRecord(instanceID string) localInstance {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.Options.DataDir, "local", "instances", instanceID, "instance.json"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rec localInstance
+	if err := json.Unmarshal(b, &rec); err != nil || rec.HostVeth == "" || rec.Netns == "" {
+		e.t.Fatalf("instance.json of %s: no host veth or network namespace (%v)", instanceID, err)
+	}
+	return rec
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -517,15 +516,7 @@ func (r *robust) linkCut(id string, d time.Duration) string {
 // network namespace: nodes share the host's pid namespace, so a pkill by name would also kill
 // the slurmctld of every other cluster on the machine.
 func (r *robust) killSlurmctld(id string, _ time.Duration) string {
-	b, err := os.ReadFile(filepath.Join(r.dir, "local", "instances", id, "instance.json"))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var rec struct{ Netns string }
-	if err := json.Unmarshal(b, &rec); err != nil || rec.Netns == "" {
-		r.t.Fatalf("instance.json of %s: no network namespace (%v)", id, err)
-	}
-	out, _ := exec.Command("ip", "netns", "pids", rec.Netns).Output()
+	out, _ := exec.Command("ip", "netns", "pids", r.e.instanceRecord(id).Netns).Output()
 	for _, p := range strings.Fields(string(out)) {
 		comm, _ := os.ReadFile("/proc/" + p + "/comm")
 		if strings.TrimSpace(string(comm)) != "slurmctld" {
