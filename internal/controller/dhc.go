@@ -66,6 +66,15 @@ func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
 			}
 			return nil // wait for the node to be Running (a new instance finishing its setup)
 		}
+		if contains(checks, string(api.DeepHealthCheckTypeInstanceConnectivity)) && len(r.ringPeer(n)) == 0 && len(r.live(n.GroupName)) > 1 {
+			// Its peers are away (a repair replacing one, say): the check would find no other
+			// Running node and pass without running. It waits for one to be back.
+			if r.now.Sub(a.CreatedAt) > time.Hour {
+				a.State, a.Message, a.UpdatedAt = store.ActionFailed, "no other node of the group was Running within an hour for InstanceConnectivity", r.now
+				return r.tx.UpdateAction(a)
+			}
+			return nil
+		}
 		a.State, a.UpdatedAt = store.ActionInProgress, r.now
 		if err := r.tx.UpdateAction(a); err != nil {
 			return err

@@ -57,3 +57,45 @@ func TestOnStartDeepHealthChecks(t *testing.T) {
 		t.Error("the failing node's deep health check stream is empty")
 	}
 }
+
+// InstanceConnectivity that reaches a node while its only peer is being replaced waits for the
+// peer to be Running and then runs against it, instead of passing without a peer: a check
+// that never ran reported "passed" (e2e TestDeepHealthChecks once saw one node of two never
+// repaired after a failing connectivity check).
+func TestConnectivityWaitsForItsPeer(t *testing.T) {
+	h := newHarness(t)
+	id := h.create("c", spec("gpu", 2))
+	h.until(id, 20, "InService", h.running(id, 2))
+	a := h.node(id, "gpu-1")
+	if _, err := h.svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{a.InstanceID}}); err != nil {
+		t.Fatal(err)
+	}
+	h.until(id, 10, "gpu-1 being replaced", func() bool { return h.node(id, "gpu-1").Status != api.ClusterInstanceStatusRunning })
+	// The check of gpu-2 as StartClusterHealthCheck records it when both nodes were Running
+	// (the API refuses a group with fewer), reaching the round after gpu-1 left.
+	b := h.node(id, "gpu-2")
+	now := h.clock.Now()
+	err := h.st.Write(context.Background(), func(tx store.Tx) error {
+		return tx.InsertAction(&store.Action{ClusterID: id, NodeSeq: b.Seq, InstanceID: b.InstanceID, LogicalID: b.LogicalID,
+			Kind: store.ActionDeepHealthCheck, Params: map[string]any{"DeepHealthChecks": []string{"InstanceConnectivity"}, "Trigger": "StartClusterHealthCheck"},
+			State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := func() string {
+		var out strings.Builder
+		h.st.Read(context.Background(), func(tx store.Tx) error {
+			evs, _ := tx.LogEvents("/aws/sagemaker/Clusters/c/"+id, DeepHealthStream(b.InstanceID), 0, 100)
+			for _, e := range evs {
+				out.WriteString(e.Message + "\n")
+			}
+			return nil
+		})
+		return out.String()
+	}
+	h.until(id, 40, "gpu-2's check ran", func() bool { return strings.Contains(stream(), "Deep health check (InstanceConnectivity) passed") })
+	if out := stream(); strings.Contains(out, "skipped") || !strings.Contains(out, "Executing InstanceConnectivity check") {
+		t.Errorf("gpu-2's check did not run against its peer:\n%s", out)
+	}
+}
