@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/client"
-	"github.com/haleproject/hale/internal/slurm"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // inject-fault --job: which node of a running Slurm job to break. A scale-up or a repair

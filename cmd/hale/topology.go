@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/haleproject/hale/internal/slurm"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/topology"
 	"github.com/spf13/cobra"
 )

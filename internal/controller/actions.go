@@ -8,6 +8,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -33,7 +34,7 @@ func (r *round) doActions() error {
 		}
 		switch a.Kind {
 		case store.ActionDelete:
-			if a.State == store.ActionPending && !r.slurmCtlReturning(n) {
+			if a.State == store.ActionPending && !r.or.Returning(n) {
 				if err := finish(store.ActionInProgress, ""); err != nil {
 					return err
 				}
@@ -63,7 +64,7 @@ func (r *round) doActions() error {
 	return nil
 }
 
-// requestRepair opens a repair an operator asked for (the API, or an Action: reason in Slurm),
+// requestRepair opens a repair an operator asked for (the API, or in the orchestrator: source),
 // or returns the node's open repair (made a Replace when that is asked and it has not started).
 func (r *round) requestRepair(n *store.Node, action, source, why string) (*store.Repair, error) {
 	return requestRepair(r.tx, r.cl, n, action, source, why, r.now)
@@ -75,7 +76,7 @@ func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source
 		return nil, err
 	}
 	if rp != nil {
-		if rp.State == store.RepairHeld || (action == string(health.Replace) && rp.Action != action && beforeRepairing(rp.State)) {
+		if rp.State == store.RepairHeld || (action == string(health.Replace) && rp.Action != action && rp.State.BeforeRepairing()) {
 			rp.Action, rp.Source, rp.State = action, source, store.RepairDraining
 			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: why + " asks for a " + strings.ToLower(action)})
 			rp.UpdatedAt = now
@@ -83,11 +84,7 @@ func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source
 		}
 		return rp, nil
 	}
-	fault := "api.repair_request"
-	if source == "slurm" {
-		fault = "slurm.repair_request"
-	}
-	rp, err = newRepair(tx, cl, n, action, fault, source, why, "", false, now)
+	rp, err = newRepair(tx, cl, n, action, source+".repair_request", source, why, "", false, now)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +94,8 @@ func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source
 // replace retires the node's instance for a new one with the same address, hostname and logical
 // id (HyperPod's replacement): the node goes back to Pending under a new instance id.
 func (r *round) replace(n *store.Node, why string) error {
-	if takeOut := r.slurmTakeOut(n, "replacing instance "+n.InstanceID+" ("+why+")"); takeOut != nil {
-		r.work = append(r.work, r.c.background(key(jobSlurmOut, n.InstanceID), r.cl.ID, takeOut))
+	if takeOut := r.or.Leave(n, orchestrator.Replaced, "replacing instance "+n.InstanceID+" ("+why+")"); takeOut != nil {
+		r.work = append(r.work, r.c.background(key(jobTakeOut, n.InstanceID), r.cl.ID, takeOut))
 	}
 	old := n.InstanceID
 	if n.Details.OldInstanceID == "" {
@@ -107,8 +104,6 @@ func (r *round) replace(n *store.Node, why string) error {
 	n.InstanceID = provider.NewInstanceID()
 	n.Details.CommandID, n.Details.NodeSecretHash, n.Details.AgentTokenHash = "", "", ""
 	n.Details.Inventory, n.Details.Unreachable = nil, false
-	n.Details.SlurmConf = "" // the new instance has none of the files yet
-	n.Details.RepairRequest = ""
 	if err := r.setPhase(n, store.PhasePending, fmt.Sprintf("Replacing %s (%s)", old, why)); err != nil {
 		return err
 	}
@@ -120,10 +115,7 @@ func (r *round) replace(n *store.Node, why string) error {
 // its agent registers; the lifecycle command it already ran is answered from the node's stored
 // result, so the scripts do not run again.
 func (r *round) reboot(n *store.Node, why string) error {
-	takeOut := r.slurmTakeOut(n, "rebooting ("+why+")")
-	if n.Details.RepairRequest == "Reboot" {
-		n.Details.RepairRequest = "" // this reboot answers it
-	}
+	takeOut := r.or.Leave(n, orchestrator.Rebooted, "rebooting ("+why+")")
 	if err := r.setPhase(n, store.PhaseBooting, "Rebooting ("+why+")"); err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func (r *round) drive() error {
 			}
 		case store.PhaseBooting:
 			switch {
-			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.slurmGate(n):
+			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.or.MayStart(n):
 				// Every node of the cluster has its address now, so resource_config.json can
 				// list them all, as HyperPod's does.
 				if err := r.configure(n); err != nil {
@@ -221,12 +221,12 @@ func (r *round) watchReachability(n *store.Node) error {
 		return r.c.judge(r.tx, r.cl, n, n.InstanceID, f, "server", "heartbeat", r.now)
 	case n.Details.Unreachable && agents.Reachable(n.InstanceID):
 		n.Details.Unreachable = false
-		if st := n.Details.SlurmState; joins(r.sl, n.GroupName) && (strings.HasPrefix(st, "DOWN") || strings.Contains(st, "NOT_RESPONDING")) {
-			// Slurm lost it too: Running once its slurmd is back (join.go).
-			if err := r.setPhase(n, store.PhaseJoining, waitingForSlurm+" (slurmctld has it "+strings.ToLower(st)+")"); err != nil {
+		if waiting, st := r.or.Lost(n); waiting != "" {
+			// Its orchestrator lost it too: Running once it takes it back (join.go).
+			if err := r.setPhase(n, store.PhaseJoining, waiting); err != nil {
 				return err
 			}
-			return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is reachable again; waiting for Slurm to accept it (it has it %s).", n.InstanceID, strings.ToLower(st))
+			return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is reachable again; waiting for %s to accept it (it has it %s).", n.InstanceID, r.orName, st)
 		}
 		if err := r.setPhase(n, store.PhaseReady, ""); err != nil {
 			return err

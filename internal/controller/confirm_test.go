@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haleproject/hale/internal/controllertest"
 	"github.com/haleproject/hale/internal/store"
 )
 
 // runningProvider sees every agent running: heartbeats that stop are lost on the way.
-type runningProvider struct{ noProvider }
+type runningProvider struct{ controllertest.NoProvider }
 
 func (runningProvider) AgentRunning(context.Context, string) (bool, error) { return true, nil }
 
@@ -26,7 +27,7 @@ func TestHeartbeatLossConfirmedByTheProvider(t *testing.T) {
 			if tc.running {
 				c.cfg.Provider = runningProvider{}
 			}
-			agents.silent = map[string]bool{"i-00000000000000901": true} // one of two: no outage
+			agents.SilentIDs = map[string]bool{"i-00000000000000901": true} // one of two: no outage
 			if err := c.reconcile(context.Background(), joinCluster); err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,7 @@
 // ids are remembered by the agent), a restarted server resumes where it stopped and does
 // nothing twice. Every cluster is reconciled at start and every ResyncInterval.
 //
-// The state machines are HyperPod's (research hyperpod-api-slurm.md §5.5): ClusterStatus
+// The state machines are HyperPod's (research: the HyperPod API notes, §5.5): ClusterStatus
 // Creating -> InService | RollingBack -> Failed (legacy all-or-nothing provisioning), InService
 // -> Updating -> InService (RollingBack on a failed update), SystemUpdating, Deleting -> gone;
 // InstanceGroupStatus adds Degraded; ClusterInstanceStatus Pending -> Running | Failure, and
@@ -30,6 +30,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/lifecycle"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -52,7 +53,11 @@ type Config struct {
 	Provider  provider.Provider
 	Agents    Agents
 	Lifecycle lifecycle.Source
-	Logger    *slog.Logger
+	// Orchestrators are the orchestrators clusters may have (internal/orchestrator); a
+	// cluster's is the first that manages its specification, and a cluster that none manages
+	// runs without one (its nodes are Running once set up).
+	Orchestrators []orchestrator.Orchestrator
+	Logger        *slog.Logger
 	// BootTimeout is how long a launched instance's agent has to register; LifecycleTimeout
 	// how long its lifecycle scripts may run; JoinTimeout how long a set-up node may wait for
 	// its orchestrator to accept work on it (join.go). Any of them passing fails the node.
@@ -107,12 +112,10 @@ type Controller struct {
 	// RetryDelay is how long a cluster whose reconcile failed waits before the next try.
 	RetryDelay time.Duration
 
-	mu        sync.Mutex
-	inflight  map[jobKey]bool          // background work running now, by kind and subject (jobs.go)
-	polled    map[string]time.Time     // when each cluster's Slurm state was last read
-	fileLocks map[string]chan struct{} // one Slurm file write per instance at a time
-	wg        sync.WaitGroup
-	ctx       context.Context
+	mu       sync.Mutex
+	inflight map[jobKey]bool // background work running now, by kind and subject (jobs.go)
+	wg       sync.WaitGroup
+	ctx      context.Context
 }
 
 // New returns a Controller; call Run to start it.
@@ -151,8 +154,12 @@ func New(cfg Config) *Controller {
 	if cfg.ConnectivityMBps <= 0 {
 		cfg.ConnectivityMBps = DefaultConnectivityMBps
 	}
-	return &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[jobKey]bool{}, polled: map[string]time.Time{}, fileLocks: map[string]chan struct{}{}, ctx: context.Background()}
+	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
+		inflight: map[jobKey]bool{}, ctx: context.Background()}
+	for _, o := range cfg.Orchestrators {
+		o.Bind(host{c})
+	}
+	return c
 }
 
 // Enqueue asks for the cluster to be reconciled. It never blocks.
@@ -199,6 +206,17 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.queue.Done(id)
 	}
 }
+
+// Reconcile reconciles the cluster once, now, and waits until the background work it started has
+// ended: a step of a test or a tool (Run reconciles by itself).
+func (c *Controller) Reconcile(ctx context.Context, clusterID string) error {
+	err := c.reconcile(ctx, clusterID)
+	c.wg.Wait()
+	return err
+}
+
+// Wait waits until the controller's background work has ended.
+func (c *Controller) Wait() { c.wg.Wait() }
 
 // resync enqueues every cluster.
 func (c *Controller) resync(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,16 +15,15 @@ import (
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
-	"github.com/haleproject/hale/internal/slurm"
 	"github.com/haleproject/hale/internal/store"
 )
 
-// Deep health checks (research hyperpod-api-slurm.md §3.3): InstanceStress (CPU and memory
+// Deep health checks (research: the HyperPod API notes, §3.3): InstanceStress (CPU and memory
 // under stress, device checks, dcgmi diag where DCGM exists) and InstanceConnectivity (a
 // bandwidth test around a ring of the group's nodes, against a threshold). They run on the
 // nodes StartClusterHealthCheck names, and on every new instance of a group with
 // OnStartDeepHealthChecks (creation, scale-up, replacement). Meanwhile the node shows
-// DeepHealthCheckInProgress and sits in a Slurm maintenance reservation; each node's results go
+// DeepHealthCheckInProgress and its orchestrator keeps work off it (orchestrator.Round.Reserve); each node's results go
 // to the log stream DeepHealthCheckResults/<instance-id>. A failed check is a finding
 // (dhc.stress, dhc.connectivity: Replace) that the repair flow acts on.
 
@@ -54,7 +54,7 @@ func checksOf(a *store.Action) []string {
 }
 
 // deepHealthCheck drives one DeepHealthCheck action: Pending -> InProgress (the node shows
-// DeepHealthCheckInProgress, reserved in Slurm) -> Succeeded or Failed (the checks' findings
+// DeepHealthCheckInProgress, reserved in its orchestrator) -> Succeeded or Failed (the checks' findings
 // judged, a repair opened). A restarted server runs the checks of an InProgress action again.
 func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
 	checks := checksOf(a)
@@ -66,7 +66,7 @@ func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
 			}
 			return nil // wait for the node to be Running (a new instance finishing its setup)
 		}
-		if contains(checks, string(api.DeepHealthCheckTypeInstanceConnectivity)) && len(r.ringPeer(n)) == 0 && len(r.live(n.GroupName)) > 1 {
+		if slices.Contains(checks, string(api.DeepHealthCheckTypeInstanceConnectivity)) && len(r.ringPeer(n)) == 0 && len(r.live(n.GroupName)) > 1 {
 			// Its peers are away (a repair replacing one, say): the check would find no other
 			// Running node and pass without running. It waits for one to be back.
 			if r.now.Sub(a.CreatedAt) > time.Hour {
@@ -92,17 +92,14 @@ func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
 		return nil
 	}
 	var peers []string
-	if contains(checks, string(api.DeepHealthCheckTypeInstanceConnectivity)) {
+	if slices.Contains(checks, string(api.DeepHealthCheckTypeInstanceConnectivity)) {
 		peers = r.ringPeer(n)
 	}
-	reservation, ctl := "", ""
-	if r.slurmRole(n) == "compute" {
-		reservation, ctl = "hale-dhc-"+n.LogicalID, r.slurmCtl()
-	}
+	hold, release := r.or.Reserve(n)
 	node, action, cl := *n, *a, r.cl
 	c := r.c
 	r.work = append(r.work, c.background(key(jobDeepHealth, fmt.Sprint(a.ID)), cl.ID, func(ctx context.Context) {
-		c.runDeepHealthCheck(ctx, cl, &node, &action, checks, peers, reservation, ctl)
+		c.runDeepHealthCheck(ctx, cl, &node, &action, checks, peers, hold, release)
 	}))
 	return nil
 }
@@ -128,17 +125,18 @@ func (r *round) ringPeer(n *store.Node) []string {
 	return nil
 }
 
-func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, n *store.Node, a *store.Action, checks, peers []string, reservation, ctl string) {
+// runDeepHealthCheck runs the checks on the node, held out of its orchestrator's work by hold
+// (undone by release; both nil when it takes no work), and records their result.
+func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, n *store.Node, a *store.Action, checks, peers []string,
+	hold func(context.Context) string, release func(context.Context)) {
 	stream := DeepHealthStream(n.InstanceID)
 	var lines []store.LogEvent
 	say := func(format string, args ...any) {
 		lines = append(lines, store.LogEvent{Time: c.now(), Message: fmt.Sprintf(format, args...)})
 	}
-	if reservation != "" && ctl != "" {
-		if _, err := c.runOn(ctx, ctl, slurm.Reserve(reservation, slurmName(n)), 15*time.Second); err != nil && !strings.Contains(err.Error(), "exists") {
-			c.log.Warn("deep health check: reservation", "node", n.LogicalID, "error", err)
-		} else {
-			say("info node %s is in the Slurm maintenance reservation %s", slurmName(n), reservation)
+	if hold != nil {
+		if line := hold(ctx); line != "" {
+			say("info %s", line)
 		}
 	}
 	var findings []*agentproto.Finding
@@ -176,8 +174,8 @@ func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, 
 			failed = chk + " failed"
 		}
 	}
-	if reservation != "" && ctl != "" {
-		c.runOn(ctx, ctl, slurm.Unreserve(reservation), 15*time.Second)
+	if release != nil {
+		release(ctx)
 	}
 	result := "passed"
 	if failed != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -129,7 +130,7 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		rec.Decision = "Quarantine"
 	}
 	current := n.InstanceID == instanceID
-	// A node acts on findings while it serves (or, set up, waits for Slurm to take it); one
+	// A node acts on findings while it serves (or, set up, waits for its orchestrator to take it); one
 	// still coming up is judged by its checks.
 	act := d.Action != health.Ignore && current && (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining)
 	var rp *store.Repair
@@ -212,7 +213,7 @@ func findingLevel(d health.Decision) api.ClusterEventLevel {
 // findingSentence is the finding's event: what, where, what hale does, the evidence.
 func findingSentence(n *store.Node, f *store.Finding, d health.Decision, rp *store.Repair, current bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Health: %s on instance %s (%s, group %s)", f.Fault, f.InstanceID, slurmName(n), n.GroupName)
+	fmt.Fprintf(&b, "Health: %s on instance %s (%s, group %s)", f.Fault, f.InstanceID, orchestrator.NodeName(n), n.GroupName)
 	if f.Xid != 0 {
 		fmt.Fprintf(&b, ", Xid %d", f.Xid)
 	}
@@ -297,7 +298,7 @@ func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f
 		return nil, err
 	}
 	if rp != nil {
-		if rp.Action == string(health.Reboot) && d.Action == health.Replace && beforeRepairing(rp.State) {
+		if rp.Action == string(health.Reboot) && d.Action == health.Replace && rp.State.BeforeRepairing() {
 			rp.Action, rp.Fault = string(health.Replace), f.Fault
 			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: fmt.Sprintf("%s found: the reboot becomes a replacement", f.Fault)})
 			rp.UpdatedAt = now
@@ -322,10 +323,6 @@ func openRepairOf(tx store.Tx, clusterID, logicalID string) (*store.Repair, erro
 	return nil, nil
 }
 
-func beforeRepairing(s store.RepairState) bool {
-	return s == store.RepairDraining || s == store.RepairHeld || s == store.RepairWaitingForJobs
-}
-
 func reasonOf(f health.Finding, d health.Decision) string {
 	r := f.Fault
 	if f.Xid != 0 {
@@ -344,9 +341,6 @@ func newRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, fault, sou
 		InstanceID: n.InstanceID, Action: action, Fault: fault, Source: source, Reason: reason, Evidence: evidence,
 		State: store.RepairDraining, Quarantine: quarantine, CreatedAt: now, UpdatedAt: now,
 		Timeline: []store.RepairStep{{At: now, What: "detected: " + reason}}}
-	if st := cl.State.Slurm; st != nil && roleIn(st, n.GroupName) == "compute" {
-		rp.SlurmName = slurmName(n)
-	}
 	if err := tx.InsertRepair(rp); err != nil {
 		return nil, err
 	}

@@ -27,24 +27,6 @@ func feedLog(t *testing.T, c *Controller, log string, observed time.Time) {
 	}
 }
 
-func findingsAndRepairs(t *testing.T, c *Controller) ([]*store.Finding, []*store.Repair) {
-	t.Helper()
-	var fs []*store.Finding
-	var rs []*store.Repair
-	err := c.st.Read(context.Background(), func(tx store.Tx) error {
-		var err error
-		if fs, err = tx.FindingsOf(joinCluster, "gpu-1", time.Now().Add(-48*time.Hour)); err != nil {
-			return err
-		}
-		rs, err = tx.OpenRepairs(joinCluster)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs, rs
-}
-
 // One Xid 13 exception, as a serving node's driver logs it (three Xid 13 lines and an Xid
 // 43, failure-samples F01), goes through the live path (the agent's classifier, the server's
 // policy) as one finding with all its lines, one event, and no repair of the healthy node.

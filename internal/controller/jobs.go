@@ -6,22 +6,15 @@ package controller
 type jobKind string
 
 const (
-	jobLaunch       jobKind = "launch"    // a node's launch by the provider (by logical id)
-	jobLifecycle    jobKind = "lifecycle" // a node's bring-up: Slurm set-up, lifecycle scripts, checks (by instance)
-	jobReboot       jobKind = "reboot"    // a node's reboot (by instance)
-	jobTerminate    jobKind = "terminate" // a node's termination (by logical id)
-	jobDeepHealth   jobKind = "dhc"       // a deep health check action (by action id)
-	jobRepairDrain  jobKind = "repair-drain"
-	jobRepairResume jobKind = "repair-resume"
-	jobRepairUndo   jobKind = "repair-undrain" // a cancelled repair's drain lifted (by repair id)
-	jobSlurmRoles   jobKind = "slurm-roles"    // the cluster's Slurm roles read (by cluster)
-	jobSlurmFiles   jobKind = "slurm-files"    // a node's Slurm files written (by instance)
-	jobSlurmApply   jobKind = "slurm-apply"    // a rendering applied: restart, reconfigure (by cluster)
-	jobSlurmAcct    jobKind = "slurm-accounting"
-	jobSlurmPoll    jobKind = "slurm-poll" // slurmctld's view of the nodes read (by cluster)
-	jobSlurmJoin    jobKind = "slurm-join" // a joining node asked about (by instance)
-	jobSlurmOut     jobKind = "slurm-out"  // a node taken out of Slurm (by instance)
+	jobLaunch     jobKind = "launch"    // a node's launch by the provider (by logical id)
+	jobLifecycle  jobKind = "lifecycle" // a node's bring-up: orchestrator steps, lifecycle scripts, checks (by instance)
+	jobReboot     jobKind = "reboot"    // a node's reboot (by instance)
+	jobTerminate  jobKind = "terminate" // a node's termination (by logical id)
+	jobDeepHealth jobKind = "dhc"       // a deep health check action (by action id)
+	jobTakeOut    jobKind = "take-out"  // a replaced node taken out of service by its orchestrator (by instance)
 )
+
+// An orchestrator's jobs have kinds of its own, "<orchestrator>:<kind>" (round.Go).
 
 // jobKey names one background job.
 type jobKey struct {

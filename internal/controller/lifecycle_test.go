@@ -9,6 +9,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -58,7 +59,7 @@ func TestReplayedResultNeverRecordedCountsOnce(t *testing.T) {
 		n, _ := gpu1(t, c)
 		n.Details.Phase = store.PhaseConfiguring // as configure leaves it, on creation and after a reboot
 		c.st.Write(ctx, func(tx store.Tx) error { return tx.UpdateNode(n) })
-		c.lifecycleDone(ctx, n, stream, "on_create.sh", replay)
+		c.lifecycleDone(ctx, n, stream, "on_create.sh", replay, orchestrator.BringUp{}, "its orchestrator")
 		c.st.Read(ctx, func(tx store.Tx) error {
 			evs, err := tx.LogEvents(agentserver.LogGroup("c", joinCluster), stream, 0, 100)
 			for _, e := range evs {
@@ -84,5 +85,39 @@ func TestReplayedResultNeverRecordedCountsOnce(t *testing.T) {
 	lines, checks = record()
 	if len(lines) != 1 || checks != 1 {
 		t.Errorf("a second replay of the same command added to the record: %d stream lines, %d checks", len(lines), checks)
+	}
+}
+
+// After its setup a node its orchestrator holds back (BringUp.Joins) waits, Pending with the
+// orchestrator's message; a node it does not hold back is Running at once.
+func TestLifecycleDoneJoinsWhatTheOrchestratorHoldsBack(t *testing.T) {
+	c, _ := joinFixture(t, store.PhaseConfiguring, time.Now())
+	ok := &agentproto.CommandResult{ExitCode: 0, DurationMs: 100}
+	n, _ := gpu1(t, c)
+	c.lifecycleDone(context.Background(), n, "", "on_create.sh", ok, orchestrator.BringUp{Joins: true, Waiting: "Waiting for the scheduler"}, "the scheduler")
+	n, ev := gpu1(t, c)
+	if n.Details.Phase != store.PhaseJoining || n.Status != api.ClusterInstanceStatusPending || n.StatusMessage != "Waiting for the scheduler" {
+		t.Errorf("a held-back node after its setup: %s %s %q", n.Details.Phase, n.Status, n.StatusMessage)
+	}
+	if !strings.Contains(ev, "is set up; waiting for the scheduler to accept it (") || strings.Contains(ev, "is Running") {
+		t.Errorf("events:\n%s", ev)
+	}
+
+	var ctl *store.Node
+	c.st.Write(context.Background(), func(tx store.Tx) error {
+		var err error
+		if ctl, err = tx.NodeByLogicalID(joinCluster, "controller-1"); err != nil {
+			return err
+		}
+		ctl.Details.Phase = store.PhaseConfiguring
+		return tx.UpdateNode(ctl)
+	})
+	c.lifecycleDone(context.Background(), ctl, "", "on_create.sh", ok, orchestrator.BringUp{}, "the scheduler")
+	c.st.Read(context.Background(), func(tx store.Tx) error {
+		ctl, _ = tx.NodeByLogicalID(joinCluster, "controller-1")
+		return nil
+	})
+	if ctl.Status != api.ClusterInstanceStatusRunning {
+		t.Errorf("a node not held back after its setup: %s %q", ctl.Status, ctl.StatusMessage)
 	}
 }

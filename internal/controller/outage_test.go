@@ -15,7 +15,7 @@ import (
 // outage replaced 5 healthy nodes). One silent node among answering ones is still repaired.
 func TestManySilentNodesAreAnOutageNotDeadNodes(t *testing.T) {
 	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
-	agents.silent = map[string]bool{"i-0000000000000c71a": true, "i-00000000000000901": true}
+	agents.SilentIDs = map[string]bool{"i-0000000000000c71a": true, "i-00000000000000901": true}
 	for i := 0; i < 5; i++ {
 		if err := c.reconcile(context.Background(), joinCluster); err != nil {
 			t.Fatal(err)
@@ -30,9 +30,9 @@ func TestManySilentNodesAreAnOutageNotDeadNodes(t *testing.T) {
 	if strings.Count(ev, "The heartbeats of 2 of the cluster's 2 serving nodes stopped at once") != 1 {
 		t.Errorf("events:\n%s", ev)
 	}
-	agents.mu.Lock()
-	agents.silent = map[string]bool{}
-	agents.mu.Unlock()
+	agents.Mu.Lock()
+	agents.SilentIDs = map[string]bool{}
+	agents.Mu.Unlock()
 	if err := c.reconcile(context.Background(), joinCluster); err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func TestManySilentNodesAreAnOutageNotDeadNodes(t *testing.T) {
 	}
 
 	// One node silent while the others answer is that node's fault.
-	agents.mu.Lock()
-	agents.silent = map[string]bool{"i-00000000000000901": true}
-	agents.mu.Unlock()
+	agents.Mu.Lock()
+	agents.SilentIDs = map[string]bool{"i-00000000000000901": true}
+	agents.Mu.Unlock()
 	if err := c.reconcile(context.Background(), joinCluster); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func TestManySilentNodesAreAnOutageNotDeadNodes(t *testing.T) {
 // for it), and its event says the agent stopped cleanly rather than that its connection broke.
 func TestSilenceAfterGoodbyeSaysSo(t *testing.T) {
 	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
-	agents.silent = map[string]bool{"i-00000000000000901": true}
-	agents.goodbyes = map[string]string{"i-00000000000000901": "the agent is stopping"}
+	agents.SilentIDs = map[string]bool{"i-00000000000000901": true}
+	agents.Goodbyes = map[string]string{"i-00000000000000901": "the agent is stopping"}
 	if err := c.reconcile(context.Background(), joinCluster); err != nil {
 		t.Fatal(err)
 	}

@@ -11,28 +11,29 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/plural"
-	"github.com/haleproject/hale/internal/slurm"
 	"github.com/haleproject/hale/internal/store"
 )
 
-// The repair flow (DESIGN.md §7; research hyperpod-api-slurm.md §3.4-3.8). A repair takes one
-// node through:
+// The repair flow (DESIGN.md §7; research: the HyperPod API notes, §3.4-3.8). A repair takes
+// one node through these states; the orchestrator's hooks (orchestrator.Round) do what its
+// scheduler needs at each:
 //
-//	Draining        Slurm: drain with reason Action:Replace or Action:Reboot (no new jobs)
+//	Draining        the orchestrator marks the node unschedulable (a drain with the reason
+//	                Action:Replace or Action:Reboot)
 //	Held            NodeRecovery None (for what hale found): it stays drained, an event says what to do
 //	WaitingForJobs  until the node's jobs have left (at once when the node is dead)
 //	Repairing       reboot or replace the instance through the provider
 //	Checking        until it is set up again: its lifecycle scripts (a new instance) and basic
 //	                checks passed; a rebooted node that fails them is replaced
-//	Resuming        Slurm: resume, until the node is back in service under the same name and
-//	                Running (join.go: a node is Running only once Slurm accepts work on it)
+//	Resuming        the orchestrator takes it back under the same name, and it is Running
+//	                (join.go: a node is Running only once its orchestrator accepts work on it)
 //	Done            an event with the repair's timeline
 //
 // Every step is recorded in the store before it is acted on, and what it does is idempotent
 // (a drain or resume twice is one; a reboot is known done by the instance's new boot time, a
 // replacement by its new instance id), so a server that restarts mid-repair finishes it once.
-// BatchRebootClusterNodes, BatchReplaceClusterNodes, an operator's Action: reason and the
-// health findings all start the same flow.
+// BatchRebootClusterNodes, BatchReplaceClusterNodes, an operator's request in the orchestrator
+// (an Action: reason) and the health findings all start the same flow.
 
 // repairRebootWait is how long a reboot may take before it is asked for again (the server
 // may have stopped between recording the reboot and asking the provider for it).
@@ -87,28 +88,13 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 	if n == nil || n.Details.Phase == store.PhaseTerminating {
 		return r.repairTo(rp, nil, store.RepairCancelled, "the node is gone or being removed")
 	}
-	inSlurm := rp.SlurmName != "" && r.sl != nil
 	switch rp.State {
 	case store.RepairDraining:
-		if inSlurm && !rp.Drained && r.ctlReconnecting() {
-			return nil // the drain needs the controller's agent, which is on its way back
+		pending, what, err := r.or.Drain(rp, n)
+		if err != nil || pending {
+			return err
 		}
-		if inSlurm && !rp.Drained && r.slurmCtl() != "" {
-			// Recorded before the drain is written: the reason in Slurm is hale's from the
-			// moment it can be read there.
-			if reason := "Action:" + rp.Action; n.Details.HaleDrain != reason {
-				n.Details.HaleDrain = reason
-				if err := r.tx.UpdateNode(n); err != nil {
-					return err
-				}
-			}
-			r.repairDrain(rp)
-			return nil
-		}
-		next, what := store.RepairWaitingForJobs, "drained in Slurm (reason Action:"+rp.Action+")"
-		if !inSlurm {
-			what = "not a Slurm compute node: nothing to drain"
-		}
+		next := store.RepairWaitingForJobs
 		switch {
 		case rp.Quarantine:
 			if err := r.repairTo(rp, n, store.RepairQuarantined, what+"; quarantined"); err != nil {
@@ -121,18 +107,18 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			if err := r.repairTo(rp, n, store.RepairHeld, what+"; held: NodeRecovery is None"); err != nil {
 				return err
 			}
-			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) needs a %s for %s, and the cluster's NodeRecovery is None: hale drained it and does nothing more (repair %s). Repair it with BatchRebootClusterNodes or BatchReplaceClusterNodes, or resume it in Slurm if it is fine.",
-				n.LogicalID, n.InstanceID, strings.ToLower(rp.Action), rp.Fault, rp.ID)
+			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) needs a %s for %s, and the cluster's NodeRecovery is None: hale drained it and does nothing more (repair %s). Repair it with BatchRebootClusterNodes or BatchReplaceClusterNodes, or resume it in %s if it is fine.",
+				n.LogicalID, n.InstanceID, strings.ToLower(rp.Action), rp.Fault, rp.ID, r.orName)
 		case rp.Source == "api":
 			next = store.RepairRepairing // an explicit request does not wait for jobs
 		}
 		return r.repairTo(rp, n, next, what)
 
 	case store.RepairHeld:
-		// An operator who resumes the node in Slurm (or repairs it by the API) ends the hold.
-		if inSlurm && n.Details.SlurmState != "" && !outOfService(n.Details.SlurmState) && r.now.Sub(rp.UpdatedAt) > 3*slurmPollInterval {
-			rp.Drained = false // the operator resumed it: nothing to undo
-			return r.repairCancel(rp, n, "resumed in Slurm by an operator")
+		// An operator who puts the node back in service in its orchestrator (or repairs it by
+		// the API) ends the hold.
+		if released, why := r.or.Released(rp, n); released {
+			return r.repairCancel(rp, n, why)
 		}
 		return nil
 
@@ -158,21 +144,17 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 				return nil
 			}
 		}
-		switch {
-		case dead:
+		if dead {
 			return r.repairTo(rp, n, store.RepairRepairing, "the node is dead: not waiting for jobs")
-		case inSlurm && rp.IdleAtDrain:
-		case inSlurm && (busyInSlurm(n.Details.SlurmState) || r.now.Sub(rp.UpdatedAt) < slurmPollInterval+500*time.Millisecond):
-			return nil // jobs still run, or the state read back may predate the drain
 		}
-		what := "no jobs left on it"
-		if !inSlurm {
-			what = "not in Slurm: no jobs to wait for"
+		left, what := r.or.JobsLeft(rp, n)
+		if !left {
+			return nil
 		}
 		return r.repairTo(rp, n, store.RepairRepairing, what)
 
 	case store.RepairRepairing:
-		if r.slurmCtlReturning(n) {
+		if r.or.Returning(n) {
 			return nil
 		}
 		if rp.Action == string(health.Replace) {
@@ -202,13 +184,14 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			}
 			return r.nodeEvent(n, api.ClusterEventLevelError, "Repair %s of node %s failed: %s. Timeline: %s", rp.ID, n.LogicalID, n.StatusMessage, timeline(rp))
 		}
-		// Set up again: Running, or waiting for Slurm, which the resume below lets take it.
+		// Set up again: Running, or waiting for its orchestrator, which the resume below lets
+		// take it.
 		back := (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining) && !n.Details.Unreachable
 		if replaced {
 			back = back && n.InstanceID == rp.NewInstanceID
 		} else {
 			rebooted := n.Details.BootTime.After(rp.BootBefore)
-			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy(key(jobReboot, n.InstanceID)) && !r.slurmCtlReturning(n) {
+			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy(key(jobReboot, n.InstanceID)) && !r.or.Returning(n) {
 				// Ready again without a new boot: the reboot was never asked (a server restart).
 				rp.RebootAt = r.now
 				if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
@@ -228,25 +211,16 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairResuming, what)
 
 	case store.RepairResuming:
-		if n.Details.Phase == store.PhaseFailed { // Slurm did not take it back in time (join.go)
+		if n.Details.Phase == store.PhaseFailed { // its orchestrator did not take it back in time (join.go)
 			rp.Message = n.StatusMessage
 			if err := r.repairTo(rp, n, store.RepairFailed, "not back in service: "+n.StatusMessage); err != nil {
 				return err
 			}
 			return r.nodeEvent(n, api.ClusterEventLevelError, "Repair %s of node %s failed: %s. Timeline: %s", rp.ID, n.LogicalID, n.StatusMessage, timeline(rp))
 		}
-		if inSlurm && !rp.InService {
-			if ctl := r.slurmCtl(); ctl != "" {
-				r.repairResume(rp, ctl)
-			}
-			return nil
-		}
-		if n.Details.Phase != store.PhaseReady {
-			return nil // Running once Slurm accepts work on it (join.go)
-		}
-		what := "back in service, Running"
-		if inSlurm {
-			what = "back in service in Slurm as " + rp.SlurmName + " (" + rp.SlurmState + "), Running"
+		pending, what := r.or.Resume(rp, n)
+		if pending || n.Details.Phase != store.PhaseReady {
+			return nil // Running once its orchestrator accepts work on it (join.go)
 		}
 		if err := r.repairTo(rp, n, store.RepairDone, what); err != nil {
 			return err
@@ -275,30 +249,13 @@ func (r *round) agentRunsByProvider(n *store.Node) bool {
 	return err == nil && running
 }
 
-// repairCancel ends a repair that is no longer needed, resuming the node if hale drained it.
+// repairCancel ends a repair that is no longer needed, lifting its drain if hale drained it.
 func (r *round) repairCancel(rp *store.Repair, n *store.Node, why string) error {
-	if rp.Drained && rp.SlurmName != "" {
-		if ctl := r.slurmCtl(); ctl != "" {
-			c, name := r.c, rp.SlurmName
-			r.work = append(r.work, c.background(key(jobRepairUndo, rp.ID), r.cl.ID, func(ctx context.Context) {
-				c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second)
-			}))
-		}
-	}
+	r.or.Undrain(rp, n)
 	if err := r.repairTo(rp, n, store.RepairCancelled, why); err != nil {
 		return err
 	}
 	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s cancelled: %s.", rp.ID, n.LogicalID, why)
-}
-
-// busyInSlurm: the node still runs jobs (allocated, mixed, completing, or draining).
-func busyInSlurm(state string) bool {
-	s := slurm.NodeState{State: state}
-	switch s.Base() {
-	case "alloc", "mix", "draining", "completing":
-		return true
-	}
-	return s.Has("COMPLETING")
 }
 
 // timeline prints a repair's steps with their offsets from the detection.
@@ -308,74 +265,4 @@ func timeline(rp *store.Repair) string {
 		parts = append(parts, fmt.Sprintf("+%.2fs %s", s.At.Sub(rp.CreatedAt).Seconds(), s.What))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// slurmCtl is the instance id of the running controller node, "" when there is none.
-func (r *round) slurmCtl() string {
-	if r.sl == nil {
-		return ""
-	}
-	for _, m := range r.controllerNodes() {
-		if !m.Details.Unreachable && r.c.cfg.Agents.Connected(m.InstanceID) {
-			return m.InstanceID
-		}
-	}
-	return ""
-}
-
-// repairDrain drains the node in Slurm in the background and records it.
-func (r *round) repairDrain(rp *store.Repair) {
-	c, ctl, id, name, action, clusterID := r.c, r.slurmCtl(), rp.ID, rp.SlurmName, rp.Action, r.cl.ID
-	r.work = append(r.work, c.background(key(jobRepairDrain, id), clusterID, func(ctx context.Context) {
-		if _, err := c.runOn(ctx, ctl, slurm.Drain(name, "Action:"+action), 10*time.Second); err != nil {
-			c.log.Warn("repair: drain", "repair", id, "node", name, "error", err)
-			c.sleep(ctx, time.Second)
-			return
-		}
-		// The node's state right after the drain: whether jobs still run on it.
-		out, _ := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
-		st := slurm.ParseShowNodes(out)[name]
-		c.st.Write(ctx, func(tx store.Tx) error {
-			rp, err := tx.Repair(id)
-			if err != nil || rp.State != store.RepairDraining {
-				return err
-			}
-			rp.Drained = true
-			rp.IdleAtDrain = st.State != "" && !busyInSlurm(st.State)
-			return tx.PutRepair(rp)
-		})
-	}))
-}
-
-// repairResume reads the node's state in Slurm and resumes it when it is still drained or
-// down; once it is in service and its slurmd answers, the repair records it.
-func (r *round) repairResume(rp *store.Repair, ctl string) {
-	c, id, name, clusterID := r.c, rp.ID, rp.SlurmName, r.cl.ID
-	r.work = append(r.work, c.background(key(jobRepairResume, id), clusterID, func(ctx context.Context) {
-		out, err := c.runOn(ctx, ctl, append(slurm.ShowNodes(), name), 10*time.Second)
-		if err != nil {
-			c.sleep(ctx, time.Second)
-			return
-		}
-		st := slurm.ParseShowNodes(out)[name]
-		switch {
-		case st.State == "" || st.Has("NOT_RESPONDING") || strings.HasPrefix(st.State, "DOWN"):
-			// Its slurmd has not registered yet: the registration ends the DOWN hale set
-			// (ReturnToService=2), and a resume before it would have Slurm call the node idle.
-			c.sleep(ctx, 200*time.Millisecond)
-		case outOfService(st.State):
-			if _, err := c.runOn(ctx, ctl, slurm.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
-				c.log.Warn("repair: resume", "repair", id, "node", name, "error", err)
-			}
-		default:
-			c.st.Write(ctx, func(tx store.Tx) error {
-				rp, err := tx.Repair(id)
-				if err != nil || rp.State != store.RepairResuming {
-					return err
-				}
-				rp.InService, rp.SlurmState = true, strings.ToLower(st.State)
-				return tx.PutRepair(rp)
-			})
-		}
-	}))
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -25,10 +26,10 @@ type round struct {
 	// rebooting are nodes this round started rebooting: their agent is still connected until
 	// the reboot runs, and must not be taken for a newly registered one.
 	rebooting map[int64]bool
-	// slurmOK: the cluster's Slurm roles are known (nodes configure only then); sl is its Slurm
-	// state when it is a Slurm cluster (see slurm.go).
-	slurmOK bool
-	sl      *store.SlurmState
+	// or is the cluster's orchestrator's part of the round (none when it has no orchestrator),
+	// orName its name in sentences, orKind its short name (its jobs' prefix).
+	or             orchestrator.Round
+	orName, orKind string
 }
 
 func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
@@ -45,6 +46,13 @@ func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
 	}
 	if r.actions, err = tx.OpenActions(cl.ID); err != nil {
 		return nil, err
+	}
+	r.or, r.orName = none{}, "its orchestrator"
+	if o := c.orchestratorOf(cl); o != nil {
+		if r.or, err = o.Begin(r); err != nil {
+			return nil, err
+		}
+		r.orName, r.orKind = o.Display(), o.Name()
 	}
 	return r, nil
 }
@@ -66,7 +74,9 @@ func (r *round) run() error {
 			return err
 		}
 	}
-	steps := []func() error{r.slurmPrepare, r.doActions, r.repairs, r.softwareUpdate, r.converge, r.slurmPrepare, r.drive, r.slurmSteps, r.aggregate}
+	// The orchestrator prepares its membership first, and again once this round changed the
+	// nodes, so bring-up sees it current; its own work starts once the nodes were driven.
+	steps := []func() error{r.or.Prepare, r.doActions, r.repairs, r.softwareUpdate, r.converge, r.or.Prepare, r.drive, r.or.Steps, r.aggregate}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

@@ -27,7 +27,7 @@ func (r *round) converge() error {
 		}
 		if len(live) > target {
 			for _, n := range victims(live, len(live)-target) {
-				if r.slurmCtlReturning(n) {
+				if r.or.Returning(n) {
 					continue
 				}
 				why := fmt.Sprintf("scale-down of group %s to %d", g.Name, target)
@@ -107,7 +107,7 @@ func instanceType(g *api.ClusterInstanceGroupSpecification) string {
 
 // mounts are the storage a group's nodes get (InstanceStorageConfigs): FSx file systems become
 // directories shared by the cluster at their mount paths, a secondary EBS volume a directory of
-// the node's own at /opt/sagemaker (research hyperpod-api-slurm.md §2.6).
+// the node's own at /opt/sagemaker (research: the HyperPod API notes, §2.6).
 func mounts(g *api.ClusterInstanceGroupSpecification) []provider.Mount {
 	var out []provider.Mount
 	for _, s := range g.InstanceStorageConfigs {

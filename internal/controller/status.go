@@ -166,8 +166,7 @@ func (r *round) clusterStatus(converged, healthy bool, failed *store.Node) error
 func (r *round) headNodesReady() bool {
 	heads := 0
 	for _, g := range r.groups {
-		sc := g.Spec.SlurmConfig
-		if sc == nil || sc.GetNodeType() == api.ClusterSlurmNodeTypeCompute {
+		if !r.or.Head(g) {
 			continue
 		}
 		heads++

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -52,7 +53,7 @@ func (r *round) teardown(deleteCluster bool) error {
 func (r *round) terminate(n *store.Node, why string) error {
 	var takeOut func(context.Context)
 	if n.Details.Phase != store.PhaseTerminating {
-		takeOut = r.slurmTakeOut(n, "removed ("+why+")")
+		takeOut = r.or.Leave(n, orchestrator.Removed, "removed ("+why+")")
 		if err := r.setPhase(n, store.PhaseTerminating, "Shutting down: "+why); err != nil {
 			return err
 		}

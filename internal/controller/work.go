@@ -10,6 +10,7 @@ import (
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/lifecycle"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -64,7 +65,7 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
 		}
 		if n.Details.OrchestratorName == "" {
-			n.Details.OrchestratorName = inst.Hostname // its name in Slurm from now on
+			n.Details.OrchestratorName = inst.Hostname // its name in its orchestrator from now on
 		}
 		n.LaunchTime = inst.LaunchTime
 		enterPhase(n, store.PhaseBooting, now)
@@ -78,7 +79,7 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 }
 
 // dnsDomain is the domain of the cluster's private host names, <region>.compute.internal as EC2
-// names them (research hyperpod-api-slurm.md §2.5; us-east-1's ec2.internal aside).
+// names them (research: the HyperPod API notes, §2.5; us-east-1's ec2.internal aside).
 func dnsDomain(arn string) string {
 	region := regionOf(arn)
 	switch region {
@@ -172,11 +173,11 @@ func (r *round) sendLifecycle(n *store.Node) {
 	lc := g.Spec.LifeCycleConfig
 	node := *n
 	clusterID, createStream := r.cl.ID, r.cl.State.CreateLogStream
-	role, name := r.slurmRole(n), slurmName(n)
+	up, display := r.or.BringUp(n), r.orName
 	r.work = append(r.work, c.background(k, clusterID, func(ctx context.Context) {
-		if role != "" {
-			if err := c.slurmBefore(ctx, &node); err != nil {
-				c.slurmSetupFailed(ctx, &node, createStream, err)
+		if up.Before != nil {
+			if err := up.Before(ctx); err != nil {
+				c.setupFailed(ctx, &node, createStream, err)
 				return
 			}
 		}
@@ -209,19 +210,19 @@ func (r *round) sendLifecycle(n *store.Node) {
 					result = &agentproto.CommandResult{ExitCode: -1, Error: fetchErr.Error()}
 				}
 				ok := result.Error == "" && result.ExitCode == 0 && !result.TimedOut
-				if ok && role != "" {
-					if err := c.slurmAfter(ctx, &node, role, name); err != nil {
-						c.slurmSetupFailed(ctx, &node, createStream, err)
+				if ok && up.After != nil {
+					if err := up.After(ctx); err != nil {
+						c.setupFailed(ctx, &node, createStream, err)
 						return
 					}
 				}
 				if ok {
 					if err := c.basicChecks(ctx, &node); err != nil {
-						c.slurmSetupFailed(ctx, &node, createStream, err)
+						c.setupFailed(ctx, &node, createStream, err)
 						return
 					}
 				}
-				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result)
+				c.lifecycleDone(ctx, &node, createStream, cmd.EntryPoint, result, up, display)
 				return
 			case <-tick.C:
 				if !c.cfg.Agents.Connected(node.InstanceID) {
@@ -234,11 +235,11 @@ func (r *round) sendLifecycle(n *store.Node) {
 	}))
 }
 
-// lifecycleDone records a lifecycle result: Running (a Slurm compute node: Joining, until Slurm
-// accepts it), or Failure with a message naming the group, the host, the script, the exit code
+// lifecycleDone records a lifecycle result: Running (Joining when its orchestrator holds it back
+// until it accepts work on it: up.Joins; display names the orchestrator), or Failure with a message naming the group, the host, the script, the exit code
 // and the last lines of output. Either way the cluster's CreateCluster log stream gets a line
 // for the host.
-func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, createStream, script string, res *agentproto.CommandResult) {
+func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, createStream, script string, res *agentproto.CommandResult, up orchestrator.BringUp, display string) {
 	took := time.Duration(res.DurationMs) * time.Millisecond
 	c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
 		if n.InstanceID != node.InstanceID || n.Details.Phase != store.PhaseConfiguring {
@@ -282,11 +283,11 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			add("%s stdout (last lines):\n%s", host, res.StdoutTail)
 			add("%s stderr (last lines):\n%s", host, res.StderrTail)
 		}
-		join := ok && joins(cl.State.Slurm, n.GroupName)
+		join := ok && up.Joins
 		switch {
 		case join:
-			enterPhase(n, store.PhaseJoining, now) // Running once Slurm accepts work on it (join.go)
-			n.StatusMessage = waitingForSlurm + " (its slurmd is registering)"
+			enterPhase(n, store.PhaseJoining, now) // Running once its orchestrator accepts work on it (join.go)
+			n.StatusMessage = up.Waiting
 		case ok:
 			enterPhase(n, store.PhaseReady, now)
 		default:
@@ -302,11 +303,11 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 			}
 		}
 		if ok {
-			format := "Instance %s is Running (%s)."
+			event := fmt.Sprintf("Instance %s is Running (%s).", n.InstanceID, lines[0].Message)
 			if join {
-				format = "Instance %s is set up; waiting for Slurm to accept it (%s)."
+				event = fmt.Sprintf("Instance %s is set up; waiting for %s to accept it (%s).", n.InstanceID, display, lines[0].Message)
 			}
-			if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, format, n.InstanceID, lines[0].Message); err != nil {
+			if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "%s", event); err != nil {
 				return err
 			}
 			if first {
@@ -345,4 +346,30 @@ func onStartDeepHealthChecks(tx store.Tx, cl *store.Cluster, n *store.Node, now 
 			State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
 	}
 	return nil
+}
+
+// setupFailed fails a node whose setup (its orchestrator's steps, its basic checks) failed (unless its agent only went away).
+func (c *Controller) setupFailed(ctx context.Context, node *store.Node, createStream string, err error) {
+	if errors.Is(err, orchestrator.ErrAgentGone) || ctx.Err() != nil {
+		return
+	}
+	c.nodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+		if n.InstanceID != node.InstanceID || n.Details.Phase != store.PhaseConfiguring {
+			return nil
+		}
+		now := c.now()
+		enterPhase(n, store.PhaseFailed, now)
+		n.StatusMessage = fmt.Sprintf("Setup of host %s (instance %s, group %s) failed: %v", n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, err)
+		n.Status = statusOf(n)
+		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		if createStream != "" && cl.Status == api.ClusterStatusCreating {
+			if err := tx.AppendLogEvents(agentserver.LogGroup(cl.Name, cl.ID), createStream, cl.ID,
+				[]store.LogEvent{{Time: now, Message: n.StatusMessage}}); err != nil {
+				return err
+			}
+		}
+		return c.appendEvent(tx, cl, n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, n.StatusMessage)
+	})
 }

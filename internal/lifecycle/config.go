@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/slurm"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // ResourceConfig is /opt/ml/config/resource_config.json, in HyperPod's exact shape.

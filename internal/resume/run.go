@@ -20,8 +20,8 @@ import (
 
 	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/agentproto"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/plural"
-	"github.com/haleproject/hale/internal/slurm"
 )
 
 // Defaults for Runner.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/haleproject/hale/internal/slurm"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // slurmCmd runs a Slurm client command and returns its output, or an error with its output.

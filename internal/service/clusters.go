@@ -280,9 +280,7 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 		}
 		c.Status = api.ClusterStatusUpdating
 		c.UpdatedAt = now
-		if c.State.Slurm != nil {
-			c.State.Slurm.Generation++ // the update writes the Slurm files again
-		}
+		c.State.UpdateGeneration++ // the update writes the orchestrator's files again
 		if err := tx.UpdateCluster(c); err != nil {
 			return "", err
 		}
@@ -314,9 +312,6 @@ func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequ
 	})
 	if err != nil {
 		return err
-	}
-	if c.State.Slurm == nil || c.State.Slurm.Controller == "" || c.State.Slurm.Hash == "" || c.Status != api.ClusterStatusInService {
-		return nil
 	}
 	strategy := api.ClusterSlurmConfigStrategyManaged
 	if o := c.Spec.Orchestrator; o != nil && o.Slurm != nil && o.Slurm.SlurmConfigStrategy != nil {

@@ -1,8 +1,6 @@
 package service
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/haleproject/hale/api"
@@ -129,20 +127,12 @@ func clusterSummary(c *store.Cluster, groups []*store.Group) api.ClusterSummary 
 func statusDetails(n *store.Node) *api.ClusterInstanceStatusDetails {
 	d := &api.ClusterInstanceStatusDetails{Status: new(n.Status)}
 	msg := n.StatusMessage
-	if st := n.Details.SlurmState; st != "" && n.Status == api.ClusterInstanceStatusRunning {
-		// Slurm's view of the node (scontrol show node), in sinfo's lowercase words.
-		host, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
-		slurm := fmt.Sprintf("Slurm node %s: %s", host, strings.ToLower(st))
-		if n.Details.SlurmReason != "" {
-			slurm += " (reason: " + n.Details.SlurmReason + ")"
-		}
-		if n.Details.RepairRequest != "" {
-			slurm += "; Action:" + n.Details.RepairRequest + " requested"
-		}
+	if o := n.Details.OrchestratorStatus; o != "" && n.Status == api.ClusterInstanceStatusRunning {
+		// The orchestrator's view of the node, e.g. "Slurm node ip-10-1-0-3: idle".
 		if msg != "" {
 			msg += "; "
 		}
-		msg += slurm
+		msg += o
 	}
 	if r := n.Details.RepairStatus; r != "" {
 		if msg != "" {

@@ -42,7 +42,8 @@ type Config struct {
 	Notify func(clusterID string)
 	// SlurmDrift lists the lines by which slurm.conf on a Slurm cluster's controller differs
 	// from what hale last wrote ("+ line", "- line"); UpdateCluster refuses to proceed over
-	// drift while the SlurmConfigStrategy is Managed. Nil skips the check.
+	// drift while the SlurmConfigStrategy is Managed. It lists nothing for a cluster that is
+	// not InService with a rendered Slurm configuration (slurm.Slurm.Drift). Nil skips the check.
 	SlurmDrift func(ctx context.Context, clusterID string) ([]string, error)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time

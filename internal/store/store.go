@@ -46,7 +46,7 @@ type Tx interface {
 	// UpdateCluster replaces the stored cluster with c (same ID); ErrNotFound.
 	UpdateCluster(c *Cluster) error
 	// DeleteCluster removes the cluster and everything that belongs to it: groups, nodes, node
-	// actions, events and the tags of its ARN.
+	// actions, events, orchestrator records and the tags of its ARN.
 	DeleteCluster(id string) error
 	// ListClusters returns up to q.Limit clusters in q's order, after q.After.
 	ListClusters(q ClusterQuery) ([]*Cluster, error)
@@ -68,7 +68,7 @@ type Tx interface {
 	InsertNode(n *Node) error
 	// UpdateNode replaces the node with n.Seq; ErrNotFound.
 	UpdateNode(n *Node) error
-	// DeleteNode removes the node with seq.
+	// DeleteNode removes the node with seq and its orchestrator record; ErrNotFound.
 	DeleteNode(clusterID string, seq int64) error
 	// NodeByInstanceID returns the cluster's node with that instance id; ErrNotFound.
 	NodeByInstanceID(clusterID, instanceID string) (*Node, error)
@@ -104,6 +104,14 @@ type Tx interface {
 	RepairsOf(clusterID, logicalID string, since time.Time) ([]*Repair, error)
 	// Repair returns one repair by id; ErrNotFound.
 	Repair(id string) (*Repair, error)
+
+	// OrchestratorRecords returns the cluster's orchestrator records (its own and its nodes'),
+	// by scope.
+	OrchestratorRecords(clusterID string) (map[string]*OrchestratorRecord, error)
+	// OrchestratorRecord returns one record; ErrNotFound when there is none.
+	OrchestratorRecord(clusterID, scope string) (*OrchestratorRecord, error)
+	// PutOrchestratorRecord inserts or replaces r (keyed by ClusterID and Scope).
+	PutOrchestratorRecord(r *OrchestratorRecord) error
 
 	// AppendEvent adds e and sets e.Seq.
 	AppendEvent(e *Event) error
@@ -164,71 +172,19 @@ type ClusterState struct {
 	RollbackReason string `json:",omitempty"`
 	// Extra is free-form bookkeeping of the reconcilers.
 	Extra map[string]string `json:",omitempty"`
-	// Slurm is the cluster's Slurm configuration, for a cluster whose orchestrator is Slurm.
-	Slurm *SlurmState `json:",omitempty"`
+	// UpdateGeneration goes up with every accepted UpdateCluster, so an orchestrator writes its
+	// files again (and merges or overwrites an operator's edits).
+	UpdateGeneration int `json:",omitempty"`
 }
 
-// SlurmState is what hale keeps about a Slurm cluster: the roles of its groups, the munge key,
-// the configuration it renders and how far it has been applied.
-type SlurmState struct {
-	// Resolved is set once the roles are known; a cluster with no Slurm role at all (EKS, or
-	// neither SlurmConfig nor a Slurm provisioning_parameters.json) has Resolved and no
-	// Controller.
-	Resolved   bool              `json:",omitempty"`
-	Controller string            `json:",omitempty"` // the controller group
-	Login      string            `json:",omitempty"` // the login group, if any
-	Workers    map[string]string `json:",omitempty"` // compute group -> its partition
-	Source     string            `json:",omitempty"` // "SlurmConfig" or "provisioning_parameters.json"
-	RolesError string            `json:",omitempty"` // why the roles could not be read
-
-	// Generation goes up with every accepted UpdateCluster, so the update writes the files
-	// again (and the strategy merges or overwrites an operator's edits).
-	Generation int    `json:",omitempty"`
-	MungeKey   []byte `json:",omitempty"` // the cluster's munge key
-	Conf       string `json:",omitempty"` // the slurm.conf hale wrote last
-	Gres       string `json:",omitempty"` // the gres.conf hale wrote last
-	// Topology is the topology.conf hale wrote last ("" for none) and TopologyPlugin its
-	// slurm.conf plugin; TopologyError is why the newest rendering was refused (the previous
-	// file stays until a valid one comes).
-	Topology       string `json:",omitempty"`
-	TopologyPlugin string `json:",omitempty"`
-	TopologyError  string `json:",omitempty"`
-	// TopologyYAML: Topology is a topology.yaml (Slurm 25.05+), with PartitionTopology the
-	// partitions' Topology= names.
-	TopologyYAML      bool              `json:",omitempty"`
-	TopologyAnnounced string            `json:",omitempty"` // the hash of the last topology an event reported
-	PartitionTopology map[string]string `json:",omitempty"`
-	Hash              string            `json:",omitempty"` // names Conf+Gres+MungeKey+Generation
-	// Version is the Slurm version of the controller node (slurmctld -V, e.g. "slurm 22.05.8"),
-	// read there once slurmctld answers; "" until then.
-	Version string      `json:",omitempty"`
-	Nodes   []SlurmNode `json:",omitempty"` // the compute nodes Conf lists
-	// CtldHash names hale's block (nodes, partitions) slurmctld last started with; Applied is
-	// the rendering slurmctld and every slurmd were last told to read (restart, scontrol
-	// reconfigure), with AppliedNodes the node names it lists.
-	CtldHash     string   `json:",omitempty"`
-	Applied      string   `json:",omitempty"`
-	AppliedNodes []string `json:",omitempty"`
-	// ApplyError is why the last try to apply Hash failed ("" once it is applied).
-	ApplyError string `json:",omitempty"`
-	// Accounting: slurm.conf sends job records to slurmdbd on the controller (with MariaDB
-	// beside it). It is decided when the cluster's first configuration is rendered: on when
-	// this machine has slurmdbd and MariaDB. AccountingOff says why it is off (they are
-	// missing, or slurmdbd did not answer when slurmctld first had to start; hale turns it on
-	// once slurmdbd answers). A cluster first rendered before hale ran accounting has neither.
-	Accounting    bool   `json:",omitempty"`
-	AccountingOff string `json:",omitempty"`
-}
-
-// SlurmNode is one compute node as slurm.conf lists it.
-type SlurmNode struct {
-	Name       string
-	Addr       string
-	CPUs       int
-	RealMemory int64    // MiB
-	GPUs       []string `json:",omitempty"` // device files
-	Group      string
-	Partition  string
+// OrchestratorRecord is what a cluster's orchestrator keeps about the cluster (Scope "") or one
+// of its nodes (Scope: the node's logical id). Body is the orchestrator's own JSON document,
+// Kind the orchestrator's name ("slurm"); the store never reads inside it.
+type OrchestratorRecord struct {
+	ClusterID string
+	Scope     string
+	Kind      string
+	Body      []byte
 }
 
 // LogStream is one log stream of a log group (CloudWatch Logs' model).
@@ -339,20 +295,11 @@ type NodeDetails struct {
 	BootID    string         `json:",omitempty"`
 	Inventory *NodeInventory `json:",omitempty"`
 
-	// Slurm: the configuration the node's files hold (SlurmState.Hash), and the node's state
-	// and reason as slurmctld reports them (scontrol show node).
-	SlurmConf   string `json:",omitempty"`
-	SlurmState  string `json:",omitempty"` // e.g. IDLE, ALLOCATED, IDLE+DRAIN, DOWN+NOT_RESPONDING
-	SlurmReason string `json:",omitempty"`
-	// RepairRequest is an operator's Action:Replace or Action:Reboot reason picked up from
-	// Slurm ("Replace" or "Reboot"), recorded for the repair flow.
-	RepairRequest string `json:",omitempty"`
+	// OrchestratorStatus is the orchestrator's view of the node in one line (e.g. "Slurm node
+	// ip-10-1-0-3: idle"), for DescribeClusterNode; "" when it has none.
+	OrchestratorStatus string `json:",omitempty"`
 	// RepairStatus is the node's open repair in one line ("" when none), for DescribeClusterNode.
 	RepairStatus string `json:",omitempty"`
-	// HaleDrain is the reason hale wrote into Slurm when it drained the node for a repair
-	// ("Action:Replace"), kept until Slurm no longer shows it: that drain is hale's own, never
-	// an operator's request, even after its repair ended or was cancelled.
-	HaleDrain string `json:",omitempty"`
 	// DeepHealthCheck names the deep health checks running on the node ("" when none): it
 	// shows as DeepHealthCheckInProgress.
 	DeepHealthCheck string `json:",omitempty"`
@@ -368,7 +315,7 @@ const (
 	PhaseLaunching   NodePhase = "Launching"   // the provider is creating the instance
 	PhaseBooting     NodePhase = "Booting"     // the instance runs; waiting for its agent
 	PhaseConfiguring NodePhase = "Configuring" // the agent runs the lifecycle scripts
-	PhaseJoining     NodePhase = "Joining"     // set up; waiting for its orchestrator (Slurm) to accept work on it
+	PhaseJoining     NodePhase = "Joining"     // set up; waiting for its orchestrator to accept work on it
 	PhaseReady       NodePhase = "Ready"       // Running
 	PhaseFailed      NodePhase = "Failed"      // Failure
 	PhaseTerminating NodePhase = "Terminating" // ShuttingDown
@@ -563,12 +510,12 @@ type RepairState string
 
 // Repair states, in order.
 const (
-	RepairDraining       RepairState = "Draining"       // marking the node unschedulable (Slurm: drain, reason Action:...)
+	RepairDraining       RepairState = "Draining"       // marking the node unschedulable in its orchestrator (Slurm: drain, reason Action:...)
 	RepairHeld           RepairState = "Held"           // NodeRecovery None: drained, waiting for an operator
 	RepairWaitingForJobs RepairState = "WaitingForJobs" // drained; its jobs still run
 	RepairRepairing      RepairState = "Repairing"      // rebooting or replacing the instance
 	RepairChecking       RepairState = "Checking"       // back up: lifecycle scripts (replacement) and basic checks
-	RepairResuming       RepairState = "Resuming"       // Running again: resume in Slurm
+	RepairResuming       RepairState = "Resuming"       // Running again: back in service in its orchestrator (Slurm: resume)
 	RepairDone           RepairState = "Done"
 	RepairFailed         RepairState = "Failed"
 	RepairQuarantined    RepairState = "Quarantined" // replaced too often for this fault: kept drained
@@ -584,6 +531,12 @@ func (s RepairState) Open() bool {
 	return true
 }
 
+// BeforeRepairing reports whether a repair in this state has not yet begun to reboot or replace
+// the instance (Draining, Held, WaitingForJobs): its action may still change.
+func (s RepairState) BeforeRepairing() bool {
+	return s == RepairDraining || s == RepairHeld || s == RepairWaitingForJobs
+}
+
 // Repair is one repair of one node: what started it, what it does, how far it got.
 type Repair struct {
 	ID         string
@@ -592,19 +545,20 @@ type Repair struct {
 	InstanceID string // the instance that was repaired
 	Action     string // Reboot or Replace
 	Fault      string
-	Source     string // health (a finding), slurm (an operator's Action: reason), api (Batch*), heartbeat
+	Source     string // health (a finding), an orchestrator's name (an operator's request there, e.g. slurm), api (Batch*), heartbeat
 	Reason     string // a sentence: what was found, and any escalation
 	Evidence   string `json:",omitempty"`
 	State      RepairState
 	Quarantine bool `json:",omitempty"` // kept drained when drained, instead of repaired
-	Drained    bool `json:",omitempty"` // Slurm has drained the node
+	Drained    bool `json:",omitempty"` // the orchestrator has drained the node
 	// IdleAtDrain: the node ran no job when it was drained (no need to wait for any).
 	IdleAtDrain bool `json:",omitempty"`
-	// InService: Slurm has the node back in service, its slurmd answering; SlurmState as read.
-	InService  bool   `json:",omitempty"`
-	SlurmState string `json:",omitempty"`
-	// SlurmName is the node's Slurm name (empty for a node outside Slurm).
-	SlurmName string `json:",omitempty"`
+	// InService: the orchestrator has the node back in service; ServiceState as it read it
+	// (e.g. Slurm's idle).
+	InService    bool   `json:",omitempty"`
+	ServiceState string `json:",omitempty"`
+	// NodeName is the node's name in its orchestrator (empty for a node outside it).
+	NodeName string `json:",omitempty"`
 	// BootBefore is the instance's boot time before a reboot: a later one means it rebooted.
 	BootBefore time.Time `json:",omitzero"`
 	// RebootAt is when the reboot was asked for (so a restarted server does not ask twice).

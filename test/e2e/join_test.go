@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
-	"github.com/haleproject/hale/internal/slurm"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // takesJobs reports whether Slurm gives new jobs to a node in this scontrol State (IDLE,

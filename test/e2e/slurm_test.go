@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
-	"github.com/haleproject/hale/internal/slurm"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // The tests here run real slurmctld, slurmd and munged (Debian's slurm-wlm and munge) inside
@@ -347,8 +347,8 @@ func TestSlurmCluster(t *testing.T) {
 			return true, ""
 		})
 		for _, n := range e.storeNodes("slurm") {
-			if n.InstanceID == aws.ToString(other.InstanceId) && (n.Details.RepairRequest != "" || n.Details.RepairStatus != "") {
-				t.Errorf("a lowercase reason was taken for a request: %q %q", n.Details.RepairRequest, n.Details.RepairStatus)
+			if n.InstanceID == aws.ToString(other.InstanceId) && (strings.Contains(n.Details.OrchestratorStatus, "requested") || n.Details.RepairStatus != "") {
+				t.Errorf("a lowercase reason was taken for a request: %q %q", n.Details.OrchestratorStatus, n.Details.RepairStatus)
 			}
 		}
 		if out, err := e.onNode(login, "scontrol update nodename="+host(other)+" state=resume"); err != nil {

@@ -77,7 +77,7 @@ func (t *tx) DeleteCluster(id string) error {
 	if _, err := t.exec(`DELETE FROM tags WHERE resource_arn = ?`, c.ARN); err != nil {
 		return err
 	}
-	// Groups, nodes, actions and events go by ON DELETE CASCADE.
+	// Groups, nodes, actions, events and orchestrator records go by ON DELETE CASCADE.
 	return mustAffect(t.exec(`DELETE FROM clusters WHERE id = ?`, id))
 }
 

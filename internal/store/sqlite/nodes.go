@@ -51,6 +51,12 @@ func (t *tx) UpdateNode(n *store.Node) error {
 }
 
 func (t *tx) DeleteNode(clusterID string, seq int64) error {
+	// The node's orchestrator record is keyed by its logical id, not its row: remove it first,
+	// while the node still names it, so a node added later with that id starts without it.
+	if _, err := t.exec(`DELETE FROM orchestrator_records WHERE cluster_id = ? AND scope =
+		(SELECT logical_id FROM nodes WHERE cluster_id = ? AND seq = ?)`, clusterID, clusterID, seq); err != nil {
+		return err
+	}
 	return mustAffect(t.exec(`DELETE FROM nodes WHERE cluster_id = ? AND seq = ?`, clusterID, seq))
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,99 @@ func BenchmarkListNodesPage(b *testing.B) {
 			})
 		}
 	}
+}
+
+func TestOrchestratorRecords(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "hale.db"))
+	ctx := context.Background()
+	now := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	c := &store.Cluster{ID: "abcdefghijkl", Name: "c", ARN: "arn:c", Status: api.ClusterStatusInService, CreatedAt: now, UpdatedAt: now,
+		State: store.ClusterState{UpdateGeneration: 3}}
+	n1 := &store.Node{ClusterID: c.ID, InstanceID: "i-1", LogicalID: "g-1", GroupName: "g", InstanceType: "ml.c5.xlarge",
+		Status: api.ClusterInstanceStatusRunning, LaunchTime: now, Details: store.NodeDetails{OrchestratorStatus: "Slurm node ip-10-1-0-3: idle"}}
+	n2 := &store.Node{ClusterID: c.ID, InstanceID: "i-2", LogicalID: "g-2", GroupName: "g", InstanceType: "ml.c5.xlarge",
+		Status: api.ClusterInstanceStatusRunning, LaunchTime: now}
+	rp := &store.Repair{ID: "r1", ClusterID: c.ID, LogicalID: "g-1", Action: "Reboot", State: store.RepairResuming,
+		InService: true, ServiceState: "idle", NodeName: "ip-10-1-0-3", CreatedAt: now, UpdatedAt: now}
+	rec := func(scope, body string) *store.OrchestratorRecord {
+		return &store.OrchestratorRecord{ClusterID: c.ID, Scope: scope, Kind: "slurm", Body: []byte(body)}
+	}
+	must(t, s.Write(ctx, func(tx store.Tx) error {
+		for _, err := range []error{tx.InsertCluster(c), tx.InsertNode(n1), tx.InsertNode(n2), tx.InsertRepair(rp),
+			tx.PutOrchestratorRecord(rec("", `{"Hash":"h1"}`)), tx.PutOrchestratorRecord(rec("g-1", `{"State":"IDLE"}`)),
+			tx.PutOrchestratorRecord(rec("g-2", `{"State":"MIXED"}`)),
+			tx.PutOrchestratorRecord(rec("", `{"Hash":"h2"}`))} { // replaces the first
+			if err != nil {
+				return err
+			}
+		}
+		if err := tx.PutOrchestratorRecord(rec("g-3", `not json`)); err == nil {
+			t.Error("a body that is not JSON was stored")
+		}
+		return nil
+	}))
+	read := func() (recs map[string]*store.OrchestratorRecord) {
+		must(t, s.Read(ctx, func(tx store.Tx) (err error) {
+			recs, err = tx.OrchestratorRecords(c.ID)
+			return err
+		}))
+		return recs
+	}
+	got := read()
+	want := map[string]*store.OrchestratorRecord{"": rec("", `{"Hash":"h2"}`), "g-1": rec("g-1", `{"State":"IDLE"}`), "g-2": rec("g-2", `{"State":"MIXED"}`)}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("records: %s", recordsString(got))
+	}
+	must(t, s.Read(ctx, func(tx store.Tx) error {
+		r, err := tx.OrchestratorRecord(c.ID, "g-1")
+		if err != nil || !reflect.DeepEqual(r, want["g-1"]) {
+			t.Errorf("record g-1: %+v, %v", r, err)
+		}
+		if _, err := tx.OrchestratorRecord(c.ID, "g-9"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("absent record: %v, want ErrNotFound", err)
+		}
+		// The renamed and new fields of the generic records round-trip.
+		gc, err := tx.ClusterByID(c.ID)
+		if err != nil || !reflect.DeepEqual(gc.State, c.State) {
+			t.Errorf("cluster state %+v, %v; want %+v", gc.State, err, c.State)
+		}
+		gn, err := tx.NodeByLogicalID(c.ID, "g-1")
+		if err != nil || !reflect.DeepEqual(gn.Details, n1.Details) {
+			t.Errorf("node details %+v, %v; want %+v", gn.Details, err, n1.Details)
+		}
+		gr, err := tx.Repair("r1")
+		if err != nil || !reflect.DeepEqual(gr, rp) {
+			t.Errorf("repair %+v, %v; want %+v", gr, err, rp)
+		}
+		return nil
+	}))
+
+	// DeleteNode takes the node's record and leaves the cluster's and the other node's.
+	must(t, s.Write(ctx, func(tx store.Tx) error { return tx.DeleteNode(c.ID, n1.Seq) }))
+	if got := read(); len(got) != 2 || got[""] == nil || got["g-2"] == nil {
+		t.Errorf("after DeleteNode: %s", recordsString(got))
+	}
+	if err := s.Write(ctx, func(tx store.Tx) error { return tx.DeleteNode(c.ID, n1.Seq) }); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleting an absent node: %v, want ErrNotFound", err)
+	}
+	// DeleteCluster takes them all.
+	must(t, s.Write(ctx, func(tx store.Tx) error { return tx.DeleteCluster(c.ID) }))
+	if got := read(); len(got) != 0 {
+		t.Errorf("after DeleteCluster: %s", recordsString(got))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recordsString(m map[string]*store.OrchestratorRecord) string {
+	var b strings.Builder
+	for scope, r := range m {
+		fmt.Fprintf(&b, "[%q %s %s %s] ", scope, r.ClusterID, r.Kind, r.Body)
+	}
+	return b.String()
 }

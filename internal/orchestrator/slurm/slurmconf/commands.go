@@ -1,4 +1,4 @@
-package slurm
+package slurmconf
 
 // The daemons and commands hale runs on the nodes. munged runs on its default socket path
 // (/run/munge/munge.socket.2, private to each node): slurmctld 22.05 briefly falls back to

@@ -1,4 +1,4 @@
-package controller
+package slurm
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -26,22 +26,14 @@ func TestCancelledRepairsDrainIsHales(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
-			agents.reachable = true
-			agents.state = slurm.NodeState{Name: joinHost, State: "IDLE+DRAIN", Reason: "Action:Replace"}
-			err := c.st.Write(context.Background(), func(tx store.Tx) error {
-				n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
-				if err != nil {
-					return err
-				}
-				n.Details.HaleDrain = tc.haleDrain
-				n.Details.SlurmState, n.Details.SlurmReason = "IDLE", ""
-				return tx.UpdateNode(n)
+			agents.AllReachable = true
+			agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE+DRAIN", Reason: "Action:Replace"}
+			c.setNode(t, func(_ *store.Node, rec *NodeRecord) {
+				rec.HaleDrain = tc.haleDrain
+				rec.State, rec.Reason = "IDLE", ""
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.pollSlurm(context.Background(), joinCluster, "i-0000000000000c71a")
-			c.wg.Wait()
+			c.s.poll(context.Background(), joinCluster, "i-0000000000000c71a")
+			c.c.Wait()
 			_, rs := findingsAndRepairs(t, c)
 			_, ev := gpu1(t, c)
 			if tc.operator {
@@ -53,12 +45,12 @@ func TestCancelledRepairsDrainIsHales(t *testing.T) {
 			if len(rs) != 0 || strings.Contains(ev, "by an operator") {
 				t.Errorf("hale's own drain read as an operator's request: repairs %+v, events:\n%s", rs, ev)
 			}
-			if len(agents.resumed) != 1 {
-				t.Errorf("resumes: %q, want the drained node resumed once", agents.resumed)
+			if len(agents.Resumed) != 1 {
+				t.Errorf("resumes: %q, want the drained node resumed once", agents.Resumed)
 			}
-			c.pollSlurm(context.Background(), joinCluster, "i-0000000000000c71a")
-			if n, _ := gpu1(t, c); n.Details.HaleDrain != "" {
-				t.Errorf("hale's drain is gone from Slurm but still recorded: %q (Slurm %s %q)", n.Details.HaleDrain, n.Details.SlurmState, n.Details.SlurmReason)
+			c.s.poll(context.Background(), joinCluster, "i-0000000000000c71a")
+			if rec := c.rec(t); rec.HaleDrain != "" {
+				t.Errorf("hale's drain is gone from Slurm but still recorded: %q (Slurm %s %q)", rec.HaleDrain, rec.State, rec.Reason)
 			}
 		})
 	}

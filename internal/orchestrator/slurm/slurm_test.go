@@ -1,14 +1,14 @@
-package controller
+package slurm
 
 import (
 	"slices"
 	"testing"
 
-	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 )
 
-// A node's slurm.conf entry: what the agent reported, capped at the instance type (on the local
+// A node's slurmconf.conf entry: what the agent reported, capped at the instance type (on the local
 // provider every node reports the host), a tenth of the memory kept back, GPUs by index.
 func TestSlurmNodeOf(t *testing.T) {
 	n := &store.Node{GroupName: "gpu", InstanceType: "ml.g5.2xlarge"}
@@ -19,7 +19,7 @@ func TestSlurmNodeOf(t *testing.T) {
 		{Index: 0, Kind: "gpu", DevicePath: "/dev/nvidia0"},
 		{Index: 0, Kind: "neuron", DevicePath: "/dev/neuron0"},
 	}}
-	sn := slurmNodeOf(n, "gpu")
+	sn := confNodeOf(n, "gpu")
 	// ml.g5.2xlarge: 8 vCPUs, 32 GiB.
 	if sn.Name != "ip-10-1-0-7" || sn.Addr != "10.1.0.7" || sn.CPUs != 8 || sn.RealMemory != 32768*9/10 || sn.Partition != "gpu" {
 		t.Errorf("%+v", sn)
@@ -29,7 +29,7 @@ func TestSlurmNodeOf(t *testing.T) {
 	}
 	// A smaller host than the type: the host's figures.
 	n.Details.Inventory = &store.NodeInventory{CPUs: 2, MemoryMiB: 4096}
-	if sn := slurmNodeOf(n, "gpu"); sn.CPUs != 2 || sn.RealMemory != 4096*9/10 || sn.GPUs != nil {
+	if sn := confNodeOf(n, "gpu"); sn.CPUs != 2 || sn.RealMemory != 4096*9/10 || sn.GPUs != nil {
 		t.Errorf("%+v", sn)
 	}
 }
@@ -47,21 +47,21 @@ func TestOutOfService(t *testing.T) {
 
 // slurmctld restarts only when hale's block changes, not for the operator's part.
 func TestBlockHash(t *testing.T) {
-	cfg := &slurm.Config{ClusterName: "c", ControllerName: "ip-10-1-0-1", ControllerAddr: "10.1.0.1",
-		Nodes: []slurm.Node{{Name: "ip-10-1-0-2", Addr: "10.1.0.2", CPUs: 2, RealMemory: 100, Partition: "p"}}}
-	a := slurm.Conf("", cfg)
-	b := slurm.Conf(slurm.OperatorPart(a)+"PriorityWeightAge=1000\n", cfg)
+	cfg := &slurmconf.Config{ClusterName: "c", ControllerName: "ip-10-1-0-1", ControllerAddr: "10.1.0.1",
+		Nodes: []slurmconf.Node{{Name: "ip-10-1-0-2", Addr: "10.1.0.2", CPUs: 2, RealMemory: 100, Partition: "p"}}}
+	a := slurmconf.Conf("", cfg)
+	b := slurmconf.Conf(slurmconf.OperatorPart(a)+"PriorityWeightAge=1000\n", cfg)
 	if blockHash(a) != blockHash(b) {
 		t.Error("an operator line changed the block's hash")
 	}
-	cfg.Nodes = append(cfg.Nodes, slurm.Node{Name: "ip-10-1-0-3", Addr: "10.1.0.3", CPUs: 2, RealMemory: 100, Partition: "p"})
-	if blockHash(slurm.Conf("", cfg)) == blockHash(a) {
+	cfg.Nodes = append(cfg.Nodes, slurmconf.Node{Name: "ip-10-1-0-3", Addr: "10.1.0.3", CPUs: 2, RealMemory: 100, Partition: "p"})
+	if blockHash(slurmconf.Conf("", cfg)) == blockHash(a) {
 		t.Error("a new node did not change the block's hash")
 	}
 }
 
 func TestRoleIn(t *testing.T) {
-	st := &store.SlurmState{Controller: "head", Login: "entry", Workers: map[string]string{"gpu": "gpu"}}
+	st := &State{Controller: "head", Login: "entry", Workers: map[string]string{"gpu": "gpu"}}
 	for group, want := range map[string]string{"head": "controller", "entry": "login", "gpu": "compute", "other": ""} {
 		if got := roleIn(st, group); got != want {
 			t.Errorf("roleIn(%s) = %q", group, got)

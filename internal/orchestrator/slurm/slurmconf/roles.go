@@ -1,4 +1,4 @@
-package slurm
+package slurmconf
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package controller
+package slurm
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -28,22 +29,22 @@ const (
 var AutoResumeSettle = 3 * time.Second
 
 // AutoResume answers a node's AutoResume call about the Slurm nodes of a job step.
-func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+func (s *Slurm) AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	since := time.UnixMilli(req.StepStartUnixMs)
 	if req.Kind == "requeue" {
-		return c.autoResumeRequeue(ctx, clusterID, req)
+		return s.autoResumeRequeue(ctx, clusterID, req)
 	}
 	if req.Kind == "status" {
-		return c.autoResumeLook(ctx, clusterID, req, since, false)
+		return s.autoResumeLook(ctx, clusterID, req, since, false)
 	}
 	deadline := time.Now().Add(AutoResumeSettle)
 	for {
-		resp, err := c.autoResumeLook(ctx, clusterID, req, since, true)
+		resp, err := s.autoResumeLook(ctx, clusterID, req, since, true)
 		if err != nil {
 			return nil, err
 		}
 		if resp.Action == ResumeRetryStep || time.Now().After(deadline) {
-			return resp, c.autoResumeEvent(ctx, clusterID, req, resp)
+			return resp, s.autoResumeEvent(ctx, clusterID, req, resp)
 		}
 		select {
 		case <-ctx.Done():
@@ -57,13 +58,13 @@ func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agen
 // open). With diagnose it decides the action, records an event and makes a pending reboot a
 // replacement: HyperPod always replaces the nodes of an auto-resumed step, so the step comes
 // back on a fresh instance rather than on one that failed once already.
-func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, since time.Time, diagnose bool) (*agentproto.AutoResumeResponse, error) {
+func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, since time.Time, diagnose bool) (*agentproto.AutoResumeResponse, error) {
 	resp := &agentproto.AutoResumeResponse{Action: ResumeNone}
 	changed := false
 	// Only a diagnosis may change a repair; the status polls of a waiting srun just read.
-	txn := c.st.Read
+	txn := s.h.Store().Read
 	if diagnose {
-		txn = c.st.Write
+		txn = s.h.Store().Write
 	}
 	err := txn(ctx, func(tx store.Tx) error {
 		resp.Unhealthy, resp.Repairs, changed = nil, nil, false
@@ -77,7 +78,7 @@ func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *
 		}
 		byName := map[string]*store.Node{}
 		for _, n := range nodes {
-			byName[slurmName(n)] = n
+			byName[orchestrator.NodeName(n)] = n
 		}
 		open, err := tx.OpenRepairs(clusterID)
 		if err != nil {
@@ -98,10 +99,10 @@ func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *
 				continue
 			}
 			resp.Unhealthy = append(resp.Unhealthy, name)
-			if diagnose && rp.Action == string(health.Reboot) && beforeRepairing(rp.State) {
+			if diagnose && rp.Action == string(health.Reboot) && rp.State.BeforeRepairing() {
 				rp.Action = string(health.Replace)
-				rp.Timeline = append(rp.Timeline, store.RepairStep{At: c.now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
-				rp.UpdatedAt = c.now()
+				rp.Timeline = append(rp.Timeline, store.RepairStep{At: s.h.Now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
+				rp.UpdatedAt = s.h.Now()
 				if err := tx.PutRepair(rp); err != nil {
 					return err
 				}
@@ -124,7 +125,7 @@ func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *
 		return nil
 	})
 	if changed {
-		c.Enqueue(clusterID)
+		s.h.Enqueue(clusterID)
 	}
 	return resp, err
 }
@@ -135,7 +136,7 @@ func (c *Controller) autoResumeLook(ctx context.Context, clusterID string, req *
 // repaired) and Slurm's requeue delay (cred_expire, 10 s in hale's slurm.conf) has passed. That
 // delay is kept on purpose: until it passes, slurmd refuses the job's revoked credential, and a
 // batch script started earlier on its old batch host fails at once (seen as exit 1, no output).
-func (c *Controller) autoResumeRequeue(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+func (s *Slurm) autoResumeRequeue(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	if _, err := strconv.ParseUint(req.JobId, 10, 32); err != nil {
 		return nil, fmt.Errorf("auto-resume: job id %q is not a Slurm job id", req.JobId)
 	}
@@ -147,17 +148,17 @@ func (c *Controller) autoResumeRequeue(ctx context.Context, clusterID string, re
 for i in $(seq 100); do [ "$(squeue -h -j %[1]s -o %%T)" = PENDING ] && break; sleep 0.1; done
 scontrol update JobId=%[1]s NumNodes=%[2]d`, req.JobId, req.NumNodes)
 	}
-	if out, err := c.runOn(ctx, req.InstanceId, []string{"sh", "-c", script}, 30*time.Second); err != nil {
+	if out, err := s.h.Run(ctx, req.InstanceId, []string{"sh", "-c", script}, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("requeue job %s: %v %s", req.JobId, err, out)
 	}
 	resp.Message = fmt.Sprintf("job %s requeued; it starts again once it has its nodes and Slurm's requeue delay has passed", req.JobId)
-	return resp, c.autoResumeEvent(ctx, clusterID, req, resp)
+	return resp, s.autoResumeEvent(ctx, clusterID, req, resp)
 }
 
 // autoResumeEvent records the answer as an event on the nodes at fault (or, for NONE, on the
 // step's first node), so ListClusterEvents shows why a step was or was not retried.
-func (c *Controller) autoResumeEvent(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, resp *agentproto.AutoResumeResponse) error {
-	return c.st.Write(ctx, func(tx store.Tx) error {
+func (s *Slurm) autoResumeEvent(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, resp *agentproto.AutoResumeResponse) error {
+	return s.h.Store().Write(ctx, func(tx store.Tx) error {
 		cl, err := tx.ClusterByID(clusterID)
 		if err != nil {
 			return err
@@ -167,9 +168,9 @@ func (c *Controller) autoResumeEvent(ctx context.Context, clusterID string, req 
 			return err
 		}
 		for _, n := range nodes {
-			name := slurmName(n)
+			name := orchestrator.NodeName(n)
 			if contains(resp.Unhealthy, name) || (len(resp.Unhealthy) == 0 && len(req.Nodes) > 0 && req.Nodes[0] == name) {
-				if err := instanceEvent(tx, cl, n, c.now(), api.ClusterEventLevelInfo, "Auto-resume: job %s step %s failed on %s; %s: %s.",
+				if err := s.h.Event(tx, cl, n, api.ClusterEventLevelInfo, "Auto-resume: job %s step %s failed on %s; %s: %s.",
 					req.JobId, req.StepId, strings.Join(req.Nodes, ","), resp.Action, resp.Message); err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-// Package slurm is hale's Slurm orchestration: which node plays which Slurm role, the parts of
+// Package slurmconf holds what hale writes and reads of Slurm itself: which node plays which Slurm role, the parts of
 // slurm.conf and gres.conf hale owns, how they merge with the operator's part under each
 // SlurmConfigStrategy, and reading Slurm's view of the nodes back.
 //
@@ -9,7 +9,7 @@
 // lines. Everything else in slurm.conf is the operator's: hale writes working defaults there
 // when it creates the file, and afterwards keeps, merges or overwrites it per
 // SlurmConfigStrategy.
-package slurm
+package slurmconf
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package controller
+package slurm
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -46,13 +47,13 @@ var accountingMissing = sync.OnceValue(func() string {
 
 // decideAccounting turns accounting on for a cluster whose configuration is rendered for the
 // first time, or records (with a Warn event) why it cannot be.
-func (r *round) decideAccounting(st *store.SlurmState) error {
+func (r *round) decideAccounting(st *State) error {
 	if st.Hash != "" || st.Accounting || st.AccountingOff != "" {
 		return nil
 	}
 	if why := accountingMissing(); why != "" {
 		st.AccountingOff = why
-		return r.clusterEvent(api.ClusterEventLevelWarn, "Slurm accounting is off: %s; sacct will say so.", why)
+		return r.r.Event(nil, api.ClusterEventLevelWarn, "Slurm accounting is off: %s; sacct will say so.", why)
 	}
 	st.Accounting = true
 	return nil
@@ -60,13 +61,16 @@ func (r *round) decideAccounting(st *store.SlurmState) error {
 
 // accountingOf reads whether node n runs the accounting daemons (it is a controller node and
 // accounting is on, or off for a reason hale may mend) and whether accounting is on.
-func (c *Controller) accountingOf(ctx context.Context, n *store.Node) (run, on bool, err error) {
-	err = c.st.Read(ctx, func(tx store.Tx) error {
+func (s *Slurm) accountingOf(ctx context.Context, n *store.Node) (run, on bool, err error) {
+	err = s.h.Store().Read(ctx, func(tx store.Tx) error {
 		cl, err := tx.ClusterByID(n.ClusterID)
 		if err != nil {
 			return err
 		}
-		st := cl.State.Slurm
+		st, err := loadState(tx, cl.ID)
+		if err != nil {
+			return err
+		}
 		if st == nil || roleIn(st, n.GroupName) != "controller" {
 			return nil
 		}
@@ -79,45 +83,47 @@ func (c *Controller) accountingOf(ctx context.Context, n *store.Node) (run, on b
 
 // waitAccounting returns once slurmctld may start on controller node n: at once without
 // accounting, or when slurmdbd answers. When slurmdbd does not answer within
-// slurm.AccountingWait, it turns accounting off and returns once the node holds a slurm.conf
+// slurmconf.AccountingWait, it turns accounting off and returns once the node holds a slurm.conf
 // without it.
-func (c *Controller) waitAccounting(ctx context.Context, n *store.Node) error {
-	_, on, err := c.accountingOf(ctx, n)
+func (s *Slurm) waitAccounting(ctx context.Context, n *store.Node) error {
+	_, on, err := s.accountingOf(ctx, n)
 	if err != nil {
-		return c.setupErr(n, "reading the cluster", err)
+		return s.setupErr(n, "reading the cluster", err)
 	}
 	if !on {
 		return nil
 	}
 	start := time.Now()
-	_, err = c.runOn(ctx, n.InstanceID, slurm.WaitDbd(slurm.AccountingWait), time.Duration(slurm.AccountingWait+10)*time.Second)
+	_, err = s.h.Run(ctx, n.InstanceID, slurmconf.WaitDbd(slurmconf.AccountingWait), time.Duration(slurmconf.AccountingWait+10)*time.Second)
 	if err == nil {
-		c.log.Info("slurmdbd answers", "cluster_id", n.ClusterID, "node", n.LogicalID, "waited", time.Since(start).Round(time.Millisecond))
+		s.log.Info("slurmdbd answers", "cluster_id", n.ClusterID, "node", n.LogicalID, "waited", time.Since(start).Round(time.Millisecond))
 		return nil
 	}
-	if !c.cfg.Agents.Connected(n.InstanceID) || ctx.Err() != nil {
-		return errAgentGone
+	if !s.h.Connected(n.InstanceID) || ctx.Err() != nil {
+		return orchestrator.ErrAgentGone
 	}
-	why := fmt.Sprintf("slurmdbd on %s did not answer within %d s (its logs: /var/log/slurm/slurmdbd.log, /var/log/mysql/error.log)", slurmName(n), slurm.AccountingWait)
-	c.nodeTx(ctx, n.ClusterID, n.LogicalID, func(tx store.Tx, cl *store.Cluster, _ *store.Node) error {
-		st := cl.State.Slurm
+	why := fmt.Sprintf("slurmdbd on %s did not answer within %d s (its logs: /var/log/slurm/slurmdbd.log, /var/log/mysql/error.log)", orchestrator.NodeName(n), slurmconf.AccountingWait)
+	s.h.NodeTx(ctx, n.ClusterID, n.LogicalID, func(tx store.Tx, cl *store.Cluster, _ *store.Node) error {
+		st, err := loadState(tx, cl.ID)
+		if err != nil {
+			return err
+		}
 		if st == nil || !st.Accounting {
 			return nil
 		}
 		st.Accounting, st.AccountingOff = false, why
-		cl.UpdatedAt = c.now()
-		if err := tx.UpdateCluster(cl); err != nil {
+		if err := putState(tx, cl.ID, st); err != nil {
 			return err
 		}
-		return clusterEventTx(tx, cl, api.ClusterEventLevelWarn,
+		return s.h.Event(tx, cl, nil, api.ClusterEventLevelWarn,
 			"Slurm accounting is off: %s. slurmctld starts without it; hale turns accounting on when slurmdbd answers.", why)
 	})
-	c.Enqueue(n.ClusterID)
+	s.h.Enqueue(n.ClusterID)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		ready, current := false, true
-		err := c.st.Read(ctx, func(tx store.Tx) error {
+		err := s.h.Store().Read(ctx, func(tx store.Tx) error {
 			cl, err := tx.ClusterByID(n.ClusterID)
 			if err != nil {
 				return err
@@ -126,23 +132,30 @@ func (c *Controller) waitAccounting(ctx context.Context, n *store.Node) error {
 			if err != nil {
 				return err
 			}
-			st := cl.State.Slurm
+			st, err := loadState(tx, cl.ID)
+			if err != nil {
+				return err
+			}
 			current = m.InstanceID == n.InstanceID && m.Details.Phase == store.PhaseConfiguring
-			ready = st != nil && !st.Accounting && m.Details.SlurmConf == st.Hash
+			rec, err := loadNode(tx, cl.ID, m.LogicalID)
+			if err != nil {
+				return err
+			}
+			ready = st != nil && !st.Accounting && rec.conf(m) == st.Hash
 			return nil
 		})
 		switch {
 		case err != nil:
-			return c.setupErr(n, "reading the cluster", err)
+			return s.setupErr(n, "reading the cluster", err)
 		case !current:
-			return errAgentGone
+			return orchestrator.ErrAgentGone
 		case ready:
 			return nil
 		}
 		select {
 		case <-tick.C:
-			if !c.cfg.Agents.Connected(n.InstanceID) {
-				return errAgentGone
+			if !s.h.Connected(n.InstanceID) {
+				return orchestrator.ErrAgentGone
 			}
 		case <-ctx.Done():
 			return ctx.Err()
@@ -153,31 +166,33 @@ func (c *Controller) waitAccounting(ctx context.Context, n *store.Node) error {
 // accountingBack turns accounting on again once slurmdbd answers on the running controller; the
 // next rendering has the accounting lines, and slurmctld restarts with them (hale's block
 // changed). It looks once per accountingRetry.
-func (c *Controller) accountingBack(ctx context.Context, clusterID, ctlInstance string) {
-	if _, err := c.runOn(ctx, ctlInstance, slurm.WaitDbd(0), 10*time.Second); err != nil {
+func (s *Slurm) accountingBack(ctx context.Context, clusterID, ctlInstance string) {
+	if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitDbd(0), 10*time.Second); err != nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(accountingRetry):
 		}
 		return
 	}
-	err := c.st.Write(ctx, func(tx store.Tx) error {
+	err := s.h.Store().Write(ctx, func(tx store.Tx) error {
 		cl, err := tx.ClusterByID(clusterID)
 		if err != nil {
 			return err
 		}
-		st := cl.State.Slurm
+		st, err := loadState(tx, cl.ID)
+		if err != nil {
+			return err
+		}
 		if st == nil || st.Accounting || st.AccountingOff == "" {
 			return nil
 		}
 		st.Accounting, st.AccountingOff = true, ""
-		cl.UpdatedAt = c.now()
-		if err := tx.UpdateCluster(cl); err != nil {
+		if err := putState(tx, cl.ID, st); err != nil {
 			return err
 		}
-		return clusterEventTx(tx, cl, api.ClusterEventLevelInfo, "Slurm accounting is on: slurmdbd answers on the controller; slurmctld restarts to use it.")
+		return s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "Slurm accounting is on: slurmdbd answers on the controller; slurmctld restarts to use it.")
 	})
 	if err != nil && ctx.Err() == nil {
-		c.log.Error("turning Slurm accounting on", "cluster_id", clusterID, "error", err)
+		s.log.Error("turning Slurm accounting on", "cluster_id", clusterID, "error", err)
 	}
 }

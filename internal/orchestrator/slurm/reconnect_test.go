@@ -1,11 +1,11 @@
-package controller
+package slurm
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/slurm"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -17,18 +17,14 @@ import (
 func TestRepairWaitsForTheControllersAgent(t *testing.T) {
 	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
 	const ctl = "i-0000000000000c71a"
-	agents.reachable = true
-	agents.state = slurm.NodeState{Name: joinHost, State: "IDLE"}
-	agents.returning = map[string]bool{ctl: true}
+	agents.AllReachable = true
+	agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE"}
+	agents.ReturningIDs = map[string]bool{ctl: true}
 	ctx := context.Background()
+	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "IDLE" })
 	err := c.st.Write(ctx, func(tx store.Tx) error {
 		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
 		if err != nil {
-			return err
-		}
-		n.Status = statusOf(n)
-		n.Details.SlurmState = "IDLE"
-		if err := tx.UpdateNode(n); err != nil {
 			return err
 		}
 		now := time.Now().UTC()
@@ -40,10 +36,10 @@ func TestRepairWaitsForTheControllersAgent(t *testing.T) {
 	}
 	before, _ := gpu1(t, c)
 	for i := 0; i < 5; i++ {
-		if err := c.reconcile(ctx, joinCluster); err != nil {
+		if err := c.c.Reconcile(ctx, joinCluster); err != nil {
 			t.Fatal(err)
 		}
-		c.wg.Wait()
+		c.c.Wait()
 	}
 	n, ev := gpu1(t, c)
 	_, rs := findingsAndRepairs(t, c)
@@ -51,23 +47,23 @@ func TestRepairWaitsForTheControllersAgent(t *testing.T) {
 		t.Fatalf("with the controller's agent not back: instance %s (was %s), repairs %+v; events:\n%s", n.InstanceID, before.InstanceID, rs, ev)
 	}
 
-	agents.mu.Lock()
-	agents.returning = nil
-	agents.mu.Unlock()
+	agents.Mu.Lock()
+	agents.ReturningIDs = nil
+	agents.Mu.Unlock()
 	for i := 0; i < 5 && n.InstanceID == before.InstanceID; i++ {
-		if err := c.reconcile(ctx, joinCluster); err != nil {
+		if err := c.c.Reconcile(ctx, joinCluster); err != nil {
 			t.Fatal(err)
 		}
-		c.wg.Wait()
+		c.c.Wait()
 		n, _ = gpu1(t, c)
 	}
 	_, rs = findingsAndRepairs(t, c)
 	if n.InstanceID == before.InstanceID || len(rs) != 1 || !rs[0].Drained {
 		t.Fatalf("with the controller's agent back: instance %s, repairs %+v", n.InstanceID, rs)
 	}
-	agents.mu.Lock()
-	defer agents.mu.Unlock()
-	if len(agents.downs) != 1 {
-		t.Errorf("take-outs: %q, want the old instance taken out of Slurm once", agents.downs)
+	agents.Mu.Lock()
+	defer agents.Mu.Unlock()
+	if len(agents.Downs) != 1 {
+		t.Errorf("take-outs: %q, want the old instance taken out of Slurm once", agents.Downs)
 	}
 }

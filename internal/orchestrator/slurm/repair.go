@@ -1,0 +1,260 @@
+package slurm
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// The repair flow's Slurm steps (controller/repair.go drives the flow): drain with the reason
+// Action:Replace or Action:Reboot, wait until the node's jobs have left, and once the node is
+// set up again resume it until slurmctld has it in service under the same name. A node hale
+// reboots, replaces or removes is first set down (its jobs requeued at once, rather than after
+// SlurmdTimeout).
+
+// ctl is the instance id of the running controller node, "" when there is none.
+func (r *round) ctl() string {
+	if r.sl == nil {
+		return ""
+	}
+	for _, m := range r.controllerNodes() {
+		if !m.Details.Unreachable && r.s.h.Connected(m.InstanceID) {
+			return m.InstanceID
+		}
+	}
+	return ""
+}
+
+// controllerNodes are the cluster's nodes of Slurm's controller role that are set up (Ready),
+// whatever their agents' state.
+func (r *round) controllerNodes() []*store.Node {
+	var out []*store.Node
+	for _, m := range r.nodes {
+		if r.role(m) == "controller" && m.Details.Phase == store.PhaseReady {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ctlReconnecting reports whether the cluster's controller node is in service and its agent is
+// expected back: no session yet, not silent either.
+func (r *round) ctlReconnecting() bool {
+	for _, m := range r.controllerNodes() {
+		if !r.s.h.Connected(m.InstanceID) && !r.s.h.Silent(m.InstanceID) {
+			return true
+		}
+	}
+	return false
+}
+
+// inSlurm: n is a compute node Slurm knows (its state has been read).
+func (r *round) inSlurm(n *store.Node) bool {
+	rec := r.recs[n.LogicalID]
+	return r.role(n) == "compute" && rec != nil && rec.State != ""
+}
+
+// Returning implements orchestrator.Round: taking n out of Slurm must wait when n is a compute
+// node Slurm knows and the cluster's controller node is in service but its agent has no session
+// yet and is not silent either (the server has just started and the agents are reconnecting).
+// Leave needs that agent; a replacement, reboot or removal started without it would leave
+// Slurm running the old node's jobs on an instance that is going away, with no requeue. The
+// step waits for the agent's reconnection (which enqueues the cluster) or its silence.
+func (r *round) Returning(n *store.Node) bool {
+	return r.inSlurm(n) && r.ctlReconnecting()
+}
+
+// Leave implements orchestrator.Round: a Running compute node is set down in Slurm at once
+// (its jobs requeue now rather than after SlurmdTimeout) before hale reboots, replaces or
+// removes its instance. A replacement or reboot also answers an operator's Action: request.
+func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {
+	if rec := r.recs[n.LogicalID]; rec != nil && (how == orchestrator.Replaced && rec.RepairRequest != "" || how == orchestrator.Rebooted && rec.RepairRequest == "Reboot") {
+		rec.RepairRequest = "" // this reboot or replacement answers it
+		if err := r.saveRec(n); err != nil {
+			r.s.log.Error("recording a Slurm node", "node", n.LogicalID, "error", err)
+		}
+	}
+	if !r.inSlurm(n) {
+		return nil
+	}
+	var ctl string
+	for _, m := range r.controllerNodes() {
+		if r.s.h.Connected(m.InstanceID) {
+			ctl = m.InstanceID
+		}
+	}
+	if ctl == "" {
+		return nil
+	}
+	name, s, node := orchestrator.NodeName(n), r.s, *n
+	return func(ctx context.Context) {
+		if _, err := s.h.Run(ctx, ctl, slurmconf.Down(name, slurmconf.HaleReason+why), 10*time.Second); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("taking a node out of Slurm", "node", name, "error", err)
+			}
+			return
+		}
+		// The node may be back before the next poll sees it down: say so now.
+		s.h.NodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
+			return s.h.Event(tx, cl, m, api.ClusterEventLevelInfo,
+				"Slurm node %s (instance %s, group %s) taken out of service by hale (state down, its jobs requeued): %s.", name, node.InstanceID, node.GroupName, why)
+		})
+	}
+}
+
+// Reserve implements orchestrator.Round: a compute node under deep health checks sits in a
+// Slurm maintenance reservation of its own, so no job starts on it meanwhile.
+func (r *round) Reserve(n *store.Node) (hold func(ctx context.Context) string, release func(ctx context.Context)) {
+	ctl := r.ctl()
+	if r.role(n) != "compute" || ctl == "" {
+		return nil, nil
+	}
+	s, reservation, name := r.s, "hale-dhc-"+n.LogicalID, orchestrator.NodeName(n)
+	hold = func(ctx context.Context) string {
+		if _, err := s.h.Run(ctx, ctl, slurmconf.Reserve(reservation, name), 15*time.Second); err != nil && !strings.Contains(err.Error(), "exists") {
+			s.log.Warn("deep health check: reservation", "node", n.LogicalID, "error", err)
+			return ""
+		}
+		return "node " + name + " is in the Slurm maintenance reservation " + reservation
+	}
+	release = func(ctx context.Context) { s.h.Run(ctx, ctl, slurmconf.Unreserve(reservation), 15*time.Second) }
+	return hold, release
+}
+
+// Drain implements orchestrator.Round: the node is drained with the reason Action:<action>,
+// which is recorded as hale's own before it is written (so a poll never takes it for an
+// operator's request). It waits while the controller's agent is on its way back.
+func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what string, err error) {
+	if !r.inSlurm(n) {
+		return false, "not a Slurm compute node: nothing to drain", nil
+	}
+	rp.NodeName = orchestrator.NodeName(n)
+	if !rp.Drained && r.ctlReconnecting() {
+		return true, "", nil // the drain needs the controller's agent, which is on its way back
+	}
+	if ctl := r.ctl(); !rp.Drained && ctl != "" {
+		rec := r.rec(n)
+		if reason := "Action:" + rp.Action; rec.HaleDrain != reason {
+			rec.HaleDrain = reason
+			if err := r.saveRec(n); err != nil {
+				return false, "", err
+			}
+		}
+		s, id, name, action := r.s, rp.ID, rp.NodeName, rp.Action
+		r.r.Go(jobDrain, id, func(ctx context.Context) {
+			if _, err := s.h.Run(ctx, ctl, slurmconf.Drain(name, "Action:"+action), 10*time.Second); err != nil {
+				s.log.Warn("repair: drain", "repair", id, "node", name, "error", err)
+				s.h.Sleep(ctx, time.Second)
+				return
+			}
+			// The node's state right after the drain: whether jobs still run on it.
+			out, _ := s.h.Run(ctx, ctl, append(slurmconf.ShowNodes(), name), 10*time.Second)
+			ns := slurmconf.ParseShowNodes(out)[name]
+			s.h.Store().Write(ctx, func(tx store.Tx) error {
+				rp, err := tx.Repair(id)
+				if err != nil || rp.State != store.RepairDraining {
+					return err
+				}
+				rp.Drained = true
+				rp.IdleAtDrain = ns.State != "" && !busy(ns.State)
+				return tx.PutRepair(rp)
+			})
+		})
+		return true, "", nil
+	}
+	return false, "drained in Slurm (reason Action:" + rp.Action + ")", nil
+}
+
+// Released implements orchestrator.Round: an operator who resumes a held node in Slurm ends the
+// hold (a few polls after the hold began, so the state read is not the one before the drain).
+func (r *round) Released(rp *store.Repair, n *store.Node) (bool, string) {
+	if r.inSlurm(n) && !outOfService(r.recs[n.LogicalID].State) && r.now.Sub(rp.UpdatedAt) > 3*pollInterval {
+		rp.Drained = false // the operator resumed it: nothing to undo
+		return true, "resumed in Slurm by an operator"
+	}
+	return false, ""
+}
+
+// JobsLeft implements orchestrator.Round.
+func (r *round) JobsLeft(rp *store.Repair, n *store.Node) (bool, string) {
+	switch {
+	case !r.inSlurm(n):
+		return true, "not in Slurm: no jobs to wait for"
+	case rp.IdleAtDrain:
+	case busy(r.recs[n.LogicalID].State) || r.now.Sub(rp.UpdatedAt) < pollInterval+500*time.Millisecond:
+		return false, "" // jobs still run, or the state read back may predate the drain
+	}
+	return true, "no jobs left on it"
+}
+
+// Resume implements orchestrator.Round: it reads the node's state in Slurm and resumes it while
+// it is still drained or down; once it is in service and its slurmd answers, the repair
+// records it.
+func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
+	if r.role(n) != "compute" || rp.NodeName == "" {
+		return false, "back in service, Running"
+	}
+	if rp.InService {
+		return false, "back in service in Slurm as " + rp.NodeName + " (" + rp.ServiceState + "), Running"
+	}
+	ctl := r.ctl()
+	if ctl == "" {
+		return true, ""
+	}
+	s, id, name := r.s, rp.ID, rp.NodeName
+	r.r.Go(jobResume, id, func(ctx context.Context) {
+		out, err := s.h.Run(ctx, ctl, append(slurmconf.ShowNodes(), name), 10*time.Second)
+		if err != nil {
+			s.h.Sleep(ctx, time.Second)
+			return
+		}
+		ns := slurmconf.ParseShowNodes(out)[name]
+		switch {
+		case ns.State == "" || ns.Has("NOT_RESPONDING") || strings.HasPrefix(ns.State, "DOWN"):
+			// Its slurmd has not registered yet: the registration ends the DOWN hale set
+			// (ReturnToService=2), and a resume before it would have Slurm call the node idle.
+			s.h.Sleep(ctx, 200*time.Millisecond)
+		case outOfService(ns.State):
+			if _, err := s.h.Run(ctx, ctl, slurmconf.Resume(name), 10*time.Second); err != nil && ctx.Err() == nil {
+				s.log.Warn("repair: resume", "repair", id, "node", name, "error", err)
+			}
+		default:
+			s.h.Store().Write(ctx, func(tx store.Tx) error {
+				rp, err := tx.Repair(id)
+				if err != nil || rp.State != store.RepairResuming {
+					return err
+				}
+				rp.InService, rp.ServiceState = true, strings.ToLower(ns.State)
+				return tx.PutRepair(rp)
+			})
+		}
+	})
+	return true, ""
+}
+
+// Undrain implements orchestrator.Round: a cancelled repair's drain is lifted.
+func (r *round) Undrain(rp *store.Repair, n *store.Node) {
+	ctl := r.ctl()
+	if !rp.Drained || rp.NodeName == "" || ctl == "" {
+		return
+	}
+	s, name := r.s, rp.NodeName
+	r.r.Go(jobUndrain, rp.ID, func(ctx context.Context) {
+		s.h.Run(ctx, ctl, slurmconf.Resume(name), 10*time.Second)
+	})
+}
+
+// busy: the node still runs jobs (allocated, mixed, completing, or draining).
+func busy(state string) bool {
+	s := slurmconf.NodeState{State: state}
+	switch s.Base() {
+	case "alloc", "mix", "draining", "completing":
+		return true
+	}
+	return s.Has("COMPLETING")
+}
