@@ -14,6 +14,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/haleproject/hale/internal/store"
@@ -253,6 +254,8 @@ type harness struct {
 	c     *Controller
 	m     *machines
 	clock *fakeClock
+	// orchestrators are the controller's (none unless a test sets them before start).
+	orchestrators []orchestrator.Orchestrator
 }
 
 func newHarness(t *testing.T) *harness {
@@ -275,7 +278,7 @@ func (h *harness) start() {
 	if h.c != nil {
 		h.c.wg.Wait()
 	}
-	h.c = New(Config{Store: h.st, Provider: h.m, Agents: h.m, Lifecycle: fakeScripts{}, Now: h.clock.Now,
+	h.c = New(Config{Store: h.st, Provider: h.m, Agents: h.m, Lifecycle: fakeScripts{}, Now: h.clock.Now, Orchestrators: h.orchestrators,
 		Sleep:  func(_ context.Context, d time.Duration) { h.clock.Advance(d) },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	h.t.Cleanup(h.c.wg.Wait)

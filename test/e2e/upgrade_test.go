@@ -18,7 +18,8 @@ import (
 )
 
 // upgradeFrom is the release an upgrade starts from: main before issue 13's changes to the
-// agent protocol (boot ids, capability 7, Goodbye) and the node records.
+// agent protocol (boot ids, capability 7, Goodbye), the node records, and the store's schema 5
+// (the Slurm state moved from the cluster and node records to the orchestrator's own).
 const upgradeFrom = "c5194a4"
 
 // TestUpgradeKeepsTheCluster: a data directory written by an older hale, its cluster running
@@ -55,6 +56,11 @@ func TestUpgradeKeepsTheCluster(t *testing.T) {
 	}
 	if ev := e.events("up"); strings.Contains(ev, "Repair ") || strings.Contains(ev, "unreachable") || strings.Contains(ev, "stopped at once") {
 		t.Errorf("the upgrade disturbed the cluster:\n%s", ev)
+	}
+	// The Slurm state came across (store migration 5): the roles are not read again, and the
+	// scale-up below joins new nodes with the cluster's own munge key and slurm.conf.
+	if ev := e.events("up"); strings.Count(ev, "Slurm roles (from") != 1 {
+		t.Errorf("the Slurm roles were not carried over:\n%s", ev)
 	}
 
 	gpu := group("gpu", "ml.g5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "gpu")

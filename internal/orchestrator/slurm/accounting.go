@@ -119,48 +119,9 @@ func (s *Slurm) waitAccounting(ctx context.Context, n *store.Node) error {
 			"Slurm accounting is off: %s. slurmctld starts without it; hale turns accounting on when slurmdbd answers.", why)
 	})
 	s.h.Enqueue(n.ClusterID)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ready, current := false, true
-		err := s.h.Store().Read(ctx, func(tx store.Tx) error {
-			cl, err := tx.ClusterByID(n.ClusterID)
-			if err != nil {
-				return err
-			}
-			m, err := tx.NodeByLogicalID(n.ClusterID, n.LogicalID)
-			if err != nil {
-				return err
-			}
-			st, err := loadState(tx, cl.ID)
-			if err != nil {
-				return err
-			}
-			current = m.InstanceID == n.InstanceID && m.Details.Phase == store.PhaseConfiguring
-			rec, err := loadNode(tx, cl.ID, m.LogicalID)
-			if err != nil {
-				return err
-			}
-			ready = st != nil && !st.Accounting && rec.conf(m) == st.Hash
-			return nil
-		})
-		switch {
-		case err != nil:
-			return s.setupErr(n, "reading the cluster", err)
-		case !current:
-			return orchestrator.ErrAgentGone
-		case ready:
-			return nil
-		}
-		select {
-		case <-tick.C:
-			if !s.h.Connected(n.InstanceID) {
-				return orchestrator.ErrAgentGone
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.waitUntil(ctx, n, func(st *State, m *store.Node, rec *NodeRecord) bool {
+		return st != nil && !st.Accounting && rec.conf(m) == st.Hash
+	})
 }
 
 // accountingBack turns accounting on again once slurmdbd answers on the running controller; the
@@ -174,25 +135,11 @@ func (s *Slurm) accountingBack(ctx context.Context, clusterID, ctlInstance strin
 		}
 		return
 	}
-	err := s.h.Store().Write(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		st, err := loadState(tx, cl.ID)
-		if err != nil {
-			return err
-		}
-		if st == nil || st.Accounting || st.AccountingOff == "" {
-			return nil
+	s.updateState(ctx, clusterID, "turning Slurm accounting on", func(tx store.Tx, cl *store.Cluster, st *State) (bool, error) {
+		if st.Accounting || st.AccountingOff == "" {
+			return false, nil
 		}
 		st.Accounting, st.AccountingOff = true, ""
-		if err := putState(tx, cl.ID, st); err != nil {
-			return err
-		}
-		return s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "Slurm accounting is on: slurmdbd answers on the controller; slurmctld restarts to use it.")
+		return true, s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "Slurm accounting is on: slurmdbd answers on the controller; slurmctld restarts to use it.")
 	})
-	if err != nil && ctx.Err() == nil {
-		s.log.Error("turning Slurm accounting on", "cluster_id", clusterID, "error", err)
-	}
 }

@@ -210,29 +210,18 @@ func (s *Slurm) syncFiles(ctx context.Context, clusterID, logicalID string) erro
 // them (a new rendering; merged is true), Managed and Overwrite write over them, with a Warn
 // event naming the lines.
 func (s *Slurm) operatorEdits(ctx context.Context, clusterID, hash, live string, drift []string) (merged bool, err error) {
-	err = s.h.Store().Write(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		st, err := loadState(tx, cl.ID)
-		if err != nil {
-			return err
-		}
-		if st == nil || st.Hash != hash {
-			return nil
+	err = s.updateState(ctx, clusterID, "", func(tx store.Tx, cl *store.Cluster, st *State) (bool, error) {
+		if st.Hash != hash {
+			return false, nil
 		}
 		strategy := Strategy(&cl.Spec)
-		if strategy == api.ClusterSlurmConfigStrategyMerge {
-			st.Conf = strings.TrimRight(slurmconf.Merged(live), "\n") + "\n" + slurmconf.BlockOf(st.Conf)
-			st.Hash = renderHash(st.Conf, st.Gres, st, cl)
-			merged = true
-			if err := putState(tx, cl.ID, st); err != nil {
-				return err
-			}
-			return s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "slurm.conf: the operator's changes on the controller were merged (SlurmConfigStrategy Merge): %s.", strings.Join(drift, "; "))
+		if strategy != api.ClusterSlurmConfigStrategyMerge {
+			return false, s.h.Event(tx, cl, nil, api.ClusterEventLevelWarn, "slurm.conf: changes made on the controller outside hale were overwritten (SlurmConfigStrategy %s): %s.", strategy, strings.Join(drift, "; "))
 		}
-		return s.h.Event(tx, cl, nil, api.ClusterEventLevelWarn, "slurm.conf: changes made on the controller outside hale were overwritten (SlurmConfigStrategy %s): %s.", strategy, strings.Join(drift, "; "))
+		st.Conf = strings.TrimRight(slurmconf.Merged(live), "\n") + "\n" + slurmconf.BlockOf(st.Conf)
+		st.Hash = renderHash(st.Conf, st.Gres, st, cl)
+		merged = true
+		return true, s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "slurm.conf: the operator's changes on the controller were merged (SlurmConfigStrategy Merge): %s.", strings.Join(drift, "; "))
 	})
 	return merged, err
 }
@@ -276,26 +265,15 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 		return
 	}
 	took := time.Since(start)
-	err = s.h.Store().Write(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		st, err := loadState(tx, cl.ID)
-		if err != nil {
-			return err
-		}
-		if st == nil || st.Hash != hash {
-			return nil // a newer rendering: it is applied next
+	s.updateState(ctx, clusterID, "recording the Slurm configuration", func(tx store.Tx, cl *store.Cluster, st *State) (bool, error) {
+		if st.Hash != hash {
+			return false, nil // a newer rendering: it is applied next
 		}
 		if restart {
 			st.CtldHash = blockHash(st.Conf)
 		}
 		prev := st.AppliedNodes
 		st.Applied, st.AppliedNodes, st.ApplyError = hash, names, ""
-		if err := putState(tx, cl.ID, st); err != nil {
-			return err
-		}
 		how := "scontrol reconfigure"
 		if restart {
 			how = "slurmctld restarted, scontrol reconfigure"
@@ -308,38 +286,21 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 		if len(removed) > 0 {
 			change += "; left: " + slurmconf.Hostlist(removed)
 		}
-		return s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "Slurm configuration applied (%s, %.2fs): %s %s%s.",
+		return true, s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "Slurm configuration applied (%s, %.2fs): %s %s%s.",
 			how, took.Seconds(), plural.Count(len(names), "compute node", "compute nodes"), slurmconf.Hostlist(names), change)
 	})
-	if err != nil && ctx.Err() == nil {
-		s.log.Error("recording the Slurm configuration", "cluster_id", clusterID, "error", err)
-	}
 }
 
 // applyFailed records why a rendering could not be applied, with a Warn event the first
 // time each reason is seen (hale retries every round).
 func (s *Slurm) applyFailed(ctx context.Context, clusterID, hash string, cause error) {
-	err := s.h.Store().Write(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		st, err := loadState(tx, cl.ID)
-		if err != nil {
-			return err
-		}
-		if st == nil || st.Hash != hash || st.ApplyError == cause.Error() {
-			return nil
+	s.updateState(ctx, clusterID, "recording a Slurm apply failure", func(tx store.Tx, cl *store.Cluster, st *State) (bool, error) {
+		if st.Hash != hash || st.ApplyError == cause.Error() {
+			return false, nil
 		}
 		st.ApplyError = cause.Error()
-		if err := putState(tx, cl.ID, st); err != nil {
-			return err
-		}
-		return s.h.Event(tx, cl, nil, api.ClusterEventLevelWarn, "Slurm configuration not applied yet (hale retries): %v.", cause)
+		return true, s.h.Event(tx, cl, nil, api.ClusterEventLevelWarn, "Slurm configuration not applied yet (hale retries): %v.", cause)
 	})
-	if err != nil && ctx.Err() == nil {
-		s.log.Error("recording a Slurm apply failure", "cluster_id", clusterID, "error", err)
-	}
 }
 
 // setDiff is a's names that are not in b.

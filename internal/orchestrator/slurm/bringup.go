@@ -93,10 +93,19 @@ func (s *Slurm) after(ctx context.Context, n *store.Node, role, name string) err
 
 // waitKnown waits until slurmctld has been given a configuration that lists the node.
 func (s *Slurm) waitKnown(ctx context.Context, n *store.Node, name string) error {
+	return s.waitUntil(ctx, n, func(st *State, _ *store.Node, _ *NodeRecord) bool {
+		return st != nil && contains(st.AppliedNodes, name)
+	})
+}
+
+// waitUntil waits, while node n configures, until ready says so of the cluster's State (nil
+// when it has none), the node and its record as stored now; ErrAgentGone when the node moved
+// on (another instance, another phase) or its agent went away.
+func (s *Slurm) waitUntil(ctx context.Context, n *store.Node, ready func(st *State, m *store.Node, rec *NodeRecord) bool) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		known, current := false, true
+		done, current := false, true
 		err := s.h.Store().Read(ctx, func(tx store.Tx) error {
 			st, err := loadState(tx, n.ClusterID)
 			if err != nil {
@@ -106,8 +115,12 @@ func (s *Slurm) waitKnown(ctx context.Context, n *store.Node, name string) error
 			if err != nil {
 				return err
 			}
+			rec, err := loadNode(tx, n.ClusterID, n.LogicalID)
+			if err != nil {
+				return err
+			}
 			current = m.InstanceID == n.InstanceID && m.Details.Phase == store.PhaseConfiguring
-			known = st != nil && contains(st.AppliedNodes, name)
+			done = ready(st, m, rec)
 			return nil
 		})
 		switch {
@@ -115,7 +128,7 @@ func (s *Slurm) waitKnown(ctx context.Context, n *store.Node, name string) error
 			return s.setupErr(n, "reading the cluster", err)
 		case !current:
 			return orchestrator.ErrAgentGone // the node moved on: nothing to record
-		case known:
+		case done:
 			return nil
 		}
 		select {

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,4 +173,29 @@ func loadNodes(tx store.Tx, clusterID string) (map[string]*NodeRecord, error) {
 		}
 	}
 	return out, nil
+}
+
+// updateState runs fn in a write transaction on the cluster and its State as stored now
+// (nothing when it has none); fn changes st and says whether to store it, and may append
+// events. An error is logged as doing (unless ctx ended or doing is "") and returned.
+func (s *Slurm) updateState(ctx context.Context, clusterID, doing string, fn func(tx store.Tx, cl *store.Cluster, st *State) (bool, error)) error {
+	err := s.h.Store().Write(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		st, err := loadState(tx, clusterID)
+		if err != nil || st == nil {
+			return err
+		}
+		save, err := fn(tx, cl, st)
+		if err != nil || !save {
+			return err
+		}
+		return putState(tx, clusterID, st)
+	})
+	if err != nil && ctx.Err() == nil && doing != "" {
+		s.log.Error(doing, "cluster_id", clusterID, "error", err)
+	}
+	return err
 }

@@ -196,8 +196,11 @@ func (r *round) JobsLeft(rp *store.Repair, n *store.Node) (bool, string) {
 // it is still drained or down; once it is in service and its slurmd answers, the repair
 // records it.
 func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
-	if r.role(n) != "compute" || rp.NodeName == "" {
+	if r.role(n) != "compute" {
 		return false, "back in service, Running"
+	}
+	if rp.NodeName == "" {
+		rp.NodeName = orchestrator.NodeName(n)
 	}
 	if rp.InService {
 		return false, "back in service in Slurm as " + rp.NodeName + " (" + rp.ServiceState + "), Running"
@@ -240,10 +243,10 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 // Undrain implements orchestrator.Round: a cancelled repair's drain is lifted.
 func (r *round) Undrain(rp *store.Repair, n *store.Node) {
 	ctl := r.ctl()
-	if !rp.Drained || rp.NodeName == "" || ctl == "" {
+	if !rp.Drained || r.role(n) != "compute" || ctl == "" {
 		return
 	}
-	s, name := r.s, rp.NodeName
+	s, name := r.s, orchestrator.NodeName(n)
 	r.r.Go(jobUndrain, rp.ID, func(ctx context.Context) {
 		s.h.Run(ctx, ctl, slurmconf.Resume(name), 10*time.Second)
 	})

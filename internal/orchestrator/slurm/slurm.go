@@ -23,6 +23,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -128,16 +129,7 @@ func (r *round) role(n *store.Node) string {
 }
 
 func roleIn(st *State, group string) string {
-	switch {
-	case group == st.Controller:
-		return "controller"
-	case group == st.Login:
-		return "login"
-	}
-	if _, ok := st.Workers[group]; ok {
-		return "compute"
-	}
-	return ""
+	return (&slurmconf.Roles{Controller: st.Controller, Login: st.Login, Workers: st.Workers}).Role(group)
 }
 
 // Head implements orchestrator.Round: the controller and login groups (SlurmConfig's

@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// toy is a second orchestrator, written against orchestrator's interfaces alone as a
+// Kubernetes one will be: it keeps its members in a record of its own, holds a set-up node
+// back until a job of its own admits it, and logs every hook the controller calls.
+type toy struct {
+	h   orchestrator.Host
+	mu  sync.Mutex
+	log []string
+}
+
+func (o *toy) Name() string                           { return "toy" }
+func (o *toy) Display() string                        { return "Toy" }
+func (o *toy) Bind(h orchestrator.Host)               { o.h = h }
+func (o *toy) Manages(*api.CreateClusterRequest) bool { return true }
+func (o *toy) Begin(r orchestrator.Reconcile) (orchestrator.Round, error) {
+	return &toyRound{o: o, r: r}, nil
+}
+
+func (o *toy) say(format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.log = append(o.log, strings.TrimSpace(strings.ReplaceAll(strings.Join(append([]string{format}, toStrings(args)...), " "), "  ", " ")))
+}
+
+func toStrings(args []any) []string {
+	var out []string
+	for _, a := range args {
+		b, _ := json.Marshal(a)
+		out = append(out, strings.Trim(string(b), `"`))
+	}
+	return out
+}
+
+func (o *toy) said() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.log)
+}
+
+type toyRound struct {
+	o *toy
+	r orchestrator.Reconcile
+}
+
+// Prepare records the members (nodes with an address) in the toy's cluster record.
+func (t *toyRound) Prepare() error {
+	var members []string
+	for _, n := range t.r.Nodes() {
+		if n.Details.PrivateIP != "" && n.Details.Phase != store.PhaseTerminating {
+			members = append(members, n.LogicalID)
+		}
+	}
+	b, _ := json.Marshal(members)
+	return t.r.Tx().PutOrchestratorRecord(&store.OrchestratorRecord{ClusterID: t.r.Cluster().ID, Kind: "toy", Body: b})
+}
+
+func (t *toyRound) MayStart(*store.Node) bool { return true }
+
+func (t *toyRound) BringUp(n *store.Node) orchestrator.BringUp {
+	o, id, logical := t.o, n.InstanceID, n.LogicalID
+	return orchestrator.BringUp{
+		Before: func(ctx context.Context) error {
+			_, err := o.h.Run(ctx, id, []string{"toy-before"}, time.Second)
+			o.say("before", logical)
+			return err
+		},
+		After:   func(ctx context.Context) error { o.say("after", logical); return nil },
+		Joins:   true,
+		Waiting: "Waiting for Toy to accept the node",
+	}
+}
+
+// Join admits the node from a job of its own, as a scheduler's answer would.
+func (t *toyRound) Join(n *store.Node) (bool, error) {
+	o, cl, logical, inst := t.o, t.r.Cluster().ID, n.LogicalID, n.InstanceID
+	t.r.Go("join", inst, func(ctx context.Context) {
+		o.h.NodeTx(ctx, cl, logical, func(tx store.Tx, c *store.Cluster, m *store.Node) error {
+			if m.InstanceID != inst || m.Details.Phase != store.PhaseJoining {
+				return nil
+			}
+			o.say("admit", logical)
+			return o.h.Admit(tx, c, m, "Toy accepts work on it")
+		})
+	})
+	return false, nil
+}
+
+func (t *toyRound) Lost(*store.Node) (string, string) { return "", "" }
+func (t *toyRound) Steps() error                      { return nil }
+func (t *toyRound) Head(*store.Group) bool            { return false }
+func (t *toyRound) Returning(*store.Node) bool        { return false }
+func (t *toyRound) Leave(n *store.Node, how orchestrator.Leaving, why string) func(context.Context) {
+	o, logical := t.o, n.LogicalID
+	return func(context.Context) { o.say("leave", logical, int(how)) }
+}
+func (t *toyRound) Reserve(*store.Node) (func(context.Context) string, func(context.Context)) {
+	return nil, nil
+}
+func (t *toyRound) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
+	t.o.say("drain", n.LogicalID)
+	rp.Drained = true
+	return false, "drained in Toy", nil
+}
+func (t *toyRound) Released(*store.Repair, *store.Node) (bool, string) { return false, "" }
+func (t *toyRound) JobsLeft(*store.Repair, *store.Node) (bool, string) {
+	return true, "no Toy jobs on it"
+}
+func (t *toyRound) Resume(rp *store.Repair, n *store.Node) (bool, string) {
+	t.o.say("resume", n.LogicalID)
+	return false, "back in Toy"
+}
+func (t *toyRound) Undrain(*store.Repair, *store.Node) {}
+
+// A second orchestrator is a package of its own: the controller runs its hooks at the points of
+// its rounds, a set-up node waits for it (Joining) until it admits the node, a replacement is
+// taken out of it and drained and resumed through it, and its records go with the cluster.
+func TestASecondOrchestrator(t *testing.T) {
+	h := newHarness(t)
+	toyOrch := &toy{}
+	h.orchestrators = []orchestrator.Orchestrator{toyOrch}
+	h.start()
+	id := h.create("c", spec("workers", 2))
+	h.until(id, 20, "both nodes Running", h.running(id, 2))
+	ev := h.events(id)
+	for _, want := range []string{"is set up; waiting for Toy to accept it (", "is Running: Toy accepts work on it."} {
+		if strings.Count(ev, want) != 2 {
+			t.Errorf("events: want %q twice:\n%s", want, ev)
+		}
+	}
+	said := toyOrch.said()
+	for _, n := range []string{"workers-1", "workers-2"} {
+		if i, j, k := slices.Index(said, "before "+n), slices.Index(said, "after "+n), slices.Index(said, "admit "+n); i < 0 || j < i || k < j {
+			t.Errorf("%s: hooks out of order: %q", n, said)
+		}
+	}
+	var members []string
+	h.st.Read(context.Background(), func(tx store.Tx) error {
+		rec, err := tx.OrchestratorRecord(id, "")
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(rec.Body, &members)
+	})
+	if !slices.Equal(members, []string{"workers-1", "workers-2"}) {
+		t.Errorf("the toy's record of members: %q", members)
+	}
+
+	old := h.node(id, "workers-1").InstanceID
+	if _, err := h.svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{old}}); err != nil {
+		t.Fatal(err)
+	}
+	h.until(id, 30, "the replacement Running", func() bool {
+		n := h.node(id, "workers-1")
+		return n.InstanceID != old && n.Status == api.ClusterInstanceStatusRunning && len(h.repairs(id)) == 1 && h.repairs(id)[0].State == store.RepairDone
+	})
+	said = toyOrch.said()
+	for _, want := range []string{"drain workers-1", "leave workers-1 1", "resume workers-1"} {
+		if !slices.Contains(said, want) {
+			t.Errorf("hooks: want %q in %q", want, said)
+		}
+	}
+	rp := h.repairs(id)[0]
+	if tl := timeline(rp); !strings.Contains(tl, "drained in Toy") || !strings.Contains(tl, "back in Toy") {
+		t.Errorf("the repair's timeline: %s", tl)
+	}
+	if strings.Count(strings.Join(said, "\n"), "admit workers-1") != 2 {
+		t.Errorf("the replacement was not admitted by the toy: %q", said)
+	}
+}
