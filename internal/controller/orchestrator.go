@@ -30,6 +30,42 @@ func (c *Controller) orchestratorOf(cl *store.Cluster) orchestrator.Orchestrator
 	return nil
 }
 
+// Drift asks the cluster's orchestrator how its configuration on the nodes differs from what
+// hale last wrote (orchestrator.Orchestrator.Drift); nothing for a cluster without one.
+func (c *Controller) Drift(ctx context.Context, clusterID string) ([]string, error) {
+	o, err := c.orchestratorByID(ctx, clusterID)
+	if o == nil || err != nil {
+		return nil, err
+	}
+	return o.Drift(ctx, clusterID)
+}
+
+// AutoResume passes a node's AutoResume call to its cluster's orchestrator; a cluster without
+// one has no job steps to resume.
+func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	o, err := c.orchestratorByID(ctx, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	if o == nil {
+		return nil, fmt.Errorf("auto-resume: cluster %s has no orchestrator", clusterID)
+	}
+	return o.AutoResume(ctx, clusterID, req)
+}
+
+func (c *Controller) orchestratorByID(ctx context.Context, clusterID string) (orchestrator.Orchestrator, error) {
+	var o orchestrator.Orchestrator
+	err := c.st.Read(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
+		o = c.orchestratorOf(cl)
+		return nil
+	})
+	return o, err
+}
+
 // The round is what an orchestrator sees of a reconcile.
 var _ orchestrator.Reconcile = (*round)(nil)
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -23,10 +24,14 @@ type toy struct {
 	log []string
 }
 
-func (o *toy) Name() string                           { return "toy" }
-func (o *toy) Display() string                        { return "Toy" }
-func (o *toy) Bind(h orchestrator.Host)               { o.h = h }
-func (o *toy) Manages(*api.CreateClusterRequest) bool { return true }
+func (o *toy) Name() string                                    { return "toy" }
+func (o *toy) Display() string                                 { return "Toy" }
+func (o *toy) Bind(h orchestrator.Host)                        { o.h = h }
+func (o *toy) Manages(*api.CreateClusterRequest) bool          { return true }
+func (o *toy) Drift(context.Context, string) ([]string, error) { return nil, nil }
+func (o *toy) AutoResume(context.Context, string, *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	return &agentproto.AutoResumeResponse{Action: "NONE"}, nil
+}
 func (o *toy) Begin(r orchestrator.Reconcile) (orchestrator.Round, error) {
 	return &toyRound{o: o, r: r}, nil
 }
@@ -158,6 +163,13 @@ func TestASecondOrchestrator(t *testing.T) {
 	})
 	if !slices.Equal(members, []string{"workers-1", "workers-2"}) {
 		t.Errorf("the toy's record of members: %q", members)
+	}
+
+	if resp, err := h.c.AutoResume(context.Background(), id, &agentproto.AutoResumeRequest{JobId: "1"}); err != nil || resp.Action != "NONE" {
+		t.Errorf("the cluster's AutoResume calls go to its orchestrator: %v %v", resp, err)
+	}
+	if drift, err := h.c.Drift(context.Background(), id); err != nil || drift != nil {
+		t.Errorf("drift: %q %v", drift, err)
 	}
 
 	old := h.node(id, "workers-1").InstanceID

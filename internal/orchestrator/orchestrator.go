@@ -47,6 +47,14 @@ type Orchestrator interface {
 	// Begin reads the orchestrator's records for one round of one cluster, inside the round's
 	// transaction.
 	Begin(r Reconcile) (Round, error)
+	// Drift lists how the orchestrator's configuration on the cluster's nodes differs from what
+	// hale last wrote there (UpdateCluster refuses to proceed over it under a managed
+	// strategy); nothing when there is nothing to compare.
+	Drift(ctx context.Context, clusterID string) ([]string, error)
+	// AutoResume answers a node's question about a failed job step (`srun --auto-resume=1`):
+	// which of the step's nodes has a fault, and whether the step is retried once they are
+	// repaired.
+	AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error)
 }
 
 // Round is an orchestrator's part of one reconcile of one cluster. Its hooks run inside the

@@ -168,13 +168,12 @@ func Start(o Options) (*App, error) {
 		return fail(err)
 	}
 	var ctl *controller.Controller
-	slurmOrch := slurm.New() // every cluster that is not an EKS one
 	notify := func(id string) { ctl.Enqueue(id) }
 	onFinding := func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding) {
 		ctl.HandleFinding(ctx, clusterID, instanceID, f)
 	}
 	onAutoResume := func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
-		return slurmOrch.AutoResume(ctx, clusterID, req)
+		return ctl.AutoResume(ctx, clusterID, req)
 	}
 	a.Agents = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: o.HeartbeatInterval,
 		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding,
@@ -219,13 +218,13 @@ func Start(o Options) (*App, error) {
 		a.ObjectStore = o.ObjectStoreEndpoint
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
-		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{slurmOrch},
+		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{slurm.New()}, // every cluster but an EKS one
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
-		SlurmDrift: slurmOrch.Drift,
+		SlurmDrift: ctl.Drift,
 	})
 	cfg := a.Service.Config()
 	if err := a.ensureAdminKey(cfg.Region); err != nil {
