@@ -248,7 +248,7 @@ func (fakeScripts) Fetch(context.Context, string) (map[string][]byte, error) {
 // harness is a server without its network: the service the API calls, the controller, the
 // store they share, and the machines.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	st    *sqlite.Store
 	svc   *service.Service
 	c     *Controller
@@ -258,7 +258,7 @@ type harness struct {
 	orchestrators []orchestrator.Orchestrator
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "hale.db"))
 	if err != nil {
