@@ -416,7 +416,8 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 				// drain): back in service, retried until Slurm shows it.
 				acts = append(acts, act{slurmconf.Resume(name)})
 			}
-			if changed {
+			// A node recorded before its status line was kept (an upgrade) gets it too.
+			if changed || statusLine(n, rec) != n.Details.OrchestratorStatus {
 				if err := s.saveNode(tx, n, rec); err != nil {
 					return err
 				}
