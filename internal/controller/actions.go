@@ -34,7 +34,7 @@ func (r *round) doActions() error {
 		}
 		switch a.Kind {
 		case store.ActionDelete:
-			if a.State == store.ActionPending && !r.or.Returning(n) {
+			if a.State == store.ActionPending && !r.or.TakeOutWaits(n) {
 				if err := finish(store.ActionInProgress, ""); err != nil {
 					return err
 				}

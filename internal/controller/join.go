@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -20,9 +22,17 @@ import (
 // node's daemon registers with its scheduler within seconds.
 const DefaultJoinTimeout = 60 * time.Second
 
-// join moves a joining node on: Running when its orchestrator does not hold it back, else the
-// orchestrator decides.
+// join moves a joining node on: Failure once it has waited longer than JoinTimeout, Running when
+// its orchestrator does not hold it back, else the orchestrator decides.
 func (r *round) join(n *store.Node) error {
+	if r.now.Sub(n.Details.PhaseSince) > r.c.cfg.JoinTimeout {
+		why := orchestrator.WaitingWhy(r.orName, n.StatusMessage)
+		if why == "" {
+			why = "it never said why"
+		}
+		return r.fail(n, fmt.Sprintf("%s did not accept host %s (instance %s, group %s) within %s: %s.",
+			r.orName, n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, r.c.cfg.JoinTimeout, why))
+	}
 	admit, err := r.or.Join(n)
 	if err != nil || !admit {
 		return err

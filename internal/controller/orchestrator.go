@@ -15,7 +15,7 @@ import (
 )
 
 // The controller's side of the orchestrator boundary (internal/orchestrator): which
-// orchestrator a cluster has, the round as an orchestrator sees it (orchestrator.Reconcile),
+// orchestrator a cluster has, the round as an orchestrator sees it (orchestrator.RoundHost),
 // the services it may use outside rounds (orchestrator.Host), and the behaviour of a cluster
 // that has no orchestrator (none).
 
@@ -67,14 +67,13 @@ func (c *Controller) orchestratorByID(ctx context.Context, clusterID string) (or
 }
 
 // The round is what an orchestrator sees of a reconcile.
-var _ orchestrator.Reconcile = (*round)(nil)
+var _ orchestrator.RoundHost = (*round)(nil)
 
 func (r *round) Tx() store.Tx                         { return r.tx }
 func (r *round) Cluster() *store.Cluster              { return r.cl }
 func (r *round) Groups() []*store.Group               { return r.groups }
 func (r *round) Nodes() []*store.Node                 { return r.nodes }
 func (r *round) Now() time.Time                       { return r.now }
-func (r *round) JoinTimeout() time.Duration           { return r.c.cfg.JoinTimeout }
 func (r *round) Fail(n *store.Node, msg string) error { return r.fail(n, msg) }
 
 func (r *round) Event(n *store.Node, level api.ClusterEventLevel, format string, args ...any) error {
@@ -149,7 +148,7 @@ func (none) Join(*store.Node) (bool, error)                                     
 func (none) Lost(*store.Node) (string, string)                                     { return "", "" }
 func (none) Steps() error                                                          { return nil }
 func (none) Head(*store.Group) bool                                                { return false }
-func (none) Returning(*store.Node) bool                                            { return false }
+func (none) TakeOutWaits(*store.Node) bool                                         { return false }
 func (none) Leave(*store.Node, orchestrator.Leaving, string) func(context.Context) { return nil }
 func (none) Reserve(*store.Node) (func(context.Context) string, func(context.Context)) {
 	return nil, nil

@@ -19,9 +19,11 @@ import (
 // Kubernetes one will be: it keeps its members in a record of its own, holds a set-up node
 // back until a job of its own admits it, and logs every hook the controller calls.
 type toy struct {
-	h   orchestrator.Host
-	mu  sync.Mutex
-	log []string
+	h orchestrator.Host
+	// holdBack: the toy never admits a node (a scheduler that does not take it).
+	holdBack bool
+	mu       sync.Mutex
+	log      []string
 }
 
 func (o *toy) Name() string                                    { return "toy" }
@@ -34,7 +36,7 @@ func (o *toy) AutoResume(context.Context, string, *agentproto.AutoResumeRequest)
 }
 
 // Begin reads the toy's records, as an orchestrator with state of its own does every round.
-func (o *toy) Begin(r orchestrator.Reconcile) (orchestrator.Round, error) {
+func (o *toy) Begin(r orchestrator.RoundHost) (orchestrator.Round, error) {
 	recs, err := r.Tx().OrchestratorRecords(r.Cluster().ID)
 	if err != nil {
 		return nil, err
@@ -69,7 +71,7 @@ func (o *toy) said() []string {
 
 type toyRound struct {
 	o   *toy
-	r   orchestrator.Reconcile
+	r   orchestrator.RoundHost
 	had string // the members as the toy's record had them
 }
 
@@ -101,12 +103,19 @@ func (t *toyRound) BringUp(n *store.Node) orchestrator.BringUp {
 		},
 		After:   func(ctx context.Context) error { o.say("after", logical); return nil },
 		Joins:   true,
-		Waiting: "Waiting for Toy to accept the node",
+		Waiting: orchestrator.Waiting("Toy", "its daemon is registering"),
 	}
 }
 
 // Join admits the node from a job of its own, as a scheduler's answer would.
 func (t *toyRound) Join(n *store.Node) (bool, error) {
+	if t.o.holdBack {
+		if msg := orchestrator.Waiting("Toy", "it has no room"); n.StatusMessage != msg {
+			n.StatusMessage = msg
+			return false, t.r.Tx().UpdateNode(n)
+		}
+		return false, nil
+	}
 	o, cl, logical, inst := t.o, t.r.Cluster().ID, n.LogicalID, n.InstanceID
 	t.r.Go("join", inst, func(ctx context.Context) {
 		o.h.NodeTx(ctx, cl, logical, func(tx store.Tx, c *store.Cluster, m *store.Node) error {
@@ -123,7 +132,7 @@ func (t *toyRound) Join(n *store.Node) (bool, error) {
 func (t *toyRound) Lost(*store.Node) (string, string) { return "", "" }
 func (t *toyRound) Steps() error                      { return nil }
 func (t *toyRound) Head(*store.Group) bool            { return false }
-func (t *toyRound) Returning(*store.Node) bool        { return false }
+func (t *toyRound) TakeOutWaits(*store.Node) bool     { return false }
 func (t *toyRound) Leave(n *store.Node, how orchestrator.Leaving, why string) func(context.Context) {
 	o, logical := t.o, n.LogicalID
 	return func(context.Context) { o.say("leave", logical, int(how)) }
@@ -229,5 +238,23 @@ func BenchmarkRound(b *testing.B) {
 				h.round(id)
 			}
 		})
+	}
+}
+
+// A node its orchestrator never accepts fails after JoinTimeout, whatever the orchestrator, with
+// what its status message said it waited for.
+func TestJoinTimesOutForAnyOrchestrator(t *testing.T) {
+	h := newHarness(t)
+	h.orchestrators = []orchestrator.Orchestrator{&toy{holdBack: true}}
+	h.start()
+	id := h.create("c", spec("workers", 1))
+	h.until(id, 10, "the node held back", func() bool { return h.node(id, "workers-1").Details.Phase == store.PhaseJoining })
+	h.round(id) // the toy says why it waits
+	h.clock.Advance(DefaultJoinTimeout + time.Second)
+	h.round(id)
+	n := h.node(id, "workers-1")
+	want := "Toy did not accept host " + n.Details.PrivateDNSHostname + " (instance " + n.InstanceID + ", group workers) within 1m0s: it has no room."
+	if n.Status != api.ClusterInstanceStatusFailure || n.StatusMessage != want {
+		t.Errorf("the node: %s %q, want Failure %q", n.Status, n.StatusMessage, want)
 	}
 }

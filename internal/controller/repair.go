@@ -154,7 +154,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairRepairing, what)
 
 	case store.RepairRepairing:
-		if r.or.Returning(n) {
+		if r.or.TakeOutWaits(n) {
 			return nil
 		}
 		if rp.Action == string(health.Replace) {
@@ -191,7 +191,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			back = back && n.InstanceID == rp.NewInstanceID
 		} else {
 			rebooted := n.Details.BootTime.After(rp.BootBefore)
-			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy(key(jobReboot, n.InstanceID)) && !r.or.Returning(n) {
+			if !rebooted && n.Details.Phase == store.PhaseReady && r.now.Sub(rp.RebootAt) > repairRebootWait && !r.c.busy(key(jobReboot, n.InstanceID)) && !r.or.TakeOutWaits(n) {
 				// Ready again without a new boot: the reboot was never asked (a server restart).
 				rp.RebootAt = r.now
 				if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {

@@ -49,10 +49,10 @@ func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
 	}
 	r.or, r.orName = none{}, "its orchestrator"
 	if o := c.orchestratorOf(cl); o != nil {
+		r.orName, r.orKind = o.Display(), o.Name() // before Begin, which may start jobs
 		if r.or, err = o.Begin(r); err != nil {
 			return nil, err
 		}
-		r.orName, r.orKind = o.Display(), o.Name()
 	}
 	return r, nil
 }

@@ -27,7 +27,7 @@ func (r *round) converge() error {
 		}
 		if len(live) > target {
 			for _, n := range victims(live, len(live)-target) {
-				if r.or.Returning(n) {
+				if r.or.TakeOutWaits(n) {
 					continue
 				}
 				why := fmt.Sprintf("scale-down of group %s to %d", g.Name, target)

@@ -40,7 +40,7 @@ func (r *round) softwareUpdate() error {
 		}
 		for i := 0; i < len(outdated) && inFlight < batchSize(g); i++ {
 			n := outdated[i]
-			if r.or.Returning(n) {
+			if r.or.TakeOutWaits(n) {
 				break
 			}
 			n.Details.ImageID, n.Details.ImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion

@@ -1,7 +1,7 @@
-// Package controllertest holds what the tests of the controller and of the orchestrators share:
-// scripted agents, a provider that launches nothing, and a seeded cluster (an InService cluster
-// of a controller group and a compute group gpu, one node each) on a real store. It is for tests
-// only.
+// Package controllertest holds what the tests of the controller and of the Slurm orchestrator
+// share: agents that answer Slurm's scontrol commands from a script, a provider that launches
+// nothing, and a seeded cluster (an InService cluster of a controller group and a compute group
+// gpu, one node each) on a real store. It is for tests only.
 package controllertest
 
 import (

@@ -7,12 +7,19 @@
 // steps of a node's bring-up around its lifecycle scripts, when a set-up node may take work
 // (Joining until then), taking a node out of service before it is rebooted, replaced or
 // removed and putting it back after a repair, operators' repair requests made in the
-// orchestrator itself, and its drift checks. It keeps its state in its own store records
-// (store.OrchestratorRecord), never in the generic cluster and node records.
+// orchestrator itself, its drift checks and the auto-resume of jobs. It keeps its state in its
+// own store records (store.OrchestratorRecord). Of the generic records it writes only what the
+// API and the repair flow share with it: a node's OrchestratorStatus (its one line in
+// DescribeClusterNode) and a repair's NodeName, Drained, IdleAtDrain, InService and
+// ServiceState.
+//
+// An orchestrator is given to the controller in controller.Config.Orchestrators, which the
+// server fills in internal/server/app.go; a cluster's orchestrator is the first whose Manages
+// accepts it.
 //
 // Every reconcile of a cluster asks the cluster's orchestrator for a Round; the controller calls
 // the Round's hooks at fixed points of its state machines, and the Round schedules slow work
-// (commands on nodes) as background jobs through its Reconcile, which start only once the
+// (commands on nodes) as background jobs through its RoundHost, which start only once the
 // round's decisions are committed.
 package orchestrator
 
@@ -46,7 +53,7 @@ type Orchestrator interface {
 	Manages(spec *api.CreateClusterRequest) bool
 	// Begin reads the orchestrator's records for one round of one cluster, inside the round's
 	// transaction.
-	Begin(r Reconcile) (Round, error)
+	Begin(r RoundHost) (Round, error)
 	// Drift lists how the orchestrator's configuration on the cluster's nodes differs from what
 	// hale last wrote there (UpdateCluster refuses to proceed over it under a managed
 	// strategy); nothing when there is nothing to compare.
@@ -58,7 +65,7 @@ type Orchestrator interface {
 }
 
 // Round is an orchestrator's part of one reconcile of one cluster. Its hooks run inside the
-// round's write transaction; the work they start runs after the commit (Reconcile.Go).
+// round's write transaction; the work they start runs after the commit (RoundHost.Go).
 type Round interface {
 	// Prepare keeps membership current: the roles of the groups, the configuration rendered
 	// from the nodes. The controller calls it at the round's start and again after the round
@@ -69,24 +76,29 @@ type Round interface {
 	MayStart(n *store.Node) bool
 	// BringUp is the node's part of the orchestrator in its bring-up.
 	BringUp(n *store.Node) BringUp
-	// Join is called every round for a node in PhaseJoining: admit when the orchestrator does
-	// not hold it back (the controller makes it Running at once); otherwise the orchestrator
-	// asks its scheduler about it, makes it Running (Host.Admit) once work is accepted on it,
-	// or fails it (Reconcile.Fail) after the join timeout.
+	// Join is called every round for a node in PhaseJoining that has not waited longer than
+	// the controller's JoinTimeout (after which the controller fails it, quoting what its
+	// status message says it waits for): admit when the orchestrator does not hold it back
+	// (the controller makes it Running at once); otherwise the orchestrator asks its scheduler
+	// about it, keeps its status message (Waiting) saying what it waits for, and makes it
+	// Running (Host.Admit) once work is accepted on it.
 	Join(n *store.Node) (admit bool, err error)
-	// Lost says whether a node that is reachable again must wait to be taken back because its
-	// scheduler lost it too: waiting is its status message meanwhile ("" when it need not
-	// wait), state the node's state there.
+	// Lost is asked about a Running node whose agent is reachable again: when its scheduler
+	// lost it too (Slurm has it down), it must wait to be taken back. waiting is its status
+	// message meanwhile ("" when it need not wait); state is how the scheduler has it, for the
+	// event.
 	Lost(n *store.Node) (waiting, state string)
 	// Steps starts the round's own work: configuration writes and applies, polls.
 	Steps() error
 	// Head reports whether the group's nodes are the cluster's head nodes (controller, login):
-	// a Continuous provisioning cluster is InService once they are.
+	// a Continuous provisioning cluster is InService once they are (once every node is, when
+	// no group is a head group).
 	Head(g *store.Group) bool
 
-	// Returning reports whether taking n out of service must wait: the orchestrator's control
-	// plane is in service but the server has not heard from it since it started.
-	Returning(n *store.Node) bool
+	// TakeOutWaits reports whether taking n out of service must wait now: the orchestrator's
+	// control plane runs on a node whose agent the server expects back (it has just started),
+	// and a reboot, replacement or removal without it would leave n's jobs behind.
+	TakeOutWaits(n *store.Node) bool
 	// Leave is called when the controller reboots, replaces or removes n's instance; it
 	// returns work that takes the node out of service at once (its jobs requeued) and runs
 	// before the instance goes, or nil when there is nothing to take out.
@@ -99,7 +111,9 @@ type Round interface {
 	// The repair flow's hooks, in the order of its states (controller/repair.go).
 
 	// Drain marks the node unschedulable for repair rp: pending while that is under way; what
-	// says what was done, for the repair's timeline.
+	// says what was done, for the repair's timeline. An orchestrator that drained the node sets
+	// rp.Drained (and rp.IdleAtDrain when no job ran on it), stored with the repair, so a
+	// cancelled repair is undrained (Undrain) and JobsLeft need not wait.
 	Drain(rp *store.Repair, n *store.Node) (pending bool, what string, err error)
 	// Released reports whether an operator put a held node back in service (why, for the
 	// timeline), which ends the hold.
@@ -133,9 +147,9 @@ const (
 	Removed
 )
 
-// Reconcile is what an orchestrator sees of one reconcile of one cluster: the snapshot the
+// RoundHost is what an orchestrator sees of one reconcile of one cluster: the snapshot the
 // round read in its write transaction, and the means to act in it.
-type Reconcile interface {
+type RoundHost interface {
 	Tx() store.Tx
 	Cluster() *store.Cluster
 	Groups() []*store.Group
@@ -147,13 +161,13 @@ type Reconcile interface {
 	// Go starts fn after the round commits, unless a job of that kind and id still runs; the
 	// cluster is reconciled again when fn returns.
 	Go(kind, id string, fn func(ctx context.Context))
-	// Fail moves n to Failure with the message (a node its orchestrator never accepted).
+	// Fail moves n to Failure with the message, and says so in an event.
 	Fail(n *store.Node, msg string) error
-	// JoinTimeout is how long a set-up node may wait in PhaseJoining.
-	JoinTimeout() time.Duration
 }
 
-// Host is what an orchestrator may use of the controller outside a round.
+// Host is what an orchestrator may use of the controller outside a round: from its background
+// jobs, never from a Round's hooks. A hook runs inside the round's write transaction, and a
+// transaction of Host's (NodeTx, Store().Write) would wait for that one to end.
 type Host interface {
 	Store() store.Store
 	Now() time.Time
@@ -182,6 +196,21 @@ type Host interface {
 	// orchestrator (source: its Name), or returns the node's open one, as
 	// BatchReplaceClusterNodes does by the API.
 	RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error
+}
+
+// Waiting is the status message of a node waiting for its orchestrator (display) to accept it,
+// why saying what it waits for; the controller quotes why when the node fails to join.
+func Waiting(display, why string) string {
+	return "Waiting for " + display + " to accept the node (" + why + ")"
+}
+
+// WaitingWhy is what a Waiting status message says the node waits for ("" for another message).
+func WaitingWhy(display, msg string) string {
+	prefix := "Waiting for " + display + " to accept the node ("
+	if !strings.HasPrefix(msg, prefix) || !strings.HasSuffix(msg, ")") {
+		return ""
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(msg, prefix), ")")
 }
 
 // NodeName is the node's name in its orchestrator: the one recorded at its first launch (its

@@ -224,7 +224,7 @@ func Start(o Options) (*App, error) {
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
-		SlurmDrift: ctl.Drift,
+		Drift: ctl.Drift,
 	})
 	cfg := a.Service.Config()
 	if err := a.ensureAdminKey(cfg.Region); err != nil {

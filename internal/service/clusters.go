@@ -299,9 +299,9 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 // checkSlurmDrift refuses an update of a Slurm cluster whose slurm.conf was edited on the
 // controller outside hale while its SlurmConfigStrategy (the request's, else the cluster's) is
 // Managed: the ConflictException names the drifting lines. Merge keeps such edits, Overwrite
-// discards them (research hyperpod-api-slurm.md §2.4).
+// discards them (research hyperpod-api-slurm.md §2.4). Only a Slurm cluster is checked.
 func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequest) error {
-	if s.cfg.SlurmDrift == nil {
+	if s.cfg.Drift == nil {
 		return nil
 	}
 	var c *store.Cluster
@@ -313,6 +313,9 @@ func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequ
 	if err != nil {
 		return err
 	}
+	if o := c.Spec.Orchestrator; o != nil && o.Eks != nil {
+		return nil // SlurmConfigStrategy is Slurm's: an EKS cluster has none
+	}
 	strategy := api.ClusterSlurmConfigStrategyManaged
 	if o := c.Spec.Orchestrator; o != nil && o.Slurm != nil && o.Slurm.SlurmConfigStrategy != nil {
 		strategy = *o.Slurm.SlurmConfigStrategy
@@ -323,7 +326,7 @@ func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequ
 	if strategy != api.ClusterSlurmConfigStrategyManaged {
 		return nil
 	}
-	drift, err := s.cfg.SlurmDrift(ctx, c.ID)
+	drift, err := s.cfg.Drift(ctx, c.ID)
 	if err != nil {
 		return api.Errorf(api.CodeConflictException, "Cluster %s: slurm.conf on the controller could not be read to check it for changes made outside hale (SlurmConfigStrategy Managed): %v. Retry, or set Orchestrator.Slurm.SlurmConfigStrategy to Overwrite or Merge.", c.Name, err)
 	}

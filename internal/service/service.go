@@ -40,11 +40,12 @@ type Config struct {
 	Provider string
 	// Notify is called after a change to a cluster is committed, so reconcilers can act on it.
 	Notify func(clusterID string)
-	// SlurmDrift lists the lines by which slurm.conf on a Slurm cluster's controller differs
-	// from what hale last wrote ("+ line", "- line"); UpdateCluster refuses to proceed over
-	// drift while the SlurmConfigStrategy is Managed. It lists nothing for a cluster that is
-	// not InService with a rendered Slurm configuration (slurm.Slurm.Drift). Nil skips the check.
-	SlurmDrift func(ctx context.Context, clusterID string) ([]string, error)
+	// Drift lists the lines by which the cluster's orchestrator configuration on its nodes
+	// differs from what hale last wrote ("+ line", "- line"; controller.Controller.Drift asks
+	// the cluster's orchestrator). UpdateCluster of a Slurm cluster refuses to proceed over
+	// drift while its SlurmConfigStrategy is Managed; an EKS cluster has no such strategy and
+	// is not asked. Nil skips the check.
+	Drift func(ctx context.Context, clusterID string) ([]string, error)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }

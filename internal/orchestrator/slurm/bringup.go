@@ -175,6 +175,6 @@ func (r *round) BringUp(n *store.Node) orchestrator.BringUp {
 		Before:  func(ctx context.Context) error { return s.before(ctx, &node) },
 		After:   func(ctx context.Context) error { return s.after(ctx, &node, role, name) },
 		Joins:   role == "compute",
-		Waiting: waitingForSlurm + " (its slurmd is registering)",
+		Waiting: waiting("its slurmd is registering"),
 	}
 }

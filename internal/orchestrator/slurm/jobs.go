@@ -1,6 +1,6 @@
 package slurm
 
-// The Slurm orchestrator's background jobs (orchestrator.Reconcile.Go), by kind; each is keyed
+// The Slurm orchestrator's background jobs (orchestrator.RoundHost.Go), by kind; each is keyed
 // by what it works on, and at most one per key runs at a time.
 const (
 	jobRoles      = "roles"      // the cluster's Slurm roles read (by cluster)

@@ -27,8 +27,8 @@ import (
 // joinPoll is how often slurmctld is asked about a node waiting to join.
 const joinPoll = 200 * time.Millisecond
 
-// waitingForSlurm prefixes the status message of a node waiting for Slurm.
-const waitingForSlurm = "Waiting for Slurm to accept the node"
+// waiting is the status message of a node waiting for Slurm, saying why.
+func waiting(why string) string { return orchestrator.Waiting("Slurm", why) }
 
 // acceptsWork reports whether slurmctld gives new jobs to a node in this state (scontrol's
 // State: a base state, then flags): idle, mixed, allocated or completing, without a flag that
@@ -86,20 +86,14 @@ func judgeJoin(s slurmconf.NodeState, listed bool) (step joinStep, why string) {
 }
 
 // Join implements orchestrator.Round: a joining node is Running at once when it needs no word
-// of Slurm's (admit), fails when Slurm has not accepted it within the join timeout, else
-// slurmctld is asked about it again.
+// of Slurm's (admit), else slurmctld is asked about it again.
 func (r *round) Join(n *store.Node) (admit bool, err error) {
 	if r.role(n) != "compute" {
 		return true, nil
 	}
-	if timeout := r.r.JoinTimeout(); r.now.Sub(n.Details.PhaseSince) > timeout {
-		why := strings.TrimSuffix(strings.TrimPrefix(n.StatusMessage, waitingForSlurm+" ("), ")")
-		return false, r.r.Fail(n, fmt.Sprintf("Slurm did not accept host %s (instance %s, group %s) within %s: %s.",
-			n.Details.PrivateDNSHostname, n.InstanceID, n.GroupName, timeout, why))
-	}
 	ctl := r.ctl()
 	if ctl == "" {
-		if msg := waitingForSlurm + " (no slurmctld is running)"; n.StatusMessage != msg {
+		if msg := waiting("no slurmctld is running"); n.StatusMessage != msg {
 			n.StatusMessage = msg
 			return false, r.r.Tx().UpdateNode(n)
 		}
@@ -173,7 +167,7 @@ func (s *Slurm) joinSeen(ctx context.Context, clusterID, logicalID, instanceID s
 		case step == joinAdmit:
 			why = "slurmctld has it " + strings.ToLower(ns.State)
 		}
-		if msg := waitingForSlurm + " (" + why + ")"; msg != n.StatusMessage {
+		if msg := waiting(why); msg != n.StatusMessage {
 			n.StatusMessage = msg
 			return tx.UpdateNode(n)
 		}
@@ -184,11 +178,11 @@ func (s *Slurm) joinSeen(ctx context.Context, clusterID, logicalID, instanceID s
 
 // Lost implements orchestrator.Round: a compute node that is reachable again waits to be taken
 // back when Slurm lost it too (down, or not responding): Running once its slurmd is back.
-func (r *round) Lost(n *store.Node) (waiting, state string) {
+func (r *round) Lost(n *store.Node) (msg, state string) {
 	st := r.recs[n.LogicalID]
 	if r.role(n) != "compute" || st == nil || !(strings.HasPrefix(st.State, "DOWN") || strings.Contains(st.State, "NOT_RESPONDING")) {
 		return "", ""
 	}
 	state = strings.ToLower(st.State)
-	return waitingForSlurm + " (slurmctld has it " + state + ")", state
+	return waiting("slurmctld has it " + state), state
 }

@@ -98,8 +98,10 @@ func (x *NodeRecord) conf(n *store.Node) string {
 	return x.Conf
 }
 
+// decodeState reads the cluster's State from its record: none when it has none, or one of
+// another orchestrator's.
 func decodeState(x *store.OrchestratorRecord) (*State, error) {
-	if x == nil {
+	if x == nil || x.Kind != Name {
 		return nil, nil
 	}
 	st := &State{}
@@ -148,7 +150,7 @@ func loadState(tx store.Tx, clusterID string) (*State, error) {
 // loadNode reads a node's record (an empty one when it has none).
 func loadNode(tx store.Tx, clusterID, logicalID string) (*NodeRecord, error) {
 	x, err := tx.OrchestratorRecord(clusterID, logicalID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && x.Kind != Name {
 		return &NodeRecord{}, nil
 	}
 	if err != nil {
@@ -165,7 +167,7 @@ func loadNodes(tx store.Tx, clusterID string) (map[string]*NodeRecord, error) {
 	}
 	out := map[string]*NodeRecord{}
 	for scope, x := range recs {
-		if scope == "" {
+		if scope == "" || x.Kind != Name {
 			continue
 		}
 		if out[scope], err = decodeNode(x); err != nil {

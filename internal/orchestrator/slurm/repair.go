@@ -59,13 +59,13 @@ func (r *round) inSlurm(n *store.Node) bool {
 	return r.role(n) == "compute" && rec != nil && rec.State != ""
 }
 
-// Returning implements orchestrator.Round: taking n out of Slurm must wait when n is a compute
+// TakeOutWaits implements orchestrator.Round: taking n out of Slurm must wait when n is a compute
 // node Slurm knows and the cluster's controller node is in service but its agent has no session
 // yet and is not silent either (the server has just started and the agents are reconnecting).
 // Leave needs that agent; a replacement, reboot or removal started without it would leave
 // Slurm running the old node's jobs on an instance that is going away, with no requeue. The
 // step waits for the agent's reconnection (which enqueues the cluster) or its silence.
-func (r *round) Returning(n *store.Node) bool {
+func (r *round) TakeOutWaits(n *store.Node) bool {
 	return r.inSlurm(n) && r.ctlReconnecting()
 }
 

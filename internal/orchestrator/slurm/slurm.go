@@ -67,7 +67,7 @@ func (s *Slurm) Manages(spec *api.CreateClusterRequest) bool {
 }
 
 // Begin implements orchestrator.Orchestrator.
-func (s *Slurm) Begin(rec orchestrator.Reconcile) (orchestrator.Round, error) {
+func (s *Slurm) Begin(rec orchestrator.RoundHost) (orchestrator.Round, error) {
 	cl := rec.Cluster()
 	recs, err := rec.Tx().OrchestratorRecords(cl.ID)
 	if err != nil {
@@ -78,7 +78,7 @@ func (s *Slurm) Begin(rec orchestrator.Reconcile) (orchestrator.Round, error) {
 		return nil, err
 	}
 	for scope, x := range recs {
-		if scope == "" {
+		if scope == "" || x.Kind != Name {
 			continue
 		}
 		if r.recs[scope], err = decodeNode(x); err != nil {
@@ -91,7 +91,7 @@ func (s *Slurm) Begin(rec orchestrator.Reconcile) (orchestrator.Round, error) {
 // round is the Slurm part of one reconcile of one cluster.
 type round struct {
 	s      *Slurm
-	r      orchestrator.Reconcile
+	r      orchestrator.RoundHost
 	cl     *store.Cluster
 	groups []*store.Group
 	nodes  []*store.Node

@@ -12,10 +12,12 @@ CREATE TABLE orchestrator_records (
 ) WITHOUT ROWID;
 
 -- The cluster's Slurm state becomes its record. Generation counted UpdateCluster calls for any
--- orchestrator, so it stays in the cluster's state as UpdateGeneration.
+-- orchestrator, so it stays in the cluster's state as UpdateGeneration. An EKS cluster had a
+-- Slurm state that only said it has no Slurm: it gets no record, which its own orchestrator
+-- would otherwise find under its scope.
 INSERT INTO orchestrator_records (cluster_id, scope, kind, body)
 SELECT id, '', 'slurm', json_remove(json_extract(state, '$.Slurm'), '$.Generation')
-FROM clusters WHERE json_type(state, '$.Slurm') = 'object';
+FROM clusters WHERE json_type(state, '$.Slurm') = 'object' AND json_type(spec, '$.Orchestrator.Eks') IS NULL;
 
 UPDATE clusters SET state = CASE
         WHEN json_type(state, '$.Slurm.Generation') = 'integer'
