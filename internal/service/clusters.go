@@ -42,6 +42,9 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 			return "", api.Errorf(api.CodeResourceLimitExceeded,
 				"This hale server already has %s, its limit (--max-clusters); delete one first.", plural.Count(n, "cluster", "clusters"))
 		}
+		if err := registeredKube(tx, in.Orchestrator); err != nil {
+			return "", err
+		}
 		now := s.now()
 		spec := *in
 		spec.InstanceGroups, spec.Tags = nil, nil
@@ -395,4 +398,21 @@ func (s *Service) DeleteCluster(ctx context.Context, in *api.DeleteClusterReques
 		return nil, err
 	}
 	return &api.DeleteClusterResponse{ClusterArn: &arn}, nil
+}
+
+// registeredKube refuses an Eks cluster whose Orchestrator.Eks.ClusterArn names no Kubernetes
+// cluster registered with hale: hale attaches a cluster to a control plane it can reach, as
+// HyperPod attaches one to an existing EKS cluster.
+func registeredKube(tx store.Tx, o *api.ClusterOrchestrator) error {
+	if o == nil || o.Eks == nil {
+		return nil
+	}
+	arn := o.Eks.GetClusterArn()
+	if _, err := tx.KubeCluster(arn); errors.Is(err, store.ErrNotFound) {
+		return api.Errorf(api.CodeValidationException, "1 validation error detected: Value '%s' at 'orchestrator.eks.clusterArn' failed to satisfy constraint: "+
+			"the ARN of a Kubernetes cluster registered with this hale server (hale kube register --name NAME --kubeconfig FILE, or hale server --kubernetes local)", arn)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }

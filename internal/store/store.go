@@ -137,6 +137,15 @@ type Tx interface {
 	// LogEvents returns up to limit events of a stream with Seq > after, oldest first.
 	LogEvents(group, stream string, after int64, limit int) ([]LogEvent, error)
 
+	// PutKubeCluster registers k, or replaces the registration of its name.
+	PutKubeCluster(k *KubeCluster) error
+	// KubeCluster returns the registered Kubernetes cluster with that name or ARN; ErrNotFound.
+	KubeCluster(ref string) (*KubeCluster, error)
+	// ListKubeClusters returns every registered Kubernetes cluster, by name.
+	ListKubeClusters() ([]*KubeCluster, error)
+	// DeleteKubeCluster removes a registration; ErrNotFound when there is none.
+	DeleteKubeCluster(name string) error
+
 	// InsertAccessKey adds k; ErrExists on a duplicate id.
 	InsertAccessKey(k *AccessKey) error
 	// AccessKey returns the key with that id; ErrNotFound.
@@ -175,6 +184,21 @@ type ClusterState struct {
 	// UpdateGeneration goes up with every accepted UpdateCluster, so an orchestrator writes its
 	// files again (and merges or overwrites an operator's edits).
 	UpdateGeneration int `json:",omitempty"`
+}
+
+// KubeCluster is a Kubernetes cluster registered with hale (`hale kube register`, or the control
+// plane `hale server --kubernetes local` starts): the target of an Eks cluster's
+// Orchestrator.Eks.ClusterArn.
+type KubeCluster struct {
+	Name string // the EKS cluster name: [0-9A-Za-z][A-Za-z0-9_-]*, at most 100
+	ARN  string // arn:aws:eks:<region>:<account>:cluster/<Name>
+	// Kubeconfig is the kubeconfig hale's controller uses: a ServiceAccount's token bound to
+	// hale's narrow ClusterRole (docs/kubernetes.md), never an administrator's.
+	Kubeconfig []byte
+	// Local: the control plane hale itself runs (it is started and stopped with the server).
+	Local     bool
+	Server    string // the API server's URL, for display
+	CreatedAt time.Time
 }
 
 // OrchestratorRecord is what a cluster's orchestrator keeps about the cluster (Scope "") or one

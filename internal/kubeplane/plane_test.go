@@ -1,0 +1,121 @@
+//go:build kube
+
+package kubeplane
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// bin is where scripts/k8s-tools.sh links the binaries (the test stage builds them first).
+func bin(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
+}
+
+// The real control plane: the API server answers as the version built, with TLS and RBAC; a
+// Node kwok manages becomes Ready and the scheduler runs a pod on it; a restart keeps the state
+// (and the certificates); Stop leaves no process behind.
+func TestControlPlane(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cp, err := Start(ctx, Config{Bin: bin(t), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[int]string{}
+	for _, p := range cp.procs {
+		pids[p.Process.Pid] = filepath.Base(p.Path)
+	}
+	t.Cleanup(cp.Stop)
+	cs, err := cp.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil || v.GitVersion != Version {
+		t.Fatalf("server version %v %v, want %s", v, err, Version)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hyperpod-i-0123456789abcdef0",
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}}}}
+	// The default namespace's ServiceAccount comes from the controller manager.
+	waitFor(t, 30*time.Second, "the default ServiceAccount", func() bool {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	})
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the Node Ready and the pod Running on it", func() bool {
+		n, err1 := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		p, err2 := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
+		return ready && p.Spec.NodeName == node.Name && p.Status.Phase == corev1.PodRunning
+	})
+
+	cp.Stop()
+	for pid, name := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("%s (pid %d) still runs after Stop", name, pid)
+		}
+	}
+	ca, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
+	cp2, err := Start(ctx, Config{Bin: bin(t), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp2.Stop)
+	if ca2, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt")); string(ca) != string(ca2) {
+		t.Error("a restart made a new CA: kubeconfigs written before no longer work")
+	}
+	cs2, err := cp2.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs2.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("after a restart the Node is gone: %v", err)
+	}
+}
+
+// Without the binaries Start says how to build them.
+func TestStartWithoutBinaries(t *testing.T) {
+	_, err := Start(context.Background(), Config{Bin: t.TempDir(), Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "scripts/k8s-tools.sh") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
