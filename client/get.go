@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +18,16 @@ import (
 // with a SigV4-signed GET, and returns the body of a 200 answer; an error answer is an
 // *api.Error, as for Call.
 func (c *Client) Get(ctx context.Context, path string, query url.Values) ([]byte, error) {
+	return c.send(ctx, http.MethodGet, path, query, nil)
+}
+
+// Post sends body (JSON) to one of hale's own HTTP resources (e.g. /hale/kube/clusters) with a
+// SigV4-signed POST, and returns the body of a 200 answer; an error answer is an *api.Error.
+func (c *Client) Post(ctx context.Context, path string, body []byte) ([]byte, error) {
+	return c.send(ctx, http.MethodPost, path, nil, body)
+}
+
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
 	if c.cfg.Credentials == nil {
 		return nil, errNoCredentials(nil)
 	}
@@ -27,13 +38,16 @@ func (c *Client) Get(ctx context.Context, path string, query url.Values) ([]byte
 	u := *c.endpoint
 	u.Path = path
 	u.RawQuery = query.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("User-Agent", "hale-cli")
-	empty := sha256.Sum256(nil)
-	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(empty[:]), api.SigningName, c.cfg.Region, time.Now()); err != nil {
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	sum := sha256.Sum256(body)
+	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), api.SigningName, c.cfg.Region, time.Now()); err != nil {
 		return nil, fmt.Errorf("signing the request: %w", err)
 	}
 	resp, err := c.http.Do(req)
@@ -41,12 +55,12 @@ func (c *Client) Get(ctx context.Context, path string, query url.Values) ([]byte
 		return nil, &userError{fmt.Sprintf("Could not connect to the endpoint URL: %q", c.endpoint.String()), err}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, parseError(resp.StatusCode, resp.Header, body)
+		return nil, parseError(resp.StatusCode, resp.Header, answer)
 	}
-	return body, nil
+	return answer, nil
 }

@@ -61,6 +61,8 @@ works with no other step. The hale CLI reads those files by itself.`,
 	f.Float64Var(&o.Rate, "rate-limit", server.DefaultRate, "requests per second per access key before ThrottlingException (negative: no limit)")
 	f.IntVar(&o.Burst, "rate-burst", server.DefaultBurst, "request burst per access key")
 	f.BoolVar(&debug, "debug", false, "log every request")
+	f.StringVar(&o.Kubernetes, "kubernetes", "", "local: run a Kubernetes control plane (API server, controller manager, scheduler, etcd, kwok) for Eks clusters; its binaries come from scripts/k8s-tools.sh")
+	f.StringVar(&o.KubernetesName, "kubernetes-name", server.DefaultKubernetesName, "the name the local control plane is registered under (its ARN's last part)")
 	addProviderFlags(f, &o)
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/orchestrator/slurm"
 
@@ -80,6 +81,14 @@ type Options struct {
 	HeartbeatInterval       time.Duration
 	MissedHeartbeats        int
 	ReconnectGrace          time.Duration
+
+	// Kubernetes is "" or "local": a Kubernetes control plane started with the server
+	// (internal/kubeplane), its state under DataDir/kubernetes, registered as KubernetesName
+	// (DefaultKubernetesName when empty) for Eks clusters. KubernetesBin holds its binaries
+	// (default: the k8s directory beside this executable, where scripts/k8s-tools.sh links them).
+	Kubernetes     string
+	KubernetesName string
+	KubernetesBin  string
 }
 
 // DefaultAgentPort is the port agents connect to.
@@ -109,6 +118,7 @@ type App struct {
 	closeErr  error
 	lock      *dataDirLock
 	dataDir   string
+	kube      *kubeplane.ControlPlane // the local control plane (--kubernetes local)
 	wg        sync.WaitGroup
 	log       *slog.Logger
 }
@@ -154,6 +164,9 @@ func Start(o Options) (*App, error) {
 	fail := func(err error) (*App, error) {
 		if c, ok := a.Provider.(interface{ Close() error }); ok {
 			c.Close()
+		}
+		if a.kube != nil {
+			a.kube.Stop()
 		}
 		ln.Close()
 		st.Close()
@@ -230,6 +243,9 @@ func Start(o Options) (*App, error) {
 	if err := a.ensureAdminKey(cfg.Region); err != nil {
 		return fail(err)
 	}
+	if err := a.startKubernetes(o, cfg.Region, cfg.AccountID); err != nil {
+		return fail(err)
+	}
 	verifier := &auth.Verifier{Service: "sagemaker", Keys: func(ctx context.Context, id string) (*store.AccessKey, error) {
 		var k *store.AccessKey
 		err := st.Read(ctx, func(tx store.Tx) error {
@@ -245,6 +261,14 @@ func Start(o Options) (*App, error) {
 	mux.HandleFunc("GET "+LogsPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("x-amzn-RequestId", uuid.NewString())
 		handler.serveLogs(w, r, st)
+	})
+	mux.HandleFunc(KubePath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		handler.serveKube(w, r, st, cfg.Region, cfg.AccountID)
 	})
 	mux.Handle("/", handler)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -343,6 +367,9 @@ func (a *App) Close() error {
 		a.closeErr = errors.Join(err, a.Store.Close())
 		if p, ok := a.Provider.(interface{ Close() error }); ok {
 			a.closeErr = errors.Join(a.closeErr, p.Close())
+		}
+		if a.kube != nil {
+			a.kube.Stop()
 		}
 		a.lock.release()
 	})

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/auth"
+	"github.com/haleproject/hale/internal/kubeplane"
+	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// KubePath is hale's endpoint for the Kubernetes clusters Eks clusters attach to. It is outside
+// the SageMaker API (EKS clusters are EKS's), behind the same SigV4 authentication. POST with a
+// KubeRegistration registers a cluster (a key needs eks:RegisterCluster, EKS's own action for
+// attaching an outside cluster) and answers a KubeClusterInfo; GET lists them (eks:ListClusters).
+const KubePath = "/hale/kube/clusters"
+
+// DefaultKubernetesName is the name the control plane of `hale server --kubernetes local` is
+// registered under.
+const DefaultKubernetesName = "hale-local"
+
+// KubeRegistration is a registration request: the cluster's name (its EKS name, in the ARN)
+// and a kubeconfig with the rights to create hale's ServiceAccount, ClusterRole and binding.
+// hale keeps only the ServiceAccount's credentials.
+type KubeRegistration struct {
+	Name       string
+	Kubeconfig string
+}
+
+// KubeClusterInfo is a registered cluster as the endpoint shows it.
+type KubeClusterInfo struct {
+	Name       string
+	ClusterArn string
+	Server     string
+	Local      bool `json:",omitempty"`
+}
+
+// KubeClusters is the listing's answer.
+type KubeClusters struct {
+	Clusters []KubeClusterInfo
+}
+
+func (h *Handler) serveKube(w http.ResponseWriter, r *http.Request, st store.Store, region, account string) {
+	fail := func(err error) {
+		e := api.AsError(err)
+		h.writeError(w, e.HTTPStatus(), e)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		fail(err)
+		return
+	}
+	key, err := h.cfg.Verifier.Verify(r, body)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var ans any
+	switch r.Method {
+	case http.MethodGet:
+		if !auth.Allows(key, "eks:ListClusters") {
+			fail(auth.AccessDenied(key, "eks:ListClusters", "*"))
+			return
+		}
+		var list KubeClusters
+		err = st.Read(r.Context(), func(tx store.Tx) error {
+			ks, err := tx.ListKubeClusters()
+			for _, k := range ks {
+				list.Clusters = append(list.Clusters, KubeClusterInfo{Name: k.Name, ClusterArn: k.ARN, Server: k.Server, Local: k.Local})
+			}
+			return err
+		})
+		ans = list
+	case http.MethodPost:
+		if !auth.Allows(key, "eks:RegisterCluster") {
+			fail(auth.AccessDenied(key, "eks:RegisterCluster", "*"))
+			return
+		}
+		var in KubeRegistration
+		if err := json.Unmarshal(body, &in); err != nil {
+			fail(api.Errorf(api.CodeSerializationException, "The request is not a registration: %v", err))
+			return
+		}
+		var k *store.KubeCluster
+		k, err = registerKube(r.Context(), st, []byte(in.Kubeconfig), in.Name, region, account, false)
+		if err == nil {
+			ans = KubeClusterInfo{Name: k.Name, ClusterArn: k.ARN, Server: k.Server}
+		}
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	b, _ := json.Marshal(ans)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+// registerKube registers the cluster an administrator's kubeconfig reaches (eks.Register) and
+// stores the registration; a bad kubeconfig or name is a ValidationException.
+func registerKube(ctx context.Context, st store.Store, adminKubeconfig []byte, name, region, account string, local bool) (*store.KubeCluster, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(adminKubeconfig)
+	if err != nil {
+		return nil, api.Errorf(api.CodeValidationException, "Kubeconfig: not a kubeconfig hale can use: %v", err)
+	}
+	k, err := eks.Register(ctx, cfg, name, region, account)
+	if err != nil {
+		return nil, api.Errorf(api.CodeValidationException, "Registering the Kubernetes cluster %s failed: %v", name, err)
+	}
+	k.Local = local
+	err = st.Write(ctx, func(tx store.Tx) error {
+		if old, err := tx.KubeCluster(name); err == nil {
+			k.CreatedAt = old.CreatedAt
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return tx.PutKubeCluster(k)
+	})
+	return k, err
+}
+
+// startKubernetes starts the local control plane (o.Kubernetes "local") under the data
+// directory and registers it.
+func (a *App) startKubernetes(o Options, region, account string) error {
+	if o.Kubernetes == "" {
+		return nil
+	}
+	if o.Kubernetes != "local" {
+		return fmt.Errorf("--kubernetes %q: hale runs one kind of control plane itself, local (register others with hale kube register)", o.Kubernetes)
+	}
+	bin := o.KubernetesBin
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		bin = filepath.Join(filepath.Dir(exe), "k8s") // bin/hale -> bin/k8s (scripts/k8s-tools.sh)
+	}
+	name := o.KubernetesName
+	if name == "" {
+		name = DefaultKubernetesName
+	}
+	cp, err := kubeplane.Start(context.Background(), kubeplane.Config{Bin: bin, Dir: filepath.Join(o.DataDir, "kubernetes"), Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.kube = cp
+	admin, err := os.ReadFile(cp.AdminKubeconfig())
+	if err != nil {
+		return err
+	}
+	k, err := registerKube(context.Background(), a.Store, admin, name, region, account, true)
+	if err != nil {
+		return err
+	}
+	a.log.Info("Kubernetes control plane registered", "name", k.Name, "cluster_arn", k.ARN, "admin_kubeconfig", cp.AdminKubeconfig())
+	return nil
+}
