@@ -14,6 +14,7 @@ import (
 
 	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/orchestrator/slurm"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -231,7 +232,10 @@ func Start(o Options) (*App, error) {
 		a.ObjectStore = o.ObjectStoreEndpoint
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
-		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{slurm.New()}, // every cluster but an EKS one
+		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{
+			eks.New(eks.Config{SimulatedKubelets: o.Provider == "local"}), // Eks clusters (local nodes run no kubelet: kwok plays it)
+			slurm.New(), // every other cluster
+		},
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps})
 	a.Service = service.New(st, service.Config{

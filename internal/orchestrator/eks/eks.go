@@ -1,0 +1,129 @@
+package eks
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Name is the orchestrator's short name: the Kind of its store records.
+const Name = "eks"
+
+// HyperPod's Node labels, taint and annotation (research hyperpod-eks-health.md §1.3).
+const (
+	LabelComputeType       = "sagemaker.amazonaws.com/compute-type"
+	LabelInstanceGroup     = "sagemaker.amazonaws.com/instance-group-name"
+	LabelClusterName       = "sagemaker.amazonaws.com/cluster-name"
+	LabelInstanceType      = "node.kubernetes.io/instance-type"
+	LabelHealth            = "sagemaker.amazonaws.com/node-health-status"
+	LabelDeepHealth        = "sagemaker.amazonaws.com/deep-health-check-status"
+	LabelFaultType         = "sagemaker.amazonaws.com/fault-type"
+	LabelFaultReason       = "sagemaker.amazonaws.com/fault-reason"
+	AnnotationFaultDetails = "sagemaker.amazonaws.com/fault-details"
+	// TaintHealth is the NoSchedule taint (value Unschedulable) on a node under repair or deep
+	// health checks.
+	TaintHealth = LabelHealth
+	// kwokAnnotation marks a Node kwok plays the kubelet of (the local provider's nodes).
+	kwokAnnotation = "kwok.x-k8s.io/node"
+)
+
+// The values of LabelHealth.
+const (
+	Schedulable                     = "Schedulable"
+	Unschedulable                   = "Unschedulable"
+	UnschedulablePendingReplacement = "UnschedulablePendingReplacement"
+	UnschedulablePendingReboot      = "UnschedulablePendingReboot"
+)
+
+// Config configures the orchestrator.
+type Config struct {
+	// SimulatedKubelets: hale creates each node's Node itself, for kwok to play its kubelet (the
+	// local provider, whose nodes run no kubelet). Otherwise the node's kubelet registers it, as
+	// the lifecycle scripts of a real machine set up.
+	SimulatedKubelets bool
+}
+
+// EKS orchestrates clusters whose Orchestrator is Eks on the Kubernetes cluster their ClusterArn
+// names. Its zero value is not usable: use New.
+type EKS struct {
+	cfg Config
+	h   orchestrator.Host
+	log *slog.Logger
+
+	mu      sync.Mutex
+	clients map[string]kubernetes.Interface // by registered cluster ARN
+	polled  map[string]time.Time            // when each cluster's Nodes were last read
+}
+
+// New returns the orchestrator, to be bound to a controller.
+func New(cfg Config) *EKS {
+	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, polled: map[string]time.Time{}}
+}
+
+var _ orchestrator.Orchestrator = (*EKS)(nil)
+
+// Name implements orchestrator.Orchestrator.
+func (o *EKS) Name() string { return Name }
+
+// Display implements orchestrator.Orchestrator.
+func (o *EKS) Display() string { return "Kubernetes" }
+
+// Bind implements orchestrator.Orchestrator.
+func (o *EKS) Bind(h orchestrator.Host) { o.h, o.log = h, h.Logger() }
+
+// Manages implements orchestrator.Orchestrator: the clusters whose Orchestrator is Eks.
+func (o *EKS) Manages(spec *api.CreateClusterRequest) bool {
+	return spec.Orchestrator != nil && spec.Orchestrator.Eks != nil
+}
+
+// Drift implements orchestrator.Orchestrator: hale writes no configuration file on an Eks
+// cluster's nodes.
+func (o *EKS) Drift(context.Context, string) ([]string, error) { return nil, nil }
+
+// AutoResume implements orchestrator.Orchestrator: srun's question does not arise on
+// Kubernetes, where PyTorchJobs are resumed by their annotations.
+func (o *EKS) AutoResume(_ context.Context, clusterID string, _ *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	return nil, fmt.Errorf("auto-resume: cluster %s runs Kubernetes, where jobs resume by the sagemaker.amazonaws.com/enable-job-auto-resume annotation", clusterID)
+}
+
+// client is the clientset of the registered cluster the cluster is attached to, as hale's
+// ServiceAccount.
+func (o *EKS) client(tx store.Tx, cl *store.Cluster) (kubernetes.Interface, error) {
+	arn := cl.Spec.Orchestrator.Eks.GetClusterArn()
+	o.mu.Lock()
+	c := o.clients[arn]
+	o.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	k, err := tx.KubeCluster(arn)
+	if err != nil {
+		return nil, fmt.Errorf("the Kubernetes cluster %s: %w", arn, err)
+	}
+	rc, err := clientcmd.RESTConfigFromKubeConfig(k.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	o.clients[arn] = cs
+	o.mu.Unlock()
+	return cs, nil
+}
+
+// NodeName is a node's Node name, as HyperPod names it: hyperpod-<instance id>.
+func NodeName(instanceID string) string { return "hyperpod-" + instanceID }

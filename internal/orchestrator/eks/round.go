@@ -1,0 +1,463 @@
+package eks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// The Kubernetes part of a round. Every call to the API server runs in a background job
+// (RoundHost.Go), never inside the round's transaction.
+
+// pollInterval is how often the cluster's Nodes are read for operators' repair requests.
+const pollInterval = time.Second
+
+// evictTimeout is how long a drain honours PodDisruptionBudgets before it deletes the pods that
+// are left (with an event).
+const evictTimeout = 60 * time.Second
+
+// Begin implements orchestrator.Orchestrator.
+func (o *EKS) Begin(r orchestrator.RoundHost) (orchestrator.Round, error) {
+	cs, err := o.client(r.Tx(), r.Cluster())
+	return &round{o: o, r: r, cl: r.Cluster(), cs: cs, csErr: err}, nil
+}
+
+type round struct {
+	o     *EKS
+	r     orchestrator.RoundHost
+	cl    *store.Cluster
+	cs    kubernetes.Interface
+	csErr error // the registered cluster cannot be reached (its registration is gone)
+}
+
+func waiting(why string) string { return orchestrator.Waiting("Kubernetes", why) }
+
+// Prepare implements orchestrator.Round: membership is the Nodes themselves.
+func (r *round) Prepare() error { return nil }
+
+// MayStart implements orchestrator.Round.
+func (r *round) MayStart(*store.Node) bool { return true }
+
+// Head implements orchestrator.Round: an Eks cluster has no head groups.
+func (r *round) Head(*store.Group) bool { return false }
+
+// Steps implements orchestrator.Round: operators' repair requests (a Node labelled
+// UnschedulablePendingReplacement or UnschedulablePendingReboot by hand).
+func (r *round) Steps() error {
+	if r.cs == nil || !r.o.pollDue(r.cl.ID, r.r.Now()) {
+		return nil
+	}
+	o, cs, cl := r.o, r.cs, r.cl
+	byNode := map[string]string{} // Node name -> logical id
+	for _, n := range r.r.Nodes() {
+		if n.Details.Phase == store.PhaseReady && n.Details.RepairStatus == "" {
+			byNode[NodeName(n.InstanceID)] = n.LogicalID
+		}
+	}
+	r.r.Go("poll", cl.ID, func(ctx context.Context) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelClusterName + "=" + cl.Name})
+		if err != nil {
+			return
+		}
+		for _, kn := range nodes.Items {
+			logical, ok := byNode[kn.Name]
+			action := ""
+			switch kn.Labels[LabelHealth] {
+			case UnschedulablePendingReplacement:
+				action = "Replace"
+			case UnschedulablePendingReboot:
+				action = "Reboot"
+			}
+			if !ok || action == "" {
+				continue
+			}
+			why := "Node label " + LabelHealth + "=" + kn.Labels[LabelHealth]
+			o.h.NodeTx(ctx, cl.ID, logical, func(tx store.Tx, c *store.Cluster, n *store.Node) error {
+				if n.Details.RepairStatus != "" || NodeName(n.InstanceID) != kn.Name {
+					return nil
+				}
+				if err := o.h.Event(tx, c, n, api.ClusterEventLevelWarn, "Node %s (instance %s) is labelled %s=%s by an operator: hale starts the %s.",
+					kn.Name, n.InstanceID, LabelHealth, kn.Labels[LabelHealth], strings.ToLower(action)); err != nil {
+					return err
+				}
+				return o.h.RequestRepair(tx, c, n, action, "kubernetes", why)
+			})
+		}
+	})
+	return nil
+}
+
+func (o *EKS) pollDue(clusterID string, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if now.Sub(o.polled[clusterID]) < pollInterval {
+		return false
+	}
+	o.polled[clusterID] = now
+	return true
+}
+
+// BringUp implements orchestrator.Round: once the lifecycle scripts ran, the node's Node is made
+// (for a simulated kubelet) or awaited (a real kubelet registers it), and labelled.
+func (r *round) BringUp(n *store.Node) orchestrator.BringUp {
+	return orchestrator.BringUp{Joins: true, Waiting: waiting("its Node has not registered yet")}
+}
+
+// Join implements orchestrator.Round: the node is Running once its Node is Ready, carries
+// HyperPod's labels and the group's KubernetesConfig, and is Schedulable.
+func (r *round) Join(n *store.Node) (bool, error) {
+	if r.cs == nil {
+		msg := waiting(fmt.Sprintf("the Kubernetes cluster cannot be reached: %v", r.csErr))
+		if n.StatusMessage != msg {
+			n.StatusMessage = msg
+			return false, r.r.Tx().UpdateNode(n)
+		}
+		return false, nil
+	}
+	o, cs, cl, node, group := r.o, r.cs, r.cl, *n, r.group(n.GroupName)
+	r.r.Go("join", n.InstanceID, func(ctx context.Context) {
+		kn, err := o.ensureNode(ctx, cs, cl, &node, group)
+		why := ""
+		switch {
+		case err != nil:
+			why = err.Error()
+		case !ready(kn):
+			why = "its Node " + kn.Name + " is not Ready"
+		}
+		o.h.NodeTx(ctx, cl.ID, node.LogicalID, func(tx store.Tx, c *store.Cluster, m *store.Node) error {
+			if m.InstanceID != node.InstanceID || m.Details.Phase != store.PhaseJoining {
+				return nil
+			}
+			if why == "" {
+				m.Details.OrchestratorStatus = "Kubernetes node " + kn.Name + ": Ready, " + Schedulable
+				return o.h.Admit(tx, c, m, "its Node "+kn.Name+" is Ready and Schedulable")
+			}
+			if msg := waiting(why); m.StatusMessage != msg {
+				m.StatusMessage = msg
+				return tx.UpdateNode(m)
+			}
+			return nil
+		})
+		if why != "" {
+			o.h.Sleep(ctx, 200*time.Millisecond)
+		}
+	})
+	return false, nil
+}
+
+func (r *round) group(name string) *store.Group {
+	for _, g := range r.r.Groups() {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+func ready(kn *corev1.Node) bool {
+	for _, c := range kn.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ensureNode makes the node's Node when kubelets are simulated (a real kubelet makes its own),
+// and gives it HyperPod's labels, Schedulable, and its group's KubernetesConfig labels and
+// taints.
+func (o *EKS) ensureNode(ctx context.Context, cs kubernetes.Interface, cl *store.Cluster, n *store.Node, g *store.Group) (*corev1.Node, error) {
+	name := NodeName(n.InstanceID)
+	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && o.cfg.SimulatedKubelets {
+		kn, err = cs.CoreV1().Nodes().Create(ctx, simulatedNode(name, n), metav1.CreateOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("its Node %s has not registered (its kubelet joins it, from the lifecycle scripts)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{LabelComputeType: "hyperpod", LabelInstanceGroup: n.GroupName, LabelClusterName: cl.Name,
+		LabelInstanceType: n.InstanceType, LabelHealth: Schedulable}
+	var taints []corev1.Taint
+	if g != nil && g.Spec.KubernetesConfig != nil {
+		for k, v := range g.Spec.KubernetesConfig.Labels {
+			labels[k] = v
+		}
+		for _, t := range g.Spec.KubernetesConfig.Taints {
+			taints = append(taints, corev1.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: corev1.TaintEffect(t.GetEffect())})
+		}
+	}
+	changed := false
+	if kn.Labels == nil {
+		kn.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		if kn.Labels[k] != v {
+			kn.Labels[k], changed = v, true
+		}
+	}
+	for _, t := range taints {
+		if !hasTaint(kn, t.Key, t.Effect) {
+			kn.Spec.Taints, changed = append(kn.Spec.Taints, t), true
+		}
+	}
+	if !changed {
+		return kn, nil
+	}
+	return cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+}
+
+// simulatedNode is the Node of a local node, for kwok to play its kubelet: its capacity is its
+// instance type's (the agent's inventory on the local provider is the host's).
+func simulatedNode(name string, n *store.Node) *corev1.Node {
+	cpus, mem, gpus := "2", "8Gi", "0"
+	if inv := n.Details.Inventory; inv != nil {
+		cpus, mem = fmt.Sprint(max(inv.CPUs, 1)), fmt.Sprintf("%dMi", max(inv.MemoryMiB, 1))
+		k := 0
+		for _, a := range inv.Accelerators {
+			if a.Kind == "gpu" {
+				k++
+			}
+		}
+		gpus = fmt.Sprint(k)
+	}
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpus), corev1.ResourceMemory: resource.MustParse(mem),
+		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse(gpus)}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{kwokAnnotation: "fake"}},
+		Spec:   corev1.NodeSpec{ProviderID: "hale://" + n.InstanceID},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res}}
+}
+
+func hasTaint(kn *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, t := range kn.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// Lost implements orchestrator.Round: kwok and real kubelets report for themselves.
+func (r *round) Lost(*store.Node) (string, string) { return "", "" }
+
+// TakeOutWaits implements orchestrator.Round: the API server is not a node of the cluster.
+func (r *round) TakeOutWaits(*store.Node) bool { return false }
+
+// Leave implements orchestrator.Round: a replaced or removed instance's Node is deleted (its
+// pods are gone with it; a replacement joins as a new Node); a rebooted one keeps its Node.
+func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {
+	if r.cs == nil || how == orchestrator.Rebooted {
+		return nil
+	}
+	o, cs, name := r.o, r.cs, NodeName(n.InstanceID)
+	return func(ctx context.Context) {
+		if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			o.log.Warn("deleting a Node", "node", name, "error", err)
+		}
+	}
+}
+
+// Reserve implements orchestrator.Round: a node under deep health checks is Unschedulable,
+// tainted, and its deep-health-check-status InProgress; then Passed or as the checks said.
+func (r *round) Reserve(n *store.Node) (func(ctx context.Context) string, func(ctx context.Context)) {
+	if r.cs == nil {
+		return nil, nil
+	}
+	cs, name := r.cs, NodeName(n.InstanceID)
+	hold := func(ctx context.Context) string {
+		if err := setHealth(ctx, cs, name, Unschedulable, map[string]string{LabelDeepHealth: "InProgress"}, true); err != nil {
+			return ""
+		}
+		return "node " + name + " is " + Unschedulable + " in Kubernetes (deep-health-check-status InProgress)"
+	}
+	release := func(ctx context.Context) {
+		setHealth(ctx, cs, name, Schedulable, map[string]string{LabelDeepHealth: "Passed"}, false)
+	}
+	return hold, release
+}
+
+// setHealth sets the Node's node-health-status (and other labels), with the health taint and
+// cordon when it is not Schedulable, without them when it is.
+func setHealth(ctx context.Context, cs kubernetes.Interface, name, health string, labels map[string]string, cordon bool) error {
+	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if kn.Labels == nil {
+		kn.Labels = map[string]string{}
+	}
+	kn.Labels[LabelHealth] = health
+	for k, v := range labels {
+		kn.Labels[k] = v
+	}
+	var taints []corev1.Taint
+	for _, t := range kn.Spec.Taints {
+		if t.Key != TaintHealth {
+			taints = append(taints, t)
+		}
+	}
+	if cordon {
+		taints = append(taints, corev1.Taint{Key: TaintHealth, Value: Unschedulable, Effect: corev1.TaintEffectNoSchedule})
+	}
+	kn.Spec.Taints, kn.Spec.Unschedulable = taints, cordon
+	_, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+	return err
+}
+
+// Drain implements orchestrator.Round: the Node is labelled UnschedulablePendingReplacement or
+// UnschedulablePendingReboot with the fault's type and reason, tainted and cordoned, and its
+// pods are evicted (PodDisruptionBudgets honoured for evictTimeout, then the pods left are
+// deleted).
+func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
+	name := NodeName(n.InstanceID)
+	rp.NodeName = name
+	health := UnschedulablePendingReplacement
+	if rp.Action == "Reboot" {
+		health = UnschedulablePendingReboot
+	}
+	if rp.Drained || r.cs == nil {
+		return false, "labelled " + health + ", cordoned, pods evicted", nil
+	}
+	o, cs, id, fault, reason := r.o, r.cs, rp.ID, rp.Fault, rp.Reason
+	r.r.Go("drain", id, func(ctx context.Context) {
+		details, _ := json.Marshal([]map[string]string{{"timestamp": time.Now().UTC().Format(time.RFC3339), "type": fault, "reason": reason}})
+		err := setHealth(ctx, cs, name, health, map[string]string{LabelFaultType: labelValue(fault), LabelFaultReason: labelValue(reason)}, true)
+		if err == nil {
+			_, err = cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType,
+				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationFaultDetails, string(details)), metav1.PatchOptions{})
+		}
+		if err == nil {
+			err = o.evict(ctx, cs, name)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			o.log.Warn("repair: draining a Node", "repair", id, "node", name, "error", err)
+			o.h.Sleep(ctx, time.Second)
+			return
+		}
+		o.h.Store().Write(ctx, func(tx store.Tx) error {
+			rp, err := tx.Repair(id)
+			if err != nil || rp.State != store.RepairDraining {
+				return err
+			}
+			rp.Drained, rp.IdleAtDrain = true, true
+			return tx.PutRepair(rp)
+		})
+	})
+	return true, "", nil
+}
+
+// labelValue is s as a label value: at most 63 characters of letters, digits, '-', '_' and '.',
+// starting and ending with a letter or digit.
+func labelValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	out := strings.Trim(string(b[:min(len(b), 63)]), "-_.")
+	return out
+}
+
+// evict evicts the pods on the Node (but DaemonSets'), honouring PodDisruptionBudgets for
+// evictTimeout; the pods still there then are deleted.
+func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string) error {
+	deadline := time.Now().Add(evictTimeout)
+	for {
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, p := range pods.Items {
+			if daemon(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			left++
+			if time.Now().After(deadline) {
+				cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				continue
+			}
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+			if err != nil && !apierrors.IsTooManyRequests(err) && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func daemon(p *corev1.Pod) bool {
+	for _, ref := range p.OwnerReferences {
+		if ref.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// Released implements orchestrator.Round.
+func (r *round) Released(*store.Repair, *store.Node) (bool, string) { return false, "" }
+
+// JobsLeft implements orchestrator.Round: the drain evicted the pods.
+func (r *round) JobsLeft(*store.Repair, *store.Node) (bool, string) { return true, "its pods were evicted" }
+
+// Resume implements orchestrator.Round: a rebooted node's Node becomes Schedulable again; a
+// replacement joins as a new Node, Schedulable (Join).
+func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
+	name := NodeName(n.InstanceID)
+	if rp.InService || r.cs == nil {
+		return false, "Schedulable in Kubernetes as " + name + ", Running"
+	}
+	o, cs, id := r.o, r.cs, rp.ID
+	r.r.Go("resume", id, func(ctx context.Context) {
+		if err := setHealth(ctx, cs, name, Schedulable, nil, false); err != nil {
+			o.h.Sleep(ctx, time.Second)
+			return
+		}
+		o.h.Store().Write(ctx, func(tx store.Tx) error {
+			rp, err := tx.Repair(id)
+			if err != nil || rp.State != store.RepairResuming {
+				return err
+			}
+			rp.InService, rp.ServiceState = true, Schedulable
+			return tx.PutRepair(rp)
+		})
+	})
+	return true, ""
+}
+
+// Undrain implements orchestrator.Round: a cancelled repair's Node is Schedulable again.
+func (r *round) Undrain(rp *store.Repair, n *store.Node) {
+	if !rp.Drained || r.cs == nil {
+		return
+	}
+	cs, name := r.cs, NodeName(n.InstanceID)
+	r.r.Go("undrain", rp.ID, func(ctx context.Context) { setHealth(ctx, cs, name, Schedulable, nil, false) })
+}

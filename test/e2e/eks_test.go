@@ -1,0 +1,141 @@
+//go:build e2e && kube
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/server/servertest"
+)
+
+// An Eks cluster on the control plane hale runs (--kubernetes local), its nodes on the local
+// provider with kwok as their kubelets: every instance joins as a Node hyperpod-<instance id>
+// with HyperPod's labels and its group's KubernetesConfig; a BatchReplaceClusterNodes drains
+// and labels the Node, deletes it, and a new Node joins Schedulable; an operator's label starts
+// a reboot that keeps the Node's name; a deletion leaves no Node.
+func TestEksClusterNodes(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	_, file, _, _ := runtime.Caller(0)
+	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	ctx := context.Background()
+	lc := e.script("eks", "on_create.sh", recordScript)
+	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
+		InstanceCount: aws.Int32(2), ExecutionRole: aws.String(role),
+		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")},
+		KubernetesConfig: &types.ClusterKubernetesConfig{Labels: map[string]string{"team": "ml"},
+			Taints: []types.ClusterKubernetesTaint{{Key: aws.String("dedicated"), Value: aws.String("training"), Effect: types.ClusterKubernetesTaintEffectNoSchedule}}}}
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("eks"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
+		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("eks", types.ClusterStatusInservice, 90*time.Second)
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(rc)
+	nodeOf := map[string]string{} // logical id -> Node name
+	for _, n := range e.nodes("eks") {
+		nodeOf[*n.NodeLogicalId] = eks.NodeName(*n.InstanceId)
+	}
+	for logical, name := range nodeOf {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: its Node: %v", logical, err)
+		}
+		for k, v := range map[string]string{eks.LabelComputeType: "hyperpod", eks.LabelInstanceGroup: "workers", eks.LabelClusterName: "eks",
+			eks.LabelInstanceType: "ml.g5.2xlarge", eks.LabelHealth: eks.Schedulable, "team": "ml"} {
+			if kn.Labels[k] != v {
+				t.Errorf("%s: label %s = %q, want %q", name, k, kn.Labels[k], v)
+			}
+		}
+		if !hasTaint(kn, "dedicated", "training") || kn.Spec.Unschedulable {
+			t.Errorf("%s: taints %v, unschedulable %v", name, kn.Spec.Taints, kn.Spec.Unschedulable)
+		}
+	}
+
+	// BatchReplaceClusterNodes: the old Node is labelled and cordoned, then deleted; the new
+	// instance joins as a new Node, Schedulable.
+	var target types.ClusterNodeSummary
+	for _, n := range e.nodes("eks") {
+		if *n.NodeLogicalId == "workers-1" {
+			target = n
+		}
+	}
+	if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("eks"), NodeIds: []string{*target.InstanceId}}); err != nil {
+		t.Fatal(err)
+	}
+	var replacement string
+	eventually(t, 90*time.Second, "the replacement's Node Schedulable, the old one gone", func() (bool, string) {
+		for _, n := range e.nodes("eks") {
+			if *n.NodeLogicalId == "workers-1" && *n.InstanceId != *target.InstanceId && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+				replacement = *n.InstanceId
+			}
+		}
+		if replacement == "" {
+			return false, "no replacement Running"
+		}
+		if _, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(*target.InstanceId), metav1.GetOptions{}); err == nil {
+			return false, "the old Node is still there"
+		}
+		kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(replacement), metav1.GetOptions{})
+		return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable && !kn.Spec.Unschedulable, fmt.Sprint(err)
+	})
+	eventually(t, 10*time.Second, "the repair's timeline", func() (bool, string) {
+		ev := e.events("eks")
+		return strings.Contains(ev, "labelled UnschedulablePendingReplacement, cordoned, pods evicted") && strings.Contains(ev, "done in"), ev
+	})
+
+	// An operator's label asks for a reboot: the Node keeps its name and is Schedulable again.
+	other := nodeOf["workers-2"]
+	kn, err := cs.CoreV1().Nodes().Get(ctx, other, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kn.Labels[eks.LabelHealth] = eks.UnschedulablePendingReboot
+	if _, err := cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the labelled node rebooted and Schedulable", func() (bool, string) {
+		ev := e.events("eks")
+		kn, err := cs.CoreV1().Nodes().Get(ctx, other, metav1.GetOptions{})
+		return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable && strings.Contains(ev, "is labelled "+eks.LabelHealth+"=UnschedulablePendingReboot by an operator") &&
+			strings.Count(ev, "done in") == 2, ev
+	})
+
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("eks")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("eks", 60*time.Second)
+	eventually(t, 10*time.Second, "no Node left", func() (bool, string) {
+		ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: eks.LabelClusterName + "=eks"})
+		return err == nil && len(ns.Items) == 0, fmt.Sprint(ns, err)
+	})
+}
+
+func hasTaint(kn *corev1.Node, key, value string) bool {
+	for _, t := range kn.Spec.Taints {
+		if t.Key == key && t.Value == value {
+			return true
+		}
+	}
+	return false
+}
