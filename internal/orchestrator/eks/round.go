@@ -426,7 +426,9 @@ func daemon(p *corev1.Pod) bool {
 func (r *round) Released(*store.Repair, *store.Node) (bool, string) { return false, "" }
 
 // JobsLeft implements orchestrator.Round: the drain evicted the pods.
-func (r *round) JobsLeft(*store.Repair, *store.Node) (bool, string) { return true, "its pods were evicted" }
+func (r *round) JobsLeft(*store.Repair, *store.Node) (bool, string) {
+	return true, "its pods were evicted"
+}
 
 // Resume implements orchestrator.Round: a rebooted node's Node becomes Schedulable again; a
 // replacement joins as a new Node, Schedulable (Join).
