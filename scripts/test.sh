@@ -36,12 +36,20 @@ gofmt_check() {
   echo "gofmt would change:" >&2; echo "$unformatted" >&2; return 1
 }
 
+# Kubernetes for Eks clusters (docs/kubernetes.md): built from the upstream Go modules once per
+# machine (10-20 minutes the first time, then cached), before hale's own builds want both cores.
+stage "Kubernetes tools (built once per machine)" ./scripts/k8s-tools.sh
 stage "gofmt" gofmt_check
 stage "go vet" go vet ./...
 stage "go vet (e2e)" go vet -tags e2e ./test/e2e
+stage "go vet (kube)" go vet -tags "e2e kube" ./internal/kubeplane ./internal/server ./test/e2e
 stage "go test ./..." go test -count=1 ./...
 # End to end on real namespaces, agents, Slurm and lifecycle scripts (root).
 stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
+# The real Kubernetes control plane (kube-apiserver, etcd, controller manager, scheduler, kwok),
+# its registration, and an Eks cluster on the local provider.
+stage "Kubernetes tests" go test -count=1 -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks' \
+  ./internal/kubeplane ./internal/server ./test/e2e
 # The robustness suite: a random schedule of faults for a bounded time (HALE_ROBUSTNESS_DURATION,
 # 2m by default; the seed it prints replays a failure, see docs/reliability.md).
 stage "robustness" ./scripts/robustness.sh

@@ -145,11 +145,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	// Every controller but node IPAM (there is no pod network to allocate from). The node
 	// lifecycle controller stays: it takes the not-ready taint off a Node whose kubelet reports
-	// it Ready, as on any cluster.
+	// it Ready, as on any cluster. Each controller acts as its own ServiceAccount with the
+	// bootstrap roles (system:controller:*), as kubeadm sets it up: the controller manager's own
+	// user may do little more than mint their tokens.
 	if err := cp.run("kube-controller-manager", "--kubeconfig", kubeconfigs["kube-controller-manager"],
 		"--authentication-kubeconfig", kubeconfigs["kube-controller-manager"], "--authorization-kubeconfig", kubeconfigs["kube-controller-manager"],
 		"--controllers", "*,-nodeipam", "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0",
-		"--use-service-account-credentials=false", "--service-account-private-key-file", saKey, "--root-ca-file", caFile,
+		"--use-service-account-credentials=true", "--service-account-private-key-file", saKey, "--root-ca-file", caFile,
 		"--cluster-signing-cert-file", caFile, "--cluster-signing-key-file", caKey); err != nil {
 		cp.Stop()
 		return nil, err

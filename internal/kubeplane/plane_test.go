@@ -4,6 +4,7 @@ package kubeplane
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,6 +39,15 @@ func TestControlPlane(t *testing.T) {
 		pids[p.Process.Pid] = filepath.Base(p.Path)
 	}
 	t.Cleanup(cp.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager"} {
+				b, _ := os.ReadFile(filepath.Join(dir, "logs", name+".log"))
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				t.Logf("%s.log, last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+			}
+		}
+	})
 	cs, err := cp.Clientset()
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +74,12 @@ func TestControlPlane(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	last := ""
+	defer func() {
+		if t.Failed() {
+			t.Log("last seen:", last)
+		}
+	}()
 	waitFor(t, 60*time.Second, "the Node Ready and the pod Running on it", func() bool {
 		n, err1 := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		p, err2 := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
@@ -74,7 +90,11 @@ func TestControlPlane(t *testing.T) {
 		for _, c := range n.Status.Conditions {
 			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
 		}
-		return ready && p.Spec.NodeName == node.Name && p.Status.Phase == corev1.PodRunning
+		if !(ready && p.Spec.NodeName == node.Name && p.Status.Phase == corev1.PodRunning) {
+			last = fmt.Sprintf("node conditions %v taints %v; pod on %q phase %s conditions %v", n.Status.Conditions, n.Spec.Taints, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+			return false
+		}
+		return true
 	})
 
 	cp.Stop()

@@ -21,8 +21,9 @@ import (
 
 // KubePath is hale's endpoint for the Kubernetes clusters Eks clusters attach to. It is outside
 // the SageMaker API (EKS clusters are EKS's), behind the same SigV4 authentication. POST with a
-// KubeRegistration registers a cluster (a key needs eks:RegisterCluster, EKS's own action for
-// attaching an outside cluster) and answers a KubeClusterInfo; GET lists them (eks:ListClusters).
+// KubeRegistration registers a cluster and answers a KubeClusterInfo (a key needs
+// sagemaker:CreateCluster: registering is the first step of creating Eks clusters); GET lists
+// them (sagemaker:ListClusters).
 const KubePath = "/hale/kube/clusters"
 
 // DefaultKubernetesName is the name the control plane of `hale server --kubernetes local` is
@@ -68,8 +69,8 @@ func (h *Handler) serveKube(w http.ResponseWriter, r *http.Request, st store.Sto
 	var ans any
 	switch r.Method {
 	case http.MethodGet:
-		if !auth.Allows(key, "eks:ListClusters") {
-			fail(auth.AccessDenied(key, "eks:ListClusters", "*"))
+		if !auth.Allows(key, "sagemaker:ListClusters") {
+			fail(auth.AccessDenied(key, "sagemaker:ListClusters", "*"))
 			return
 		}
 		var list KubeClusters
@@ -82,8 +83,8 @@ func (h *Handler) serveKube(w http.ResponseWriter, r *http.Request, st store.Sto
 		})
 		ans = list
 	case http.MethodPost:
-		if !auth.Allows(key, "eks:RegisterCluster") {
-			fail(auth.AccessDenied(key, "eks:RegisterCluster", "*"))
+		if !auth.Allows(key, "sagemaker:CreateCluster") {
+			fail(auth.AccessDenied(key, "sagemaker:CreateCluster", "*"))
 			return
 		}
 		var in KubeRegistration
