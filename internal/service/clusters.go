@@ -137,6 +137,13 @@ func (s *Service) DescribeCluster(ctx context.Context, in *api.DescribeClusterRe
 			return err
 		}
 		out = describeCluster(c, groups, counts)
+		if o := c.Spec.Orchestrator; o != nil && o.Eks != nil {
+			nodes, err := tx.NodesOf(c.ID)
+			if err != nil {
+				return err
+			}
+			currentKubernetesConfig(out, nodes)
+		}
 		return nil
 	})
 	return out, err

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/haleproject/hale/api"
@@ -91,7 +92,7 @@ func groupDetails(g *store.Group, counts map[api.ClusterInstanceStatus]int) api.
 		d.InstanceRequirements = &api.ClusterInstanceRequirementDetails{CurrentInstanceTypes: r.InstanceTypes, DesiredInstanceTypes: r.InstanceTypes}
 	}
 	if k := sp.KubernetesConfig; k != nil {
-		d.KubernetesConfig = &api.ClusterKubernetesConfigDetails{CurrentLabels: k.Labels, DesiredLabels: k.Labels, CurrentTaints: k.Taints, DesiredTaints: k.Taints}
+		d.KubernetesConfig = &api.ClusterKubernetesConfigDetails{DesiredLabels: k.Labels, DesiredTaints: k.Taints}
 	}
 	if a := sp.AutoPatchConfig; a != nil {
 		d.AutoPatchConfig = &api.ClusterAutoPatchConfigDetails{PatchingStrategy: a.PatchingStrategy, DeploymentConfig: a.DeploymentConfig}
@@ -216,8 +217,14 @@ func nodeDetails(n *store.Node, g *store.Group) *api.ClusterNodeDetails {
 		}
 		d.DesiredImageId = optString(g.State.DesiredImageID)
 		d.DesiredImageReleaseVersion = optString(g.State.DesiredImageReleaseVersion)
-		if k := sp.KubernetesConfig; k != nil {
-			d.KubernetesConfig = &api.ClusterKubernetesConfigNodeDetails{CurrentLabels: k.Labels, DesiredLabels: k.Labels, CurrentTaints: k.Taints, DesiredTaints: k.Taints}
+		if k, cur := sp.KubernetesConfig, n.Details.KubernetesConfig; k != nil || cur != nil {
+			d.KubernetesConfig = &api.ClusterKubernetesConfigNodeDetails{}
+			if k != nil {
+				d.KubernetesConfig.DesiredLabels, d.KubernetesConfig.DesiredTaints = k.Labels, k.Taints
+			}
+			if cur != nil {
+				d.KubernetesConfig.CurrentLabels, d.KubernetesConfig.CurrentTaints = cur.Labels, cur.Taints
+			}
 		}
 		if ni := sp.NetworkInterface; ni != nil {
 			d.NetworkInterface = &api.ClusterNetworkInterfaceDetails{InterfaceType: ni.InterfaceType}
@@ -274,4 +281,37 @@ func order(o *api.SortOrder, def store.SortOrder) store.SortOrder {
 		return store.Descending
 	}
 	return store.Ascending
+}
+
+// currentKubernetesConfig fills in each group's Current KubernetesConfig: what was last applied
+// to the Nodes of its Running instances, the one not yet updated while an UpdateCluster is
+// being applied (none before a node has its Node).
+func currentKubernetesConfig(out *api.DescribeClusterResponse, nodes []*store.Node) {
+	for i := range out.InstanceGroups {
+		g := &out.InstanceGroups[i]
+		var cur *api.ClusterKubernetesConfig
+		for _, n := range nodes {
+			if n.GroupName != g.GetInstanceGroupName() || n.Status != api.ClusterInstanceStatusRunning || n.Details.KubernetesConfig == nil {
+				continue
+			}
+			if cur == nil || sameKubernetesConfig(cur, g.KubernetesConfig) {
+				cur = n.Details.KubernetesConfig
+			}
+		}
+		if cur == nil {
+			continue
+		}
+		if g.KubernetesConfig == nil {
+			g.KubernetesConfig = &api.ClusterKubernetesConfigDetails{}
+		}
+		g.KubernetesConfig.CurrentLabels, g.KubernetesConfig.CurrentTaints = cur.Labels, cur.Taints
+	}
+}
+
+// sameKubernetesConfig: the applied config c is the group's desired one.
+func sameKubernetesConfig(c *api.ClusterKubernetesConfig, d *api.ClusterKubernetesConfigDetails) bool {
+	if d == nil {
+		return len(c.Labels) == 0 && len(c.Taints) == 0
+	}
+	return reflect.DeepEqual(c.Labels, d.DesiredLabels) && reflect.DeepEqual(c.Taints, d.DesiredTaints)
 }

@@ -319,6 +319,9 @@ type NodeDetails struct {
 	BootID    string         `json:",omitempty"`
 	Inventory *NodeInventory `json:",omitempty"`
 
+	// KubernetesConfig is the KubernetesConfig (labels and taints) last applied to the node's
+	// Kubernetes Node: DescribeClusterNode's Current, beside its group's Desired.
+	KubernetesConfig *api.ClusterKubernetesConfig `json:",omitempty"`
 	// OrchestratorStatus is the orchestrator's view of the node in one line (e.g. "Slurm node
 	// ip-10-1-0-3: idle"), for DescribeClusterNode; "" when it has none.
 	OrchestratorStatus string `json:",omitempty"`

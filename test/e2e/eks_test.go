@@ -72,6 +72,31 @@ func TestEksClusterNodes(t *testing.T) {
 		}
 	}
 
+	// DescribeCluster and DescribeClusterNode show the KubernetesConfig as Current and Desired;
+	// an UpdateCluster that changes it relabels the Running nodes' Nodes.
+	d := e.waitStatus("eks", types.ClusterStatusInservice, time.Second)
+	if k := d.InstanceGroups[0].KubernetesConfig; k == nil || k.CurrentLabels["team"] != "ml" || k.DesiredLabels["team"] != "ml" || len(k.CurrentTaints) != 1 {
+		t.Errorf("DescribeCluster's KubernetesConfig: %+v", k)
+	}
+	g.KubernetesConfig = &types.ClusterKubernetesConfig{Labels: map[string]string{"team": "research", "tier": "gold"}}
+	if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("eks"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the Nodes relabelled and untainted", func() (bool, string) {
+		for _, name := range nodeOf {
+			kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || kn.Labels["team"] != "research" || kn.Labels["tier"] != "gold" || hasTaint(kn, "dedicated", "training") {
+				return false, fmt.Sprintf("%s: %v %v %v", name, kn.Labels, kn.Spec.Taints, err)
+			}
+		}
+		n, err := e.SDK.DescribeClusterNode(ctx, &sagemaker.DescribeClusterNodeInput{ClusterName: aws.String("eks"), NodeLogicalId: aws.String("workers-2")})
+		if err != nil {
+			return false, err.Error()
+		}
+		k := n.NodeDetails.KubernetesConfig
+		return k != nil && k.CurrentLabels["tier"] == "gold" && len(k.CurrentTaints) == 0 && k.DesiredLabels["tier"] == "gold", fmt.Sprintf("%+v", k)
+	})
+
 	// BatchReplaceClusterNodes: the old Node is labelled and cordoned, then deleted; the new
 	// instance joins as a new Node, Schedulable.
 	var target types.ClusterNodeSummary
@@ -120,6 +145,19 @@ func TestEksClusterNodes(t *testing.T) {
 		return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable && strings.Contains(ev, "is labelled "+eks.LabelHealth+"=UnschedulablePendingReboot by an operator") &&
 			strings.Count(ev, "done in") == 2, ev
 	})
+
+	// The condition named for the action was set for the repair and cleared after it.
+	if kn, err := cs.CoreV1().Nodes().Get(ctx, other, metav1.GetOptions{}); err == nil {
+		found := false
+		for _, c := range kn.Status.Conditions {
+			if string(c.Type) == eks.UnschedulablePendingReboot {
+				found = c.Status == corev1.ConditionFalse && c.Reason == "Repaired"
+			}
+		}
+		if !found {
+			t.Errorf("%s: no cleared %s condition: %+v", other, eks.UnschedulablePendingReboot, kn.Status.Conditions)
+		}
+	}
 
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("eks")}); err != nil {
 		t.Fatal(err)

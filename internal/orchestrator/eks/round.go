@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -55,10 +57,23 @@ func (r *round) MayStart(*store.Node) bool { return true }
 // Head implements orchestrator.Round: an Eks cluster has no head groups.
 func (r *round) Head(*store.Group) bool { return false }
 
-// Steps implements orchestrator.Round: operators' repair requests (a Node labelled
-// UnschedulablePendingReplacement or UnschedulablePendingReboot by hand).
+// Steps implements orchestrator.Round: a Running node whose group's KubernetesConfig changed
+// (UpdateCluster) gets the new labels and taints; operators' repair requests (a Node labelled
+// UnschedulablePendingReplacement or UnschedulablePendingReboot by hand) start repairs.
 func (r *round) Steps() error {
-	if r.cs == nil || !r.o.pollDue(r.cl.ID, r.r.Now()) {
+	if r.cs == nil {
+		return nil
+	}
+	for _, n := range r.r.Nodes() {
+		if n.Details.Phase != store.PhaseReady || n.Details.Unreachable {
+			continue
+		}
+		g := r.group(n.GroupName)
+		if desired := desiredConfig(g); !reflect.DeepEqual(desired, orEmpty(n.Details.KubernetesConfig)) {
+			r.reapply(n, desired)
+		}
+	}
+	if !r.o.pollDue(r.cl.ID, r.r.Now()) {
 		return nil
 	}
 	o, cs, cl := r.o, r.cs, r.cl
@@ -144,6 +159,7 @@ func (r *round) Join(n *store.Node) (bool, error) {
 			}
 			if why == "" {
 				m.Details.OrchestratorStatus = "Kubernetes node " + kn.Name + ": Ready, " + Schedulable
+				m.Details.KubernetesConfig = desiredConfig(group)
 				return o.h.Admit(tx, c, m, "its Node "+kn.Name+" is Ready and Schedulable")
 			}
 			if msg := waiting(why); m.StatusMessage != msg {
@@ -194,16 +210,7 @@ func (o *EKS) ensureNode(ctx context.Context, cs kubernetes.Interface, cl *store
 	}
 	labels := map[string]string{LabelComputeType: "hyperpod", LabelInstanceGroup: n.GroupName, LabelClusterName: cl.Name,
 		LabelInstanceType: n.InstanceType, LabelHealth: Schedulable}
-	var taints []corev1.Taint
-	if g != nil && g.Spec.KubernetesConfig != nil {
-		for k, v := range g.Spec.KubernetesConfig.Labels {
-			labels[k] = v
-		}
-		for _, t := range g.Spec.KubernetesConfig.Taints {
-			taints = append(taints, corev1.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: corev1.TaintEffect(t.GetEffect())})
-		}
-	}
-	changed := false
+	changed := applyKubernetesConfig(kn, n.Details.KubernetesConfig, desiredConfig(g))
 	if kn.Labels == nil {
 		kn.Labels = map[string]string{}
 	}
@@ -212,15 +219,77 @@ func (o *EKS) ensureNode(ctx context.Context, cs kubernetes.Interface, cl *store
 			kn.Labels[k], changed = v, true
 		}
 	}
-	for _, t := range taints {
-		if !hasTaint(kn, t.Key, t.Effect) {
-			kn.Spec.Taints, changed = append(kn.Spec.Taints, t), true
-		}
-	}
 	if !changed {
 		return kn, nil
 	}
 	return cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+}
+
+// desiredConfig is the group's KubernetesConfig (an empty one when it has none).
+func desiredConfig(g *store.Group) *api.ClusterKubernetesConfig {
+	if g == nil || g.Spec.KubernetesConfig == nil {
+		return &api.ClusterKubernetesConfig{}
+	}
+	return g.Spec.KubernetesConfig
+}
+
+// applyKubernetesConfig makes the Node's labels and taints those of desired where they were
+// those of applied (what hale set before: an UpdateCluster may have removed some), leaving the
+// rest alone; it reports whether the Node changed.
+func applyKubernetesConfig(kn *corev1.Node, applied, desired *api.ClusterKubernetesConfig) bool {
+	changed := false
+	if kn.Labels == nil {
+		kn.Labels = map[string]string{}
+	}
+	if applied != nil {
+		for k := range applied.Labels {
+			if _, keep := desired.Labels[k]; !keep {
+				if _, ok := kn.Labels[k]; ok {
+					delete(kn.Labels, k)
+					changed = true
+				}
+			}
+		}
+		var taints []corev1.Taint
+		for _, t := range kn.Spec.Taints {
+			if inTaints(applied.Taints, t) && !inTaints(desired.Taints, t) {
+				changed = true
+				continue
+			}
+			taints = append(taints, t)
+		}
+		kn.Spec.Taints = taints
+	}
+	for k, v := range desired.Labels {
+		if kn.Labels[k] != v {
+			kn.Labels[k], changed = v, true
+		}
+	}
+	for _, t := range desired.Taints {
+		want := corev1.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: corev1.TaintEffect(t.GetEffect())}
+		found := false
+		for i, have := range kn.Spec.Taints {
+			if have.Key == want.Key && have.Effect == want.Effect {
+				found = true
+				if have.Value != want.Value {
+					kn.Spec.Taints[i].Value, changed = want.Value, true
+				}
+			}
+		}
+		if !found {
+			kn.Spec.Taints, changed = append(kn.Spec.Taints, want), true
+		}
+	}
+	return changed
+}
+
+func inTaints(ts []api.ClusterKubernetesTaint, t corev1.Taint) bool {
+	for _, x := range ts {
+		if x.GetKey() == t.Key && string(x.GetEffect()) == string(t.Effect) {
+			return true
+		}
+	}
+	return false
 }
 
 // simulatedNode is the Node of a local node, for kwok to play its kubelet: its capacity is its
@@ -242,15 +311,6 @@ func simulatedNode(name string, n *store.Node) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{kwokAnnotation: "fake"}},
 		Spec:   corev1.NodeSpec{ProviderID: "hale://" + n.InstanceID},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res}}
-}
-
-func hasTaint(kn *corev1.Node, key string, effect corev1.TaintEffect) bool {
-	for _, t := range kn.Spec.Taints {
-		if t.Key == key && t.Effect == effect {
-			return true
-		}
-	}
-	return false
 }
 
 // Lost implements orchestrator.Round: kwok and real kubelets report for themselves.
@@ -341,6 +401,9 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 		if err == nil {
 			_, err = cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType,
 				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationFaultDetails, string(details)), metav1.PatchOptions{})
+		}
+		if err == nil {
+			err = setCondition(ctx, cs, name, health, corev1.ConditionTrue, labelValue(fault), reason)
 		}
 		if err == nil {
 			err = o.evict(ctx, cs, name)
@@ -443,6 +506,10 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 			o.h.Sleep(ctx, time.Second)
 			return
 		}
+		if err := clearConditions(ctx, cs, name); err != nil {
+			o.h.Sleep(ctx, time.Second)
+			return
+		}
 		o.h.Store().Write(ctx, func(tx store.Tx) error {
 			rp, err := tx.Repair(id)
 			if err != nil || rp.State != store.RepairResuming {
@@ -461,5 +528,105 @@ func (r *round) Undrain(rp *store.Repair, n *store.Node) {
 		return
 	}
 	cs, name := r.cs, NodeName(n.InstanceID)
-	r.r.Go("undrain", rp.ID, func(ctx context.Context) { setHealth(ctx, cs, name, Schedulable, nil, false) })
+	r.r.Go("undrain", rp.ID, func(ctx context.Context) {
+		if setHealth(ctx, cs, name, Schedulable, nil, false) == nil {
+			clearConditions(ctx, cs, name)
+		}
+	})
+}
+
+func orEmpty(c *api.ClusterKubernetesConfig) *api.ClusterKubernetesConfig {
+	if c == nil {
+		return &api.ClusterKubernetesConfig{}
+	}
+	return c
+}
+
+// reapply gives a Running node's Node its group's new KubernetesConfig, and records it.
+func (r *round) reapply(n *store.Node, desired *api.ClusterKubernetesConfig) {
+	o, cs, cl, node := r.o, r.cs, r.cl, *n
+	r.r.Go("relabel", n.InstanceID, func(ctx context.Context) {
+		name := NodeName(node.InstanceID)
+		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil && applyKubernetesConfig(kn, node.Details.KubernetesConfig, desired) {
+			_, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("applying a group's KubernetesConfig", "node", name, "error", err)
+				o.h.Sleep(ctx, time.Second)
+			}
+			return
+		}
+		o.h.NodeTx(ctx, cl.ID, node.LogicalID, func(tx store.Tx, c *store.Cluster, m *store.Node) error {
+			if m.InstanceID != node.InstanceID {
+				return nil
+			}
+			m.Details.KubernetesConfig = desired
+			if err := tx.UpdateNode(m); err != nil {
+				return err
+			}
+			return o.h.Event(tx, c, m, api.ClusterEventLevelInfo, "Node %s has its group's KubernetesConfig: %s.", name, describeConfig(desired))
+		})
+	})
+}
+
+func describeConfig(c *api.ClusterKubernetesConfig) string {
+	var parts []string
+	keys := make([]string, 0, len(c.Labels))
+	for k := range c.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, "label "+k+"="+c.Labels[k])
+	}
+	for _, t := range c.Taints {
+		parts = append(parts, fmt.Sprintf("taint %s=%s:%s", t.GetKey(), t.GetValue(), t.GetEffect()))
+	}
+	if len(parts) == 0 {
+		return "no labels or taints"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// setCondition sets the Node condition named for a repair's action (UnschedulablePendingReboot
+// or UnschedulablePendingReplacement): True with the fault as its reason while the repair runs,
+// as HyperPod's health agent writes a condition per fault.
+func setCondition(ctx context.Context, cs kubernetes.Interface, name, typ string, status corev1.ConditionStatus, reason, message string) error {
+	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+	found := false
+	for i := range kn.Status.Conditions {
+		if kn.Status.Conditions[i].Type == c.Type {
+			kn.Status.Conditions[i], found = c, true
+		}
+	}
+	if !found {
+		kn.Status.Conditions = append(kn.Status.Conditions, c)
+	}
+	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, kn, metav1.UpdateOptions{})
+	return err
+}
+
+// clearConditions turns a repaired node's repair conditions False.
+func clearConditions(ctx context.Context, cs kubernetes.Interface, name string) error {
+	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, typ := range []string{UnschedulablePendingReboot, UnschedulablePendingReplacement} {
+		for _, c := range kn.Status.Conditions {
+			if string(c.Type) == typ && c.Status == corev1.ConditionTrue {
+				if err := setCondition(ctx, cs, name, typ, corev1.ConditionFalse, "Repaired", "the node was repaired"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
