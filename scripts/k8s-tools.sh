@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane hale runs for its Eks clusters (tools/k8s: kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok) from the Go module proxy, once per
-# machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
+# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok; tools/kubeflow: the Kubeflow
+# training operator) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
 # being a hash of tools/k8s/go.mod, go.sum and this script's build flags, and linked into
 # bin/k8s/ (kubectl also as bin/kubectl). A cold build takes 10-20 minutes on 2 cores
 # (docs/kubernetes.md); a cached one, no time.
@@ -20,18 +20,21 @@ LDF="-s -w -X k8s.io/component-base/version.gitVersion=$KVER -X k8s.io/component
 -X k8s.io/component-base/version.gitTreeState=clean"
 TOOLS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd sigs.k8s.io/kwok/cmd/kwok)
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok training-operator)
+# The Kubeflow training operator (PyTorchJob, kubeflow.org/v1) is built from tools/kubeflow, a
+# module of its own (it has its own Kubernetes libraries), with its CRD from the same module.
+TFOP=github.com/kubeflow/training-operator/cmd/training-operator.v1
 # kwok's stages: what its simulated kubelets do (nodes Ready with a lease heartbeat, pods Ready,
 # completed and deleted), from the kwok module itself.
 STAGES=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready
   pod/fast/pod-complete pod/fast/pod-delete)
 
-key=$( (cat tools/k8s/go.mod tools/k8s/go.sum; echo "$LDF ${TOOLS[*]} ${STAGES[*]}") | sha256sum | cut -c1-16)
+key=$( (cat tools/k8s/go.mod tools/k8s/go.sum tools/kubeflow/go.mod tools/kubeflow/go.sum; echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP") | sha256sum | cut -c1-16)
 cache=${HALE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hale-k8s}/$key
 
 cached() {
   for b in "${BINS[@]}"; do [ -x "$cache/$b" ] || return 1; done
-  [ -s "$cache/kwok-stages.yaml" ]
+  [ -s "$cache/kwok-stages.yaml" ] && [ -s "$cache/pytorchjobs-crd.yaml" ]
 }
 
 if [ "${1:-}" = --check ]; then
@@ -50,10 +53,15 @@ if ! cached; then
     echo "---"
     cat "$dir/$s.yaml"
   done > "$cache.tmp/kwok-stages.yaml"
+  (cd tools/kubeflow && go build -ldflags="-s -w" -o "$cache.tmp/training-operator" "$TFOP")
+  cp "$(cd tools/kubeflow && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" \
+    "$cache.tmp/pytorchjobs-crd.yaml"
   rm -rf "$cache" && mv "$cache.tmp" "$cache"
+  # Earlier versions' binaries are not needed again.
+  find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 -type d ! -name "$key" ! -name "$key.tmp" -exec rm -rf {} +
   echo "k8s-tools: built in $((SECONDS - start)) s"
 fi
 mkdir -p bin/k8s
-for b in "${BINS[@]}" kwok-stages.yaml; do ln -sfn "$cache/$b" "bin/k8s/$b"; done
+for b in "${BINS[@]}" kwok-stages.yaml pytorchjobs-crd.yaml; do ln -sfn "$cache/$b" "bin/k8s/$b"; done
 ln -sfn "$cache/kubectl" bin/kubectl
 echo "$cache"

@@ -66,7 +66,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 60 * time.Second
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml",
+		"training-operator", "pytorchjobs-crd.yaml"} {
 		if _, err := os.Stat(filepath.Join(cfg.Bin, b)); err != nil {
 			return nil, fmt.Errorf("kubeplane: %s: %w", filepath.Join(cfg.Bin, b), ErrNotBuilt)
 		}
@@ -80,11 +81,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(4)
+	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort, kwokPort := ports[0], ports[1], ports[2], ports[3]
+	etcdClient, etcdPeer, apiPort, kwokPort, webhookPort, probePort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	cp := &ControlPlane{cfg: cfg, server: "https://127.0.0.1:" + strconv.Itoa(apiPort)}
 
 	srvCert, srvKey, err := p.issue("apiserver", "kube-apiserver", nil, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
@@ -172,6 +173,10 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Stop()
 		return nil, err
 	}
+	if err := cp.startTrainingOperator(ctx, webhookPort, probePort); err != nil {
+		cp.Stop()
+		return nil, err
+	}
 	cfg.Logger.Info("Kubernetes control plane ready", "server", cp.server, "version", Version, "dir", cfg.Dir)
 	return cp, nil
 }
@@ -179,13 +184,26 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 // run starts one of the control plane's programs in a process group of its own, its output in
 // logs/<name>.log.
 func (cp *ControlPlane) run(name string, args ...string) error {
+	return cp.runEnv(name, nil, args...)
+}
+
+func (cp *ControlPlane) runEnv(name string, env []string, args ...string) error {
 	log, err := os.OpenFile(filepath.Join(cp.cfg.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
 	cmd := exec.Command(filepath.Join(cp.cfg.Bin, name), args...)
+	if name == "training-operator" {
+		// unshare(1): a private mount namespace whose /tmp is this control plane's tmp.
+		tmp := filepath.Join(cp.cfg.Dir, "tmp")
+		cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
+			`mount --bind "$0" /tmp && exec "$@"`, tmp, filepath.Join(cp.cfg.Bin, name)}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("kubeplane: starting %s: %w", name, err)

@@ -16,6 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 // bin is where scripts/k8s-tools.sh links the binaries (the test stage builds them first).
@@ -41,7 +46,7 @@ func TestControlPlane(t *testing.T) {
 	t.Cleanup(cp.Stop)
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager"} {
+			for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager", "training-operator"} {
 				b, _ := os.ReadFile(filepath.Join(dir, "logs", name+".log"))
 				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 				t.Logf("%s.log, last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
@@ -97,6 +102,27 @@ func TestControlPlane(t *testing.T) {
 		return true
 	})
 
+	// The training operator runs PyTorchJobs: a job's pod is made and runs on the Node.
+	rc, _ := clientcmd.BuildConfigFromFlags("", cp.AdminKubeconfig())
+	dyn := dynamic.NewForConfigOrDie(rc)
+	pj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(pytorchJob), &pj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}).Namespace("default").
+		Create(ctx, pj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the PyTorchJob's pod Running", func() bool {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "training.kubeflow.org/job-name=train"})
+		if err != nil || len(pods.Items) != 1 {
+			last = fmt.Sprint("job pods: ", len(pods.Items), err)
+			return false
+		}
+		last = fmt.Sprint("job pod ", pods.Items[0].Status.Phase, " on ", pods.Items[0].Spec.NodeName)
+		return pods.Items[0].Status.Phase == corev1.PodRunning
+	})
+
 	cp.Stop()
 	for pid, name := range pids {
 		if syscall.Kill(pid, 0) == nil {
@@ -139,3 +165,24 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+const pytorchJob = `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: train
+  namespace: default
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          tolerations:
+          - key: kwok.x-k8s.io/node
+            operator: Exists
+          containers:
+          - name: pytorch
+            image: pytorch/pytorch
+            command: ["python", "train.py"]
+`

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -62,12 +63,13 @@ type EKS struct {
 
 	mu      sync.Mutex
 	clients map[string]kubernetes.Interface // by registered cluster ARN
+	dynamic map[string]dynamic.Interface    // the same, for PyTorchJobs
 	polled  map[string]time.Time            // when each cluster's Nodes were last read
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
-	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, polled: map[string]time.Time{}}
+	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polled: map[string]time.Time{}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)
@@ -119,10 +121,21 @@ func (o *EKS) client(tx store.Tx, cl *store.Cluster) (kubernetes.Interface, erro
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
 	o.mu.Lock()
-	o.clients[arn] = cs
+	o.clients[arn], o.dynamic[arn] = cs, dyn
 	o.mu.Unlock()
 	return cs, nil
+}
+
+// dynamicClient is the cluster's client for custom resources (after client made it).
+func (o *EKS) dynamicClient(cl *store.Cluster) dynamic.Interface {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dynamic[cl.Spec.Orchestrator.Eks.GetClusterArn()]
 }
 
 // NodeName is a node's Node name, as HyperPod names it: hyperpod-<instance id>.

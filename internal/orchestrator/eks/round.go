@@ -394,7 +394,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 	if rp.Drained || r.cs == nil {
 		return false, "labelled " + health + ", cordoned, pods evicted", nil
 	}
-	o, cs, id, fault, reason := r.o, r.cs, rp.ID, rp.Fault, rp.Reason
+	o, cs, dyn, id, fault, reason := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason
 	r.r.Go("drain", id, func(ctx context.Context) {
 		details, _ := json.Marshal([]map[string]string{{"timestamp": time.Now().UTC().Format(time.RFC3339), "type": fault, "reason": reason}})
 		err := setHealth(ctx, cs, name, health, map[string]string{LabelFaultType: labelValue(fault), LabelFaultReason: labelValue(reason)}, true)
@@ -406,6 +406,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 			err = setCondition(ctx, cs, name, health, corev1.ConditionTrue, labelValue(fault), reason)
 		}
 		if err == nil {
+			o.resumeJobs(ctx, cs, dyn, name, health)
 			err = o.evict(ctx, cs, name)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
