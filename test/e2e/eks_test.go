@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/server/servertest"
@@ -97,6 +101,34 @@ func TestEksClusterNodes(t *testing.T) {
 		return k != nil && k.CurrentLabels["tier"] == "gold" && len(k.CurrentTaints) == 0 && k.DesiredLabels["tier"] == "gold", fmt.Sprintf("%+v", k)
 	})
 
+	// A PyTorchJob with auto-resume, one pod on each node.
+	rcAdmin, _ := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
+	dyn := dynamic.NewForConfigOrDie(rcAdmin)
+	pj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(autoResumeJob), &pj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Create(ctx, pj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	jobPods := func() (running int, nodes []string) {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "training.kubeflow.org/job-name=train"})
+		if err != nil {
+			return 0, nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+				nodes = append(nodes, p.Spec.NodeName)
+			}
+		}
+		return running, nodes
+	}
+	eventually(t, 60*time.Second, "the job's 2 pods Running", func() (bool, string) {
+		n, nodes := jobPods()
+		return n == 2, fmt.Sprint(nodes)
+	})
+
 	// BatchReplaceClusterNodes: the old Node is labelled and cordoned, then deleted; the new
 	// instance joins as a new Node, Schedulable.
 	var target types.ClusterNodeSummary
@@ -128,6 +160,17 @@ func TestEksClusterNodes(t *testing.T) {
 		ev := e.events("eks")
 		return strings.Contains(ev, "labelled UnschedulablePendingReplacement, cordoned, pods evicted") && strings.Contains(ev, "done in"), ev
 	})
+	// The job was restarted once, and runs again on healthy nodes.
+	eventually(t, 60*time.Second, "the job restarted and Running", func() (bool, string) {
+		n, nodes := jobPods()
+		got, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=train,reason=AutoResume"})
+		return n == 2 && got.GetAnnotations()[eks.AnnotationResumeCount] == "1" && len(evs.Items) == 1 && !slices.Contains(nodes, eks.NodeName(*target.InstanceId)),
+			fmt.Sprintf("running %d on %v, count %q, events %d", n, nodes, got.GetAnnotations()[eks.AnnotationResumeCount], len(evs.Items))
+	})
 
 	// An operator's label asks for a reboot: the Node keeps its name and is Schedulable again.
 	other := nodeOf["workers-2"]
@@ -145,6 +188,15 @@ func TestEksClusterNodes(t *testing.T) {
 		return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable && strings.Contains(ev, "is labelled "+eks.LabelHealth+"=UnschedulablePendingReboot by an operator") &&
 			strings.Count(ev, "done in") == 2, ev
 	})
+
+	// The job's one retry was spent: this repair did not restart it again.
+	eventually(t, 10*time.Second, "the exhausted retry said on the job", func() (bool, string) {
+		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=train,reason=AutoResumeExhausted"})
+		return err == nil && len(evs.Items) >= 1, fmt.Sprint(err)
+	})
+	if got, _ := dyn.Resource(eks.PyTorchJobs).Namespace("default").Get(ctx, "train", metav1.GetOptions{}); got.GetAnnotations()[eks.AnnotationResumeCount] != "1" {
+		t.Errorf("the job was restarted beyond its retry count: %v", got.GetAnnotations())
+	}
 
 	// The condition named for the action was set for the repair and cleared after it.
 	if kn, err := cs.CoreV1().Nodes().Get(ctx, other, metav1.GetOptions{}); err == nil {
@@ -177,3 +229,47 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 	}
 	return false
 }
+
+// autoResumeJob is a PyTorchJob with HyperPod's auto-resume annotation (one retry), a master and
+// a worker on different nodes.
+const autoResumeJob = `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: train
+  namespace: default
+  annotations:
+    sagemaker.amazonaws.com/enable-job-auto-resume: "true"
+    sagemaker.amazonaws.com/job-max-retry-count: "1"
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        metadata:
+          labels: {app: train}
+        spec:
+          nodeSelector: {sagemaker.amazonaws.com/node-health-status: Schedulable}
+          affinity:
+            podAntiAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+              - labelSelector: {matchLabels: {app: train}}
+                topologyKey: kubernetes.io/hostname
+          containers:
+          - {name: pytorch, image: pytorch/pytorch, command: [python, train.py]}
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        metadata:
+          labels: {app: train}
+        spec:
+          nodeSelector: {sagemaker.amazonaws.com/node-health-status: Schedulable}
+          affinity:
+            podAntiAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+              - labelSelector: {matchLabels: {app: train}}
+                topologyKey: kubernetes.io/hostname
+          containers:
+          - {name: pytorch, image: pytorch/pytorch, command: [python, train.py]}
+`

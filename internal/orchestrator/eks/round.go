@@ -308,7 +308,9 @@ func simulatedNode(name string, n *store.Node) *corev1.Node {
 	}
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpus), corev1.ResourceMemory: resource.MustParse(mem),
 		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse(gpus)}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{kwokAnnotation: "fake"}},
+	// The labels a kubelet gives its Node itself.
+	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
 		Spec:   corev1.NodeSpec{ProviderID: "hale://" + n.InstanceID},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res}}
 }
