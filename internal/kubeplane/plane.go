@@ -195,10 +195,18 @@ func (cp *ControlPlane) runEnv(name string, env []string, args ...string) error 
 	defer log.Close()
 	cmd := exec.Command(filepath.Join(cp.cfg.Bin, name), args...)
 	if name == "training-operator" {
-		// unshare(1): a private mount namespace whose /tmp is this control plane's tmp.
+		// unshare(1): a private mount namespace whose /tmp is this control plane's tmp. The
+		// program is passed open, as fd 3: its path may itself be under the /tmp the mount hides
+		// (a checkout in /tmp).
+		bin, err := os.Open(filepath.Join(cp.cfg.Bin, name))
+		if err != nil {
+			return err
+		}
+		defer bin.Close()
 		tmp := filepath.Join(cp.cfg.Dir, "tmp")
 		cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
-			`mount --bind "$0" /tmp && exec "$@"`, tmp, filepath.Join(cp.cfg.Bin, name)}, args...)...)
+			`mount --bind "$0" /tmp && exec /proc/self/fd/3 "$@"`, tmp}, args...)...)
+		cmd.ExtraFiles = []*os.File{bin}
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if env != nil {

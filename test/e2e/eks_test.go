@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -128,6 +129,24 @@ func TestEksClusterNodes(t *testing.T) {
 		n, nodes := jobPods()
 		return n == 2, fmt.Sprint(nodes)
 	})
+	// Inference: a Deployment of 2 replicas on Schedulable nodes.
+	replicas := int32(2)
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "serve", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "serve"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "serve"}},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{eks.LabelHealth: eks.Schedulable},
+					Containers: []corev1.Container{{Name: "serve", Image: "vllm/vllm-openai"}}}}}}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	available := func() (bool, string) {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "serve", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas == 2 && d.Status.UpdatedReplicas == 2, fmt.Sprintf("available %d", d.Status.AvailableReplicas)
+	}
+	eventually(t, 60*time.Second, "the Deployment's 2 replicas available", available)
 
 	// BatchReplaceClusterNodes: the old Node is labelled and cordoned, then deleted; the new
 	// instance joins as a new Node, Schedulable.
@@ -160,6 +179,8 @@ func TestEksClusterNodes(t *testing.T) {
 		ev := e.events("eks")
 		return strings.Contains(ev, "labelled UnschedulablePendingReplacement, cordoned, pods evicted") && strings.Contains(ev, "done in"), ev
 	})
+	// The Deployment kept its replicas through the replacement.
+	eventually(t, 60*time.Second, "the Deployment's 2 replicas available after the replacement", available)
 	// The job was restarted once, and runs again on healthy nodes.
 	eventually(t, 60*time.Second, "the job restarted and Running", func() (bool, string) {
 		n, nodes := jobPods()
