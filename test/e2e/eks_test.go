@@ -232,6 +232,27 @@ func TestEksClusterNodes(t *testing.T) {
 		}
 	}
 
+	// A GPU fault on an Eks node (Xid 79 in its kernel log): the health agent's finding starts the
+	// same repair through Kubernetes, and the node is replaced by a new Node.
+	faulty := replacement
+	e.inject(faulty, xid(79))
+	eventually(t, 90*time.Second, "the faulty node replaced by a new Node", func() (bool, string) {
+		ev := e.events("eks")
+		if strings.Count(ev, "labelled UnschedulablePendingReplacement, cordoned, pods evicted") != 2 || strings.Count(ev, "done in") != 3 {
+			return false, ev
+		}
+		if _, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(faulty), metav1.GetOptions{}); err == nil {
+			return false, "the faulty instance's Node is still there"
+		}
+		for _, n := range e.nodes("eks") {
+			if *n.NodeLogicalId == "workers-1" && *n.InstanceId != faulty && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+				kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(*n.InstanceId), metav1.GetOptions{})
+				return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable, fmt.Sprint(err)
+			}
+		}
+		return false, "no new instance Running"
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("eks")}); err != nil {
 		t.Fatal(err)
 	}
