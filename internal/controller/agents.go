@@ -2,13 +2,11 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
-	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
@@ -56,13 +54,9 @@ func (c *Controller) runOn(ctx context.Context, instanceID string, argv []string
 	return string(r.StdoutTail), nil
 }
 
-// setupErr is orchestrator.ErrAgentGone when the agent went away, else the error with what was
-// being done.
+// setupErr is the error of a bring-up step on n (orchestrator.StepError).
 func (c *Controller) setupErr(n *store.Node, doing string, err error) error {
-	if !c.cfg.Agents.Connected(n.InstanceID) || errors.Is(err, agentserver.ErrNotConnected) || errors.Is(err, context.Canceled) {
-		return orchestrator.ErrAgentGone
-	}
-	return fmt.Errorf("%s: %w", doing, err)
+	return orchestrator.StepError(c.cfg.Agents.Connected(n.InstanceID), doing, err)
 }
 
 // basicChecks runs the node's basic health checks (every start: a new instance, a reboot):

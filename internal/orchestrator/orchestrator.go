@@ -26,12 +26,15 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -222,4 +225,36 @@ func NodeName(n *store.Node) string {
 	}
 	h, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
 	return h
+}
+
+// StepError is what a bring-up step returns for err while doing something: ErrAgentGone when
+// the node's agent went away (connected is false, or the command found no session, or the work
+// was cancelled), so the step runs again when it is back; otherwise err with what was being done.
+func StepError(connected bool, doing string, err error) error {
+	if !connected || errors.Is(err, agentserver.ErrNotConnected) || errors.Is(err, context.Canceled) {
+		return ErrAgentGone
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// Every rate-limits a per-cluster job (a poll of the scheduler) to one per Interval. Its zero
+// value with an Interval is ready to use; it is safe for concurrent use.
+type Every struct {
+	Interval time.Duration
+	mu       sync.Mutex
+	last     map[string]time.Time
+}
+
+// Due reports whether the cluster's job may run at now, and if so counts it as run.
+func (e *Every) Due(clusterID string, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now.Sub(e.last[clusterID]) < e.Interval {
+		return false
+	}
+	if e.last == nil {
+		e.last = map[string]time.Time{}
+	}
+	e.last[clusterID] = now
+	return true
 }

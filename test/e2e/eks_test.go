@@ -287,7 +287,7 @@ spec:
     Master:
       replicas: 1
       restartPolicy: OnFailure
-      template:
+      template: &pod
         metadata:
           labels: {app: train}
         spec:
@@ -302,16 +302,5 @@ spec:
     Worker:
       replicas: 1
       restartPolicy: OnFailure
-      template:
-        metadata:
-          labels: {app: train}
-        spec:
-          nodeSelector: {sagemaker.amazonaws.com/node-health-status: Schedulable}
-          affinity:
-            podAntiAffinity:
-              requiredDuringSchedulingIgnoredDuringExecution:
-              - labelSelector: {matchLabels: {app: train}}
-                topologyKey: kubernetes.io/hostname
-          containers:
-          - {name: pytorch, image: pytorch/pytorch, command: [python, train.py]}
+      template: *pod
 `

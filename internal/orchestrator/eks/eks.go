@@ -64,12 +64,12 @@ type EKS struct {
 	mu      sync.Mutex
 	clients map[string]kubernetes.Interface // by registered cluster ARN
 	dynamic map[string]dynamic.Interface    // the same, for PyTorchJobs
-	polled  map[string]time.Time            // when each cluster's Nodes were last read
+	polls   orchestrator.Every              // each cluster's Nodes, read once per pollInterval
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
-	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polled: map[string]time.Time{}}
+	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)

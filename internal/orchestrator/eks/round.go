@@ -73,7 +73,7 @@ func (r *round) Steps() error {
 			r.reapply(n, desired)
 		}
 	}
-	if !r.o.pollDue(r.cl.ID, r.r.Now()) {
+	if !r.o.polls.Due(r.cl.ID, r.r.Now()) {
 		return nil
 	}
 	o, cs, cl := r.o, r.cs, r.cl
@@ -114,16 +114,6 @@ func (r *round) Steps() error {
 		}
 	})
 	return nil
-}
-
-func (o *EKS) pollDue(clusterID string, now time.Time) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if now.Sub(o.polled[clusterID]) < pollInterval {
-		return false
-	}
-	o.polled[clusterID] = now
-	return true
 }
 
 // BringUp implements orchestrator.Round: once the lifecycle scripts ran, the node's Node is made

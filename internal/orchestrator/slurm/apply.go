@@ -63,24 +63,13 @@ func (r *round) Steps() error {
 			s.accountingBack(ctx, clusterID, inst)
 		})
 	}
-	if s.pollDue(r.cl.ID, r.now) {
+	if s.polls.Due(r.cl.ID, r.now) {
 		clusterID, inst := r.cl.ID, ctl.InstanceID
 		r.r.Go(jobPoll, clusterID, func(ctx context.Context) {
 			s.poll(ctx, clusterID, inst)
 		})
 	}
 	return nil
-}
-
-// pollDue rate-limits polls of one cluster to one per pollInterval.
-func (s *Slurm) pollDue(clusterID string, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Sub(s.polled[clusterID]) < pollInterval {
-		return false
-	}
-	s.polled[clusterID] = now
-	return true
 }
 
 // nodeLock serialises the Slurm file writes to one instance, so the last write is the newest.
@@ -329,23 +318,8 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 	var acts []act
 	err = s.h.Store().Write(ctx, func(tx store.Tx) error {
 		acts = nil
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		st, err := loadState(tx, cl.ID)
-		if err != nil {
-			return err
-		}
-		if st == nil {
-			return nil
-		}
-		nodes, err := tx.NodesOf(clusterID)
-		if err != nil {
-			return err
-		}
-		recs, err := loadNodes(tx, clusterID)
-		if err != nil {
+		cl, st, nodes, recs, err := loadAll(tx, clusterID)
+		if err != nil || st == nil {
 			return err
 		}
 		for _, n := range nodes {

@@ -2,13 +2,11 @@ package slurm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
-	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
@@ -155,12 +153,9 @@ func (s *Slurm) startDaemon(ctx context.Context, n *store.Node, d slurmconf.Daem
 	return nil
 }
 
-// setupErr is orchestrator.ErrAgentGone when the agent went away, else the error with what was being done.
+// setupErr is the error of a bring-up step on n (orchestrator.StepError).
 func (s *Slurm) setupErr(n *store.Node, doing string, err error) error {
-	if !s.h.Connected(n.InstanceID) || errors.Is(err, agentserver.ErrNotConnected) || errors.Is(err, context.Canceled) {
-		return orchestrator.ErrAgentGone
-	}
-	return fmt.Errorf("%s: %w", doing, err)
+	return orchestrator.StepError(s.h.Connected(n.InstanceID), doing, err)
 }
 
 // BringUp implements orchestrator.Round: a node of a Slurm role gets its files and daemons

@@ -27,22 +27,11 @@ func (s *Slurm) Drift(ctx context.Context, clusterID string) ([]string, error) {
 	var ctl *store.Node
 	var holds string
 	err := s.h.Store().Read(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
+		cl, state, nodes, recs, err := loadAll(tx, clusterID)
+		if err != nil || state == nil || state.Controller == "" || state.Hash == "" || cl.Status != api.ClusterStatusInService {
 			return err
 		}
-		if st, err = loadState(tx, clusterID); err != nil || st == nil || st.Controller == "" || st.Hash == "" || cl.Status != api.ClusterStatusInService {
-			st = nil
-			return err
-		}
-		nodes, err := tx.NodesOf(clusterID)
-		if err != nil {
-			return err
-		}
-		recs, err := loadNodes(tx, clusterID)
-		if err != nil {
-			return err
-		}
+		st = state
 		for _, n := range nodes {
 			if conf := recs[n.LogicalID].conf(n); n.GroupName == st.Controller && n.Details.Phase == store.PhaseReady && conf != "" && s.h.Connected(n.InstanceID) {
 				ctl, holds = n, conf

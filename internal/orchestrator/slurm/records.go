@@ -201,3 +201,19 @@ func (s *Slurm) updateState(ctx context.Context, clusterID, doing string, fn fun
 	}
 	return err
 }
+
+// loadAll reads the cluster, its State (nil when it has none: then nothing else), its nodes and
+// their records, for work outside a round that looks at every node.
+func loadAll(tx store.Tx, clusterID string) (cl *store.Cluster, st *State, nodes []*store.Node, recs map[string]*NodeRecord, err error) {
+	if cl, err = tx.ClusterByID(clusterID); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if st, err = loadState(tx, clusterID); err != nil || st == nil {
+		return cl, nil, nil, nil, err
+	}
+	if nodes, err = tx.NodesOf(clusterID); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	recs, err = loadNodes(tx, clusterID)
+	return cl, st, nodes, recs, err
+}

@@ -38,14 +38,14 @@ type Slurm struct {
 	h   orchestrator.Host
 	log *slog.Logger
 
+	polls     orchestrator.Every // slurmctld's view of each cluster's nodes, read once per pollInterval
 	mu        sync.Mutex
-	polled    map[string]time.Time     // when each cluster's Slurm state was last read
 	fileLocks map[string]chan struct{} // one Slurm file write per instance at a time
 }
 
 // New returns the Slurm orchestrator, to be bound to a controller.
 func New() *Slurm {
-	return &Slurm{polled: map[string]time.Time{}, fileLocks: map[string]chan struct{}{}}
+	return &Slurm{polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{}}
 }
 
 var _ orchestrator.Orchestrator = (*Slurm)(nil)
