@@ -43,7 +43,7 @@ watches on every node:
   --lose-gpu K       GPU K disappears from the node (and stays gone across reboots)
   --fill-disk        fill the node's own disk (/opt/dlami/nvme)
 
-The node is --node-id (an instance id, hostname or logical id), or one of a running Slurm job's
+The node is --node-id (an instance id, hostname, logical id or Kubernetes Node name), or one of a running Slurm job's
 nodes with --job: hale asks Slurm (scontrol show job, on the cluster's controller or login
 node) where the job runs and picks the first of its nodes that is not its batch host. The batch
 host runs the job's batch script, so a fault there ends the job instead of showing it resume;
@@ -118,7 +118,7 @@ the server's machine.`,
 	cf.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&cluster, "cluster-name", "", "cluster name or ARN (required)")
-	fl.StringVar(&node, "node-id", "", "instance id, hostname or logical id of the node (or --job)")
+	fl.StringVar(&node, "node-id", "", "instance id, hostname, logical id or Kubernetes Node name of the node (or --job)")
 	fl.StringVar(&job, "job", "", "a running Slurm job: break one of its nodes that is not its batch host (or --node-id)")
 	fl.BoolVar(&batchHost, "batch-host", false, "with --job: break the job's batch host, which ends the job's batch script")
 	fl.StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")

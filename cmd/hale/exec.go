@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/spf13/cobra"
 )
@@ -23,7 +24,8 @@ func newExecCommand() *cobra.Command {
 		Short: "Run a command (default: a login shell) on a node of a local-provider cluster",
 		Long: `Run a command on a node, inside its network, UTS and mount namespaces: it sees the node's
 hostname, address, /opt/ml, /fsx and the rest as the node's own processes do. --node-id takes an
-instance id, a hostname (ip-a-b-c-d) or a logical id (<group>-<n>). Without a command it starts a login shell. It works for
+instance id, a hostname (ip-a-b-c-d), a logical id (<group>-<n>) or, on an Eks cluster, the
+Kubernetes Node's name (hyperpod-<instance id>). Without a command it starts a login shell. It works for
 clusters of the local provider on the server's machine, as root.`,
 		Example: `  hale exec --cluster-name demo --node-id ip-10-222-0-10
   hale exec --cluster-name demo --node-id i-0123456789abcdef0 -- cat /opt/ml/config/resource_config.json`,
@@ -53,7 +55,8 @@ clusters of the local provider on the server's machine, as root.`,
 	return cmd
 }
 
-// resolveNode finds the node's instance id through the API, by instance id or hostname.
+// resolveNode finds the node's instance id through the API, by instance id, hostname, logical
+// id or Kubernetes Node name.
 func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (string, error) {
 	c, err := cf.client(ctx)
 	if err != nil {
@@ -70,7 +73,7 @@ func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (st
 		}
 		for _, s := range page.ClusterNodeSummaries {
 			host, _, _ := strings.Cut(s.PrivateDnsHostname, ".")
-			if s.InstanceId != "" && (s.InstanceId == node || host == node || s.PrivateDnsHostname == node || s.NodeLogicalId == node) {
+			if s.InstanceId != "" && (s.InstanceId == node || host == node || s.PrivateDnsHostname == node || s.NodeLogicalId == node || eks.NodeName(s.InstanceId) == node) {
 				return s.InstanceId, nil
 			}
 		}

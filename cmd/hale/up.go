@@ -60,6 +60,12 @@ DIR/BUCKET/PREFIX).`,
 				return &exitError{252, fmt.Errorf("%s: %w", path, err)}
 			}
 			req := in.(*api.CreateClusterRequest)
+			eks := req.Orchestrator != nil && req.Orchestrator.Eks != nil
+			if eks {
+				if err := kubernetesFor(cmd, &o, req.Orchestrator.Eks.GetClusterArn()); err != nil {
+					return &exitError{252, fmt.Errorf("%s: %w", path, err)}
+				}
+			}
 			if o.ObjectStore == "" {
 				if d := filepath.Join(filepath.Dir(path), "s3"); isDir(d) {
 					o.ObjectStore = d
@@ -83,6 +89,10 @@ DIR/BUCKET/PREFIX).`,
 			defer app.Close()
 			rememberSettings(o, app.ObjectStore)
 			fmt.Fprintf(out, "hale server at %s (data %s, log %s); lifecycle scripts from %s\n", app.URL, o.DataDir, logPath, app.ObjectStore)
+			if eks {
+				fmt.Fprintf(out, "Kubernetes control plane %s at %s (API server, etcd, scheduler, controller manager, training operator; kwok plays the nodes' kubelets)\n",
+					req.Orchestrator.Eks.GetClusterArn(), app.KubernetesServer())
+			}
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -103,7 +113,7 @@ DIR/BUCKET/PREFIX).`,
 				return err
 			case status == api.ClusterStatusInService:
 				after := lastEventSeq(ctx, app.Store, name)
-				printReach(out, app, name, o.DataDir)
+				printReach(out, app, name, o.DataDir, eks)
 				fmt.Fprintf(out, "\nEvents of %s as they happen (all of them: hale list-cluster-events --cluster-name %s):\n", name, name)
 				follow(ctx, out, app.Store, name, after)
 			case failed:
@@ -183,7 +193,7 @@ func watch(ctx context.Context, out io.Writer, st store.Store, name string, star
 	}
 }
 
-func printReach(out io.Writer, app *server.App, name, dataDir string) {
+func printReach(out io.Writer, app *server.App, name, dataDir string, eks bool) {
 	var nodes []*store.Node
 	app.Store.Read(context.Background(), func(tx store.Tx) error {
 		cl, err := tx.Cluster(name)
@@ -214,8 +224,47 @@ Reach it from another terminal:
   %-[7]*[8]s  # a shell on a node
   %-[7]*[9]s  # lifecycle and creation logs
   AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s   # with the AWS CLI, if installed
-Ctrl-C here, or '%[6]s down --cluster-name %[2]s', tears the cluster down.
 `, dataDir, name, host, app.CredentialsFile, app.ConfigFile, hale, max(len(execLine), len(logsLine)), execLine, logsLine)
+	if eks {
+		fmt.Fprintf(out, `  %[1]s update-kubeconfig --cluster-name %[2]s   # then kubectl (%[3]s):
+  kubectl get nodes -L %[4]s,%[5]s
+`, hale, name, kubectlHint(), "sagemaker.amazonaws.com/node-health-status", "sagemaker.amazonaws.com/instance-group-name")
+	}
+	fmt.Fprintf(out, "Ctrl-C here, or '%[1]s down --cluster-name %[2]s', tears the cluster down.\n", hale, name)
+}
+
+// kubernetesFor makes hale up run the local Kubernetes control plane for an Eks file,
+// registered under the name in its ClusterArn, in the ARN's region and account unless the
+// flags say otherwise (the cluster's own ARN is in the same region and account, as on AWS).
+func kubernetesFor(cmd *cobra.Command, o *server.Options, arn string) error {
+	// arn:aws:eks:<region>:<account>:cluster/<name>
+	parts := strings.SplitN(arn, ":", 6)
+	name, ok := "", len(parts) == 6 && parts[2] == "eks"
+	if ok {
+		name, ok = strings.CutPrefix(parts[5], "cluster/")
+	}
+	if !ok || name == "" {
+		return fmt.Errorf("Orchestrator.Eks.ClusterArn %q: not an EKS cluster ARN (arn:aws:eks:REGION:ACCOUNT:cluster/NAME)", arn)
+	}
+	o.Kubernetes, o.KubernetesName = "local", name
+	if !cmd.Flags().Changed("region") {
+		o.Region = parts[3]
+	}
+	if !cmd.Flags().Changed("account-id") {
+		o.AccountID = parts[4]
+	}
+	return nil
+}
+
+// kubectlHint says where kubectl is: on PATH, else the one scripts/k8s-tools.sh built.
+func kubectlHint() string {
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	if exe, err := os.Executable(); err == nil {
+		return "not on PATH; hale's is " + filepath.Join(filepath.Dir(exe), "kubectl")
+	}
+	return "not on PATH"
 }
 
 func printFailure(out io.Writer, st store.Store, name string) {

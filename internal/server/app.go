@@ -274,6 +274,14 @@ func Start(o Options) (*App, error) {
 		}
 		handler.serveKube(w, r, st, cfg.Region, cfg.AccountID)
 	})
+	mux.HandleFunc("GET "+KubeconfigPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		admin := ""
+		if a.kube != nil {
+			admin = a.kube.AdminKubeconfig()
+		}
+		handler.serveKubeconfig(w, r, st, admin)
+	})
 	mux.Handle("/", handler)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 

@@ -98,8 +98,14 @@ func (h *Handler) serveKube(w http.ResponseWriter, r *http.Request, st store.Sto
 			ans = KubeClusterInfo{Name: k.Name, ClusterArn: k.ARN, Server: k.Server}
 		}
 	}
+	writeJSON(w, h, ans, err)
+}
+
+// writeJSON answers one of hale's own resources: err as SageMaker's error document, else ans.
+func writeJSON(w http.ResponseWriter, h *Handler, ans any, err error) {
 	if err != nil {
-		fail(err)
+		e := api.AsError(err)
+		h.writeError(w, e.HTTPStatus(), e)
 		return
 	}
 	b, _ := json.Marshal(ans)
@@ -166,4 +172,13 @@ func (a *App) startKubernetes(o Options, region, account string) error {
 	}
 	a.log.Info("Kubernetes control plane registered", "name", k.Name, "cluster_arn", k.ARN, "admin_kubeconfig", cp.AdminKubeconfig())
 	return nil
+}
+
+// KubernetesServer is the URL of the local control plane's API server ("" when the server runs
+// none).
+func (a *App) KubernetesServer() string {
+	if a.kube == nil {
+		return ""
+	}
+	return a.kube.Server()
 }

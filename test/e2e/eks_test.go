@@ -41,17 +41,30 @@ func TestEksClusterNodes(t *testing.T) {
 	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
 	ctx := context.Background()
-	lc := e.script("eks", "on_create.sh", recordScript)
+	// AWS's own OnCreate for HyperPod on EKS, unmodified (examples/s3/.../eks-base-config).
+	lc := e.exampleScripts("eks-base-config")
 	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
 		InstanceCount: aws.Int32(2), ExecutionRole: aws.String(role),
-		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")},
+		InstanceStorageConfigs: []types.ClusterInstanceStorageConfig{&types.ClusterInstanceStorageConfigMemberEbsVolumeConfig{Value: types.ClusterEbsVolumeConfig{VolumeSizeInGB: aws.Int32(100)}}},
+		LifeCycleConfig:        &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")},
 		KubernetesConfig: &types.ClusterKubernetesConfig{Labels: map[string]string{"team": "ml"},
 			Taints: []types.ClusterKubernetesTaint{{Key: aws.String("dedicated"), Value: aws.String("training"), Effect: types.ClusterKubernetesTaintEffectNoSchedule}}}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("eks"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
 		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitStatus("eks", types.ClusterStatusInservice, 90*time.Second)
+	e.waitStatus("eks", types.ClusterStatusInservice, 150*time.Second)
+	// The scripts moved the kubelet's directory onto the secondary volume, in the node's own
+	// /var/lib; the host and the other node have none of it.
+	for _, n := range e.nodes("eks") {
+		out, err := e.onNode(*n.InstanceId, "readlink /var/lib/kubelet && test -d /opt/sagemaker/kubelet && grep -c 'stop. on_create.sh' /var/log/provision/provisioning.log")
+		if err != nil || !strings.HasPrefix(out, "/opt/sagemaker/kubelet\n") {
+			t.Errorf("%s: AWS's EKS OnCreate did not move /var/lib/kubelet: %v\n%s", *n.NodeLogicalId, err, out)
+		}
+	}
+	if made := hostPathsCreated(); len(made) > 0 {
+		t.Errorf("the lifecycle scripts created %v on the host", made)
+	}
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ var haleBin string
 // of them the host had before any test ran, so tests can tell that nodes created none.
 var (
 	hostPaths = []string{"/fsx", "/opt/ml", "/opt/sagemaker_cluster", "/opt/sagemaker", "/opt/slurm", "/opt/dlami",
-		"/var/lib/hale-agent", "/dev/nvidia0", "/dev/nvidiactl"}
+		"/var/lib/hale-agent", "/dev/nvidia0", "/dev/nvidiactl", "/var/lib/kubelet", "/etc/systemd/system/containerd.service.d"}
 	hostHad = map[string]bool{}
 )
 

@@ -30,8 +30,12 @@ import (
 // exampleBundle copies examples/s3/sagemaker-hale-lifecycle/base-config (the README's
 // lifecycle scripts, whose lifecycle_script.py waits for the controller address in slurm.conf)
 // into the test's object store and returns its S3 URI.
-func (e *env) exampleBundle() string {
-	src := filepath.Join("..", "..", "examples", "s3", "sagemaker-hale-lifecycle", "base-config")
+func (e *env) exampleBundle() string { return e.exampleScripts("base-config") }
+
+// exampleScripts copies examples/s3/sagemaker-hale-lifecycle/NAME into the test's object store
+// and returns its S3 URI.
+func (e *env) exampleScripts(name string) string {
+	src := filepath.Join("..", "..", "examples", "s3", "sagemaker-hale-lifecycle", name)
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		e.t.Fatal(err)
@@ -42,7 +46,7 @@ func (e *env) exampleBundle() string {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		uri = e.script("base-config", en.Name(), string(b))
+		uri = e.script(name, en.Name(), string(b))
 	}
 	return uri
 }

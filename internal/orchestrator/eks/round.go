@@ -119,7 +119,22 @@ func (r *round) Steps() error {
 // BringUp implements orchestrator.Round: once the lifecycle scripts ran, the node's Node is made
 // (for a simulated kubelet) or awaited (a real kubelet registers it), and labelled.
 func (r *round) BringUp(n *store.Node) orchestrator.BringUp {
-	return orchestrator.BringUp{Joins: true, Waiting: waiting("its Node has not registered yet")}
+	b := orchestrator.BringUp{Joins: true, Waiting: waiting("its Node has not registered yet")}
+	if r.o.cfg.SimulatedKubelets {
+		b.Before = func(ctx context.Context) error { return r.o.kubeletDir(ctx, n.InstanceID) }
+	}
+	return b
+}
+
+// kubeletDir gives a node whose kubelet is simulated the kubelet's directory an EKS node image
+// has before its lifecycle scripts run: HyperPod's EKS OnCreate moves /var/lib/kubelet onto
+// /opt/sagemaker (rmdir, ln -s) and fails when it is missing.
+func (o *EKS) kubeletDir(ctx context.Context, instanceID string) error {
+	script := "[ -e /var/lib/kubelet ] || mkdir -p /var/lib/kubelet"
+	if _, err := o.h.Run(ctx, instanceID, []string{"/bin/sh", "-c", script}, 10*time.Second); err != nil {
+		return fmt.Errorf("making the simulated kubelet's /var/lib/kubelet: %w", err)
+	}
+	return nil
 }
 
 // Join implements orchestrator.Round: the node is Running once its Node is Ready, carries

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,20 @@ type NodeSetup struct {
 	// PrivateDev gives the node a /dev of its own (the host's devices, and the node's simulated
 	// GPUs at NVIDIA's paths, /dev/nvidia0 ..., which the host never sees).
 	PrivateDev bool `json:"PrivateDev,omitempty"`
+	// Layers give the node a writable copy of host directories (/etc, /var/lib) that is its
+	// own: what the node writes there stays in the instance's directory.
+	Layers []Layer `json:"Layers,omitempty"`
+}
+
+// Layer is an overlay file system over Target: the host's directory is its lower layer,
+// Upper (in the instance's directory, so a reboot keeps it and a new instance starts clean)
+// takes the node's writes, Work is overlayfs's own scratch directory on Upper's file system,
+// and Merged is where it is staged before it is moved over Target.
+type Layer struct {
+	Target string `json:"Target"`
+	Upper  string `json:"Upper"`
+	Work   string `json:"Work"`
+	Merged string `json:"Merged"`
 }
 
 // Bind mounts Source over Target.
@@ -42,6 +57,13 @@ type Bind struct {
 // MariaDB (Slurm accounting: data, socket, pid file), never the host's.
 var nodeDirs = []string{"/opt/ml", "/var/log", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/lib/hale-agent",
 	"/etc/munge", "/run/munge", "/var/lib/munge", "/etc/slurm", "/usr/local/bin", ClusterMarker, "/var/lib/mysql"}
+
+// layeredDirs are the host directories a node has a writable copy of (Layer). Lifecycle
+// scripts write there as on any machine: HyperPod's EKS scripts move /var/lib/kubelet onto
+// /opt/sagemaker (rmdir, ln -s) and write containerd and systemd files under /etc; Slurm
+// scripts add users. On a shared /etc or /var/lib that would change the host and every other
+// node.
+var layeredDirs = []string{"/etc", "/var/lib"}
 
 // ClusterMarker is the directory every HyperPod cluster node has; samples test for it before
 // adding --auto-resume=1 to srun.
@@ -106,6 +128,16 @@ func (p *Provider) prepareDirs(r *record) error {
 		return err
 	}
 	setup.Binds = append(setup.Binds, Bind{Source: p.hostsFile(r.ClusterID), Target: "/etc/hosts"})
+	for _, d := range layeredDirs {
+		base := filepath.Join(p.dir(r.ID), "layers", strings.ReplaceAll(strings.Trim(d, "/"), "/", "-"))
+		l := Layer{Target: d, Upper: filepath.Join(base, "upper"), Work: filepath.Join(base, "work"), Merged: filepath.Join(base, "merged")}
+		for _, dir := range []string{l.Upper, l.Work, l.Merged} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		setup.Layers = append(setup.Layers, l)
+	}
 	b, _ := json.MarshalIndent(setup, "", "  ")
 	return os.WriteFile(filepath.Join(p.dir(r.ID), "setup.json"), b, 0o600)
 }
@@ -143,13 +175,40 @@ func SetupNode(path string) (*NodeSetup, error) {
 }
 
 // apply makes the node's namespaces what s says; stage is an empty directory of hale's.
+//
+// The order matters. Layers are mounted first at their staging points, and the binds under a
+// layer's target go onto the staged layer, while every source path still resolves on the
+// host's tree (hale's data directory is often under /var/lib, which a layer is about to
+// cover). Then the other mount points and binds, as before layers existed. Last, each staged
+// layer, with the binds on it, is moved over its target.
 func (s *NodeSetup) apply(stage string) error {
 	if err := syscall.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set hostname %s: %w", s.Hostname, err)
 	}
+	for _, l := range s.Layers {
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", l.Target, l.Upper, l.Work)
+		if err := syscall.Mount("overlay", l.Merged, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("node's own %s (overlay %s): %w", l.Target, opts, err)
+		}
+	}
+	var rest []Bind
+	for _, bind := range s.Binds {
+		l, rel := s.layerOf(bind.Target)
+		if l == nil {
+			rest = append(rest, bind)
+			continue
+		}
+		dst := filepath.Join(l.Merged, rel)
+		if err := mountPoint(bind.Source, dst); err != nil {
+			return err
+		}
+		if err := syscall.Mount(bind.Source, dst, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s over %s: %w", bind.Source, bind.Target, err)
+		}
+	}
 	var targets []string
 	files := map[string]bool{}
-	for _, bind := range s.Binds {
+	for _, bind := range rest {
 		targets = append(targets, bind.Target)
 		if st, err := os.Stat(bind.Source); err == nil && !st.IsDir() {
 			files[bind.Target] = true // a file (such as /etc/hosts) is bound over a file
@@ -164,7 +223,7 @@ func (s *NodeSetup) apply(stage string) error {
 	if err := makeMountPoints(targets, files, s.PrivateDev, stage); err != nil {
 		return err
 	}
-	for _, bind := range s.Binds {
+	for _, bind := range rest {
 		if err := syscall.Mount(bind.Source, bind.Target, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s over %s: %w", bind.Source, bind.Target, err)
 		}
@@ -174,7 +233,40 @@ func (s *NodeSetup) apply(stage string) error {
 			return fmt.Errorf("tmpfs on %s: %w", target, err)
 		}
 	}
+	for _, l := range s.Layers {
+		if err := syscall.Mount(l.Merged, l.Target, "", syscall.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move the node's own %s into place: %w", l.Target, err)
+		}
+	}
 	return nil
+}
+
+// layerOf is the layer whose target holds path, and path relative to it.
+func (s *NodeSetup) layerOf(path string) (*Layer, string) {
+	for i := range s.Layers {
+		if rel, ok := strings.CutPrefix(path, s.Layers[i].Target+"/"); ok {
+			return &s.Layers[i], rel
+		}
+	}
+	return nil, ""
+}
+
+// mountPoint makes dst, on a node's own layer, the kind of file src is.
+func mountPoint(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return os.MkdirAll(dst, 0o755)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, nil, 0o644)
 }
 
 // AgentCommand is the command line that runs argv inside the instance's network namespace and
