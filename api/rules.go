@@ -3,7 +3,10 @@ package api
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // This file is the one place for the rules the service model cannot say: members that exclude
@@ -111,6 +114,7 @@ func checkGroup(v *validator, g *ClusterInstanceGroupSpecification, p string, ct
 	if !isEks(ctx.orchestrator) && g.KubernetesConfig != nil {
 		v.violation(memberPath(p, "kubernetesConfig"), "KubernetesConfig is only allowed on clusters orchestrated by EKS")
 	}
+	checkKubernetesConfig(v, g.KubernetesConfig, memberPath(p, "kubernetesConfig"))
 	if sc := g.SlurmConfig; sc != nil {
 		// Partitions belong to Compute groups only (HyperPod Slurm configuration reference:
 		// "Partitions can only be assigned to Compute node types"); a Compute group names its
@@ -425,4 +429,57 @@ func CheckNodeChoice(hasIDs, hasLogical, exactly bool, idMember, logicalMember s
 		v.violation(lowerCamelName(idMember), fmt.Sprintf("Either %s or %s must be set", idMember, logicalMember))
 	}
 	return v.err()
+}
+
+// hyperPodLabelPrefix is the prefix of HyperPod's own Node labels and taint (node-health-status,
+// instance-group-name, ...), which hale sets and reads: a group's KubernetesConfig may not set
+// them, or a user's label would mark a node healthy or ask for its repair.
+const hyperPodLabelPrefix = "sagemaker.amazonaws.com/"
+
+// checkKubernetesConfig applies Kubernetes' own rules for label and taint keys and values
+// (k8s.io/apimachinery's validation: a qualified name with a DNS-subdomain prefix of at most 253
+// characters and a name of at most 63; values of at most 63), which the service model's
+// patterns do not fully state, so a group whose Nodes the API server would refuse is refused
+// at CreateCluster or UpdateCluster instead. Two taints with the same key and effect are
+// refused as the API server refuses them.
+func checkKubernetesConfig(v *validator, k *ClusterKubernetesConfig, p string) {
+	if k == nil {
+		return
+	}
+	keys := make([]string, 0, len(k.Labels))
+	for key := range k.Labels {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	lp := memberPath(p, "labels")
+	for _, key := range keys {
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			v.violation(lp, fmt.Sprintf("Label key %q is not a valid Kubernetes label key: %s", key, strings.Join(errs, "; ")))
+		} else if strings.HasPrefix(key, hyperPodLabelPrefix) {
+			v.violation(lp, fmt.Sprintf("Label key %q: keys under %s are HyperPod's own and set by the service", key, hyperPodLabelPrefix))
+		}
+		if errs := validation.IsValidLabelValue(k.Labels[key]); len(errs) > 0 {
+			v.violation(lp, fmt.Sprintf("Label %q value %q is not a valid Kubernetes label value: %s", key, k.Labels[key], strings.Join(errs, "; ")))
+		}
+	}
+	seen := map[string]bool{}
+	for i, t := range k.Taints {
+		tp := listPath(memberPath(p, "taints"), i)
+		key := t.GetKey()
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			v.violation(memberPath(tp, "key"), fmt.Sprintf("Taint key %q is not a valid Kubernetes taint key: %s", key, strings.Join(errs, "; ")))
+		} else if strings.HasPrefix(key, hyperPodLabelPrefix) {
+			v.violation(memberPath(tp, "key"), fmt.Sprintf("Taint key %q: keys under %s are HyperPod's own and set by the service", key, hyperPodLabelPrefix))
+		}
+		if t.Value != nil {
+			if errs := validation.IsValidLabelValue(*t.Value); len(errs) > 0 {
+				v.violation(memberPath(tp, "value"), fmt.Sprintf("Taint value %q is not a valid Kubernetes taint value: %s", *t.Value, strings.Join(errs, "; ")))
+			}
+		}
+		if id := key + ":" + string(t.GetEffect()); seen[id] {
+			v.violation(memberPath(tp, "key"), fmt.Sprintf("Taint %s appears twice: a Node has one taint per key and effect", id))
+		} else {
+			seen[id] = true
+		}
+	}
 }

@@ -12,8 +12,15 @@
 #      it, drains and replaces the node, auto-resume retries the step on the repaired job, and
 #      the training finishes from its last checkpoint. A timeline says when each stage happened.
 #   4. `hale down` tears it all down; nothing is left on the machine.
+# `./scripts/demo.sh eks` runs the Kubernetes demo instead (HyperPod on EKS: scripts/demo-eks.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = eks ]; then
+  exec ./scripts/demo-eks.sh
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [eks]   (no argument: the Slurm demo; eks: the Kubernetes one)" >&2
+  exit 2
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo: run as root (sudo ./scripts/demo.sh): the local provider creates network namespaces" >&2
   exit 1

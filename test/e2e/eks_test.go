@@ -25,7 +25,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server/servertest"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // An Eks cluster on the control plane hale runs (--kubernetes local), its nodes on the local
@@ -34,12 +36,7 @@ import (
 // and labels the Node, deletes it, and a new Node joins Schedulable; an operator's label starts
 // a reboot that keeps the Node's name; a deletion leaves no Node.
 func TestEksClusterNodes(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
-	o := options(t, dir)
-	_, file, _, _ := runtime.Caller(0)
-	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
-	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	e, cs, dyn := startEks(t)
 	ctx := context.Background()
 	// AWS's own OnCreate for HyperPod on EKS, unmodified (examples/s3/.../eks-base-config).
 	lc := e.exampleScripts("eks-base-config")
@@ -65,11 +62,6 @@ func TestEksClusterNodes(t *testing.T) {
 	if made := hostPathsCreated(); len(made) > 0 {
 		t.Errorf("the lifecycle scripts created %v on the host", made)
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(rc)
 	nodeOf := map[string]string{} // logical id -> Node name
 	for _, n := range e.nodes("eks") {
 		nodeOf[*n.NodeLogicalId] = eks.NodeName(*n.InstanceId)
@@ -116,28 +108,8 @@ func TestEksClusterNodes(t *testing.T) {
 	})
 
 	// A PyTorchJob with auto-resume, one pod on each node.
-	rcAdmin, _ := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
-	dyn := dynamic.NewForConfigOrDie(rcAdmin)
-	pj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(autoResumeJob), &pj.Object); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Create(ctx, pj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	jobPods := func() (running int, nodes []string) {
-		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "training.kubeflow.org/job-name=train"})
-		if err != nil {
-			return 0, nil
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				running++
-				nodes = append(nodes, p.Spec.NodeName)
-			}
-		}
-		return running, nodes
-	}
+	createJob(t, dyn)
+	jobPods := func() (running int, nodes []string) { return runningPods(cs, "training.kubeflow.org/job-name=train") }
 	eventually(t, 60*time.Second, "the job's 2 pods Running", func() (bool, string) {
 		n, nodes := jobPods()
 		return n == 2, fmt.Sprint(nodes)
@@ -276,6 +248,49 @@ func TestEksClusterNodes(t *testing.T) {
 	})
 }
 
+// startEks starts a server with the control plane hale runs itself (--kubernetes local,
+// registered as hale-local) and returns it with an administrator's clients of that plane.
+func startEks(t *testing.T) (*env, *kubernetes.Clientset, dynamic.Interface) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	_, file, _, _ := runtime.Caller(0)
+	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc)
+}
+
+// createJob creates autoResumeJob (train, in default).
+func createJob(t *testing.T, dyn dynamic.Interface) {
+	pj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(autoResumeJob), &pj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Create(context.Background(), pj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runningPods counts the Running pods the selector picks (not being deleted) and names their
+// nodes.
+func runningPods(cs kubernetes.Interface, selector string) (running int, nodes []string) {
+	pods, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return 0, nil
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running++
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+	}
+	return running, nodes
+}
+
 func hasTaint(kn *corev1.Node, key, value string) bool {
 	for _, t := range kn.Spec.Taints {
 		if t.Key == key && t.Value == value {
@@ -283,6 +298,101 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// TestEksNodeRecoveryNone: on an Eks cluster with NodeRecovery None, an application error (Xid
+// 13) under an auto-resume PyTorchJob changes nothing (no label, the job's pods stay, no
+// AutoResume); a GPU lost (Xid 79) labels the Node UnschedulablePendingReplacement, taints and
+// cordons it and evicts its pods, the job restarts on the healthy nodes, and the instance
+// stays, labelled, for an operator.
+func TestEksNodeRecoveryNone(t *testing.T) {
+	e, cs, dyn := startEks(t)
+	ctx := context.Background()
+	lc := e.script("eks-none", "on_create.sh", recordScript)
+	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
+		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
+		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("manual"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
+		NodeRecovery: types.ClusterNodeRecoveryNone,
+		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("manual", types.ClusterStatusInservice, 90*time.Second)
+	createJob(t, dyn)
+	const selector = "training.kubeflow.org/job-name=train"
+	eventually(t, 60*time.Second, "the job's 2 pods Running", func() (bool, string) {
+		n, nodes := runningPods(cs, selector)
+		return n == 2, fmt.Sprint(nodes)
+	})
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]bool{}
+	for _, p := range pods.Items {
+		before[string(p.UID)] = true
+	}
+	nodeName := pods.Items[0].Spec.NodeName
+	var target *store.Node
+	for _, n := range e.storeNodes("manual") {
+		if eks.NodeName(n.InstanceID) == nodeName {
+			target = n
+		}
+	}
+	if target == nil {
+		t.Fatalf("no hale node behind %s", nodeName)
+	}
+
+	// An application error: recorded, no node action, the job untouched.
+	e.inject(target.InstanceID, local.Fault{Xid: 13, LoseGPU: -1})
+	eventually(t, 20*time.Second, "the Xid 13 recorded with no node action", func() (bool, string) {
+		ev := e.events("manual")
+		return strings.Contains(ev, "No node action"), ev
+	})
+	kn, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil || kn.Labels[eks.LabelHealth] != eks.Schedulable || kn.Spec.Unschedulable {
+		t.Errorf("an application error changed the Node: %v %v", kn.Labels, err)
+	}
+	pods, _ = cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	for _, p := range pods.Items {
+		if !before[string(p.UID)] {
+			t.Errorf("an application error restarted the job: pod %s is new", p.Name)
+		}
+	}
+	if evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=train,reason=AutoResume"}); len(evs.Items) > 0 {
+		t.Errorf("an application error resumed the job: %s", evs.Items[0].Message)
+	}
+
+	// A lost GPU: labelled, tainted, cordoned, evicted; the job restarts elsewhere; nothing more.
+	e.inject(target.InstanceID, xid(79))
+	eventually(t, 60*time.Second, "the Node labelled and cordoned, the repair held, the job Running elsewhere", func() (bool, string) {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if kn.Labels[eks.LabelHealth] != eks.UnschedulablePendingReplacement || !kn.Spec.Unschedulable || !hasTaint(kn, eks.TaintHealth, eks.Unschedulable) {
+			return false, fmt.Sprintf("labels %v, taints %v", kn.Labels, kn.Spec.Taints)
+		}
+		rs := e.repairsOf("manual", target.LogicalID)
+		if len(rs) != 1 || rs[0].State != store.RepairHeld {
+			return false, fmt.Sprintf("%d repairs", len(rs))
+		}
+		n, nodes := runningPods(cs, selector)
+		return n == 2 && !slices.Contains(nodes, nodeName), fmt.Sprintf("job Running %d on %v", n, nodes)
+	})
+	if ev := e.events("manual"); !strings.Contains(ev, "NodeRecovery is None") {
+		t.Errorf("no event says what to do:\n%s", ev)
+	}
+	if evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=train,reason=AutoResume"}); len(evs.Items) != 1 {
+		t.Errorf("the job was resumed %d times for one fault", len(evs.Items))
+	}
+	if after := e.nodeOf("manual", target.LogicalID); after.InstanceID != target.InstanceID {
+		t.Errorf("NodeRecovery None replaced the node: %s", after.InstanceID)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("manual")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("manual", 60*time.Second)
 }
 
 // autoResumeJob is a PyTorchJob with HyperPod's auto-resume annotation (one retry), a master and

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/orchestrator"
@@ -203,31 +204,39 @@ func ready(kn *corev1.Node) bool {
 // taints.
 func (o *EKS) ensureNode(ctx context.Context, cs kubernetes.Interface, cl *store.Cluster, n *store.Node, g *store.Group) (*corev1.Node, error) {
 	name := NodeName(n.InstanceID)
-	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && o.cfg.SimulatedKubelets {
-		kn, err = cs.CoreV1().Nodes().Create(ctx, simulatedNode(name, n), metav1.CreateOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("its Node %s has not registered (its kubelet joins it, from the lifecycle scripts)", name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	labels := map[string]string{LabelComputeType: "hyperpod", LabelInstanceGroup: n.GroupName, LabelClusterName: cl.Name,
-		LabelInstanceType: n.InstanceType, LabelHealth: Schedulable}
-	changed := applyKubernetesConfig(kn, n.Details.KubernetesConfig, desiredConfig(g))
-	if kn.Labels == nil {
-		kn.Labels = map[string]string{}
-	}
-	for k, v := range labels {
-		if kn.Labels[k] != v {
-			kn.Labels[k], changed = v, true
+	var out *corev1.Node
+	// kwok and the node lifecycle controller write the new Node's status as hale labels it: a
+	// conflict is read again at once, not reported as what the node waits for.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && o.cfg.SimulatedKubelets {
+			kn, err = cs.CoreV1().Nodes().Create(ctx, simulatedNode(name, n), metav1.CreateOptions{})
 		}
-	}
-	if !changed {
-		return kn, nil
-	}
-	return cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("its Node %s has not registered (its kubelet joins it, from the lifecycle scripts)", name)
+		}
+		if err != nil {
+			return err
+		}
+		labels := map[string]string{LabelComputeType: "hyperpod", LabelInstanceGroup: n.GroupName, LabelClusterName: cl.Name,
+			LabelInstanceType: n.InstanceType, LabelHealth: Schedulable}
+		changed := applyKubernetesConfig(kn, n.Details.KubernetesConfig, desiredConfig(g))
+		if kn.Labels == nil {
+			kn.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			if kn.Labels[k] != v {
+				kn.Labels[k], changed = v, true
+			}
+		}
+		if !changed {
+			out = kn
+			return nil
+		}
+		out, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+		return err
+	})
+	return out, err
 }
 
 // desiredConfig is the group's KubernetesConfig (an empty one when it has none).
@@ -362,29 +371,31 @@ func (r *round) Reserve(n *store.Node) (func(ctx context.Context) string, func(c
 // setHealth sets the Node's node-health-status (and other labels), with the health taint and
 // cordon when it is not Schedulable, without them when it is.
 func setHealth(ctx context.Context, cs kubernetes.Interface, name, health string, labels map[string]string, cordon bool) error {
-	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if kn.Labels == nil {
-		kn.Labels = map[string]string{}
-	}
-	kn.Labels[LabelHealth] = health
-	for k, v := range labels {
-		kn.Labels[k] = v
-	}
-	var taints []corev1.Taint
-	for _, t := range kn.Spec.Taints {
-		if t.Key != TaintHealth {
-			taints = append(taints, t)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if cordon {
-		taints = append(taints, corev1.Taint{Key: TaintHealth, Value: Unschedulable, Effect: corev1.TaintEffectNoSchedule})
-	}
-	kn.Spec.Taints, kn.Spec.Unschedulable = taints, cordon
-	_, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
-	return err
+		if kn.Labels == nil {
+			kn.Labels = map[string]string{}
+		}
+		kn.Labels[LabelHealth] = health
+		for k, v := range labels {
+			kn.Labels[k] = v
+		}
+		var taints []corev1.Taint
+		for _, t := range kn.Spec.Taints {
+			if t.Key != TaintHealth {
+				taints = append(taints, t)
+			}
+		}
+		if cordon {
+			taints = append(taints, corev1.Taint{Key: TaintHealth, Value: Unschedulable, Effect: corev1.TaintEffectNoSchedule})
+		}
+		kn.Spec.Taints, kn.Spec.Unschedulable = taints, cordon
+		_, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // Drain implements orchestrator.Round: the Node is labelled UnschedulablePendingReplacement or
@@ -555,10 +566,13 @@ func (r *round) reapply(n *store.Node, desired *api.ClusterKubernetesConfig) {
 	o, cs, cl, node := r.o, r.cs, r.cl, *n
 	r.r.Go("relabel", n.InstanceID, func(ctx context.Context) {
 		name := NodeName(node.InstanceID)
-		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err == nil && applyKubernetesConfig(kn, node.Details.KubernetesConfig, desired) {
-			_, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
-		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err == nil && applyKubernetesConfig(kn, node.Details.KubernetesConfig, desired) {
+				_, err = cs.CoreV1().Nodes().Update(ctx, kn, metav1.UpdateOptions{})
+			}
+			return err
+		})
 		if err != nil {
 			if ctx.Err() == nil {
 				o.log.Warn("applying a group's KubernetesConfig", "node", name, "error", err)
@@ -602,23 +616,26 @@ func describeConfig(c *api.ClusterKubernetesConfig) string {
 // or UnschedulablePendingReplacement): True with the fault as its reason while the repair runs,
 // as HyperPod's health agent writes a condition per fault.
 func setCondition(ctx context.Context, cs kubernetes.Interface, name, typ string, status corev1.ConditionStatus, reason, message string) error {
-	kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	now := metav1.Now()
-	c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
-	found := false
-	for i := range kn.Status.Conditions {
-		if kn.Status.Conditions[i].Type == c.Type {
-			kn.Status.Conditions[i], found = c, true
+	// kwok writes the Node's status every few seconds (its heartbeat): a conflict is read again.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if !found {
-		kn.Status.Conditions = append(kn.Status.Conditions, c)
-	}
-	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, kn, metav1.UpdateOptions{})
-	return err
+		now := metav1.Now()
+		c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+		found := false
+		for i := range kn.Status.Conditions {
+			if kn.Status.Conditions[i].Type == c.Type {
+				kn.Status.Conditions[i], found = c, true
+			}
+		}
+		if !found {
+			kn.Status.Conditions = append(kn.Status.Conditions, c)
+		}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, kn, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // clearConditions turns a repaired node's repair conditions False.
