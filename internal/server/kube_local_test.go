@@ -5,6 +5,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/client"
 	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/server"
@@ -70,6 +72,25 @@ func TestKubernetesControlPlanes(t *testing.T) {
 			InstanceType: types.ClusterInstanceTypeMlC5Xlarge, ExecutionRole: aws.String("arn:aws:iam::123456789012:role/HyperPodRole"),
 			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String("s3://bucket/scripts"), OnCreate: aws.String("on_create.sh")}}}}); err != nil {
 		t.Errorf("an Eks cluster on the registered ARN: %v", err)
+	}
+	// hale update-kubeconfig's endpoint: the local plane's administrator, by the plane's name;
+	// nothing for an outside cluster (by its name or an Eks cluster's) or an unknown name.
+	body, err = c.Get(ctx, server.KubeconfigPath, url.Values{"cluster-name": {"hale-local"}})
+	var access server.KubeAccess
+	if err != nil || json.Unmarshal(body, &access) != nil || access.ClusterArn != "arn:aws:eks:us-west-2:123456789012:cluster/hale-local" {
+		t.Fatalf("the local plane's kubeconfig: %s %v", body, err)
+	}
+	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(access.Kubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the administrator's kubeconfig cannot list secrets: %v", err)
+	}
+	for ref, code := range map[string]string{"outside": "ValidationException", "eks": "ValidationException", "nope": "ResourceNotFound"} {
+		if _, err := c.Get(ctx, server.KubeconfigPath, url.Values{"cluster-name": {ref}}); !api.IsCode(err, code) {
+			t.Errorf("kubeconfig of %s: %v, want %s", ref, err, code)
+		}
 	}
 	req, _ = json.Marshal(server.KubeRegistration{Name: "bad name!", Kubeconfig: string(admin)})
 	if _, err := c.Post(ctx, server.KubePath, req); err == nil {
