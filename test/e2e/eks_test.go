@@ -300,7 +300,8 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 	return false
 }
 
-// TestEksNodeRecoveryNone: on an Eks cluster with NodeRecovery None, an application error (Xid
+// TestEksNodeRecoveryNone: every Node of a p5 group carries EC2's network topology labels. On an
+// Eks cluster with NodeRecovery None, an application error (Xid
 // 13) under an auto-resume PyTorchJob changes nothing (no label, the job's pods stay, no
 // AutoResume); a GPU lost (Xid 79) labels the Node UnschedulablePendingReplacement, taints and
 // cordons it and evicts its pods, the job restarts on the healthy nodes, and the instance
@@ -309,7 +310,7 @@ func TestEksNodeRecoveryNone(t *testing.T) {
 	e, cs, dyn := startEks(t)
 	ctx := context.Background()
 	lc := e.script("eks-none", "on_create.sh", recordScript)
-	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
+	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlP548xlarge,
 		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
 		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("manual"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
@@ -318,6 +319,18 @@ func TestEksNodeRecoveryNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitStatus("manual", types.ClusterStatusInservice, 90*time.Second)
+	// A p5 has EC2 topology: each Node carries its network nodes, top layer first.
+	for _, n := range e.storeNodes("manual") {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(n.InstanceID), metav1.GetOptions{})
+		if err != nil || len(n.Details.NetworkNodes) < 3 {
+			t.Fatalf("%s: %v, network nodes %v", n.LogicalID, err, n.Details.NetworkNodes)
+		}
+		for i, id := range n.Details.NetworkNodes {
+			if k := fmt.Sprintf("%s%d", eks.LabelNetworkNodeLayer, i+1); kn.Labels[k] != id {
+				t.Errorf("%s: %s = %q, want %q", kn.Name, k, kn.Labels[k], id)
+			}
+		}
+	}
 	createJob(t, dyn)
 	const selector = "training.kubeflow.org/job-name=train"
 	eventually(t, 60*time.Second, "the job's 2 pods Running", func() (bool, string) {

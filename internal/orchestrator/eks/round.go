@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -220,6 +221,9 @@ func (o *EKS) ensureNode(ctx context.Context, cs kubernetes.Interface, cl *store
 		}
 		labels := map[string]string{LabelComputeType: "hyperpod", LabelInstanceGroup: n.GroupName, LabelClusterName: cl.Name,
 			LabelInstanceType: n.InstanceType, LabelHealth: Schedulable}
+		for k, v := range topologyLabels(n.Details.NetworkNodes) {
+			labels[k] = v
+		}
 		changed := applyKubernetesConfig(kn, n.Details.KubernetesConfig, desiredConfig(g))
 		if kn.Labels == nil {
 			kn.Labels = map[string]string{}
@@ -237,6 +241,23 @@ func (o *EKS) ensureNode(ctx context.Context, cs kubernetes.Interface, cl *store
 		return err
 	})
 	return out, err
+}
+
+// LabelNetworkNodeLayer is the prefix of EKS's network topology labels: layer N (1 the top,
+// 3 or 4 the switch the instance hangs off) is topology.k8s.aws/network-node-layer-N, valued by
+// EC2's network node id (EKS user guide, "Place distributed AI/ML workloads with network
+// topology labels"). Schedulers (Kueue's topology-aware scheduling, pod affinity) place a
+// job's pods close together with them.
+const LabelNetworkNodeLayer = "topology.k8s.aws/network-node-layer-"
+
+// topologyLabels are a node's network topology labels from its provider's network nodes (top
+// layer first), none for an instance type without EC2 topology.
+func topologyLabels(networkNodes []string) map[string]string {
+	out := map[string]string{}
+	for i, id := range networkNodes {
+		out[LabelNetworkNodeLayer+strconv.Itoa(i+1)] = id
+	}
+	return out
 }
 
 // desiredConfig is the group's KubernetesConfig (an empty one when it has none).
