@@ -21,54 +21,20 @@ fi
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 # The control plane's binaries: 10-20 minutes the first time on a new machine, then cached.
 ./scripts/k8s-tools.sh
-HALE="$PWD/bin/hale"
+. scripts/demo-common.sh
 export KUBECTL="$PWD/bin/kubectl"
 kubectl() { "$KUBECTL" "$@"; }
-
-host_paths() { ls -d /fsx /opt/ml /opt/sagemaker_cluster /opt/sagemaker /opt/dlami /var/lib/hale-agent /var/lib/kubelet /dev/nvidia* 2>/dev/null || true; }
-host_before=$(host_paths)
-data=$(mktemp -d /tmp/hale-eks-demo.XXXXXX)
-up_pid=""
-cleanup() {
-  rc=$?
-  if [ "$rc" -ne 0 ] && [ -f "$data/up.log" ]; then
-    echo "demo: failed (exit $rc); the server's last lines:" >&2
-    tail -20 "$data/up.log" >&2
-  fi
-  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
-    kill -INT "$up_pid" 2>/dev/null || true # hale up tears the cluster down on Ctrl-C
-    wait "$up_pid" 2>/dev/null || true
-  fi
-  rm -rf "$data"
-}
-trap cleanup EXIT
-
-bold="" plain=""
-if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
-step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
-run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; }
-export HALE_DATA_DIR="$data"
 labels=sagemaker.amazonaws.com/node-health-status,sagemaker.amazonaws.com/instance-group-name,node.kubernetes.io/instance-type,team
 
 step "hale up examples/eks-cluster.json (data in $data)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$HALE" up examples/eks-cluster.json --data-dir "$data" --listen "127.0.0.1:$port" \
-  --local-bridge hale-eksdemo0 --local-subnet 10.228.0.0/16 >"$data/up.log" 2>&1 &
-up_pid=$!
-for _ in $(seq 1800); do
-  grep -q "is InService with" "$data/up.log" && break
-  if ! kill -0 "$up_pid" 2>/dev/null; then cat "$data/up.log"; exit 1; fi
-  sleep 0.1
-done
-grep -q "is InService with" "$data/up.log" || { cat "$data/up.log"; echo "demo: the cluster did not come up" >&2; exit 1; }
-sed -n '1,/^Ctrl-C here/p' "$data/up.log"
+up examples/eks-cluster.json hale-eksdemo0 10.228.0.0/16 180
 
 step "kubectl: every instance is a Node hyperpod-<instance id>, with HyperPod's labels"
 export KUBECONFIG="$data/kubeconfig"
 run "$HALE" update-kubeconfig --cluster-name eks-demo
 run kubectl get nodes -L "$labels"
 first=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
-echo "\$ kubectl get node $first -o jsonpath='{.metadata.labels}'   (HyperPod's)"
+echo "HyperPod's labels on $first (kubectl get node $first -o json):"
 kubectl get node "$first" -o json | python3 -c 'import json,sys; [print("  %s=%s" % kv) for kv in sorted(json.load(sys.stdin)["metadata"]["labels"].items()) if "sagemaker" in kv[0] or "instance-type" in kv[0]]'
 
 step "AWS's EKS OnCreate (examples/s3/sagemaker-hale-lifecycle/eks-base-config, unmodified) ran on every node"
@@ -101,17 +67,4 @@ run kubectl get nodes -L sagemaker.amazonaws.com/node-health-status
 run kubectl get pods -o wide
 run kubectl get events --field-selector involvedObject.name=llama-pretrain --sort-by=.lastTimestamp
 
-step "hale down"
-run "$HALE" down --cluster-name eks-demo
-wait "$up_pid" || true
-up_pid=""
-tail -2 "$data/up.log"
-left=$(ip netns list | grep -c "^hale-" || true)
-echo "namespaces left: $left"
-[ "$left" -eq 0 ] || exit 1
-if [ "$(host_paths)" = "$host_before" ]; then
-  echo "host paths nodes use (/opt/sagemaker, /var/lib/kubelet, /dev/nvidia0, ...): as before the demo"
-else
-  echo "demo: the host changed: before: [$host_before] after: [$(host_paths)]" >&2; exit 1
-fi
-step "Demo finished"
+down eks-demo

@@ -29,48 +29,10 @@ fi
 # what and why, with apt's progress.
 ./scripts/setup.sh
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
-HALE="$PWD/bin/hale"
-
-# What the host has before the demo, to show it has the same after: nodes make their mount
-# points (/fsx, /opt/ml, ...) and devices (/dev/nvidia0) in their own mount namespaces only.
-host_paths() { ls -d /fsx /opt/ml /opt/sagemaker_cluster /opt/sagemaker /opt/slurm /opt/dlami /var/lib/hale-agent /dev/nvidia* 2>/dev/null || true; }
-host_before=$(host_paths)
-data=$(mktemp -d /tmp/hale-demo.XXXXXX)
-up_pid=""
-cleanup() {
-  rc=$?
-  if [ "$rc" -ne 0 ] && [ -f "$data/up.log" ]; then
-    echo "demo: failed (exit $rc); the server's last lines:" >&2
-    tail -20 "$data/up.log" >&2
-  fi
-  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
-    kill -INT "$up_pid" 2>/dev/null || true # hale up tears the cluster down on Ctrl-C
-    wait "$up_pid" 2>/dev/null || true
-  fi
-  rm -rf "$data"
-}
-trap cleanup EXIT
-
-bold="" plain=""
-if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
-step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
-# run prints a command quoted so that it can be pasted as printed, then runs it.
-run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; }
-export HALE_DATA_DIR="$data"
+. scripts/demo-common.sh
 
 step "hale up examples/cluster.json (data in $data)"
-# A port of its own, so the demo never meets another hale server.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$HALE" up examples/cluster.json --data-dir "$data" --listen "127.0.0.1:$port" \
-  --local-bridge hale-demo0 --local-subnet 10.229.0.0/16 >"$data/up.log" 2>&1 &
-up_pid=$!
-for _ in $(seq 300); do
-  grep -q "is InService with" "$data/up.log" && break
-  if ! kill -0 "$up_pid" 2>/dev/null; then cat "$data/up.log"; exit 1; fi
-  sleep 0.1
-done
-grep -q "is InService with" "$data/up.log" || { cat "$data/up.log"; echo "demo: the cluster did not come up" >&2; exit 1; }
-sed -n '1,/^Ctrl-C here/p' "$data/up.log"
+up examples/cluster.json hale-demo0 10.229.0.0/16 30
 
 step "Every node is Running"
 run "$HALE" list-cluster-nodes --cluster-name demo --output table
@@ -182,17 +144,4 @@ printf '%s\n' "Apr  9 01:21:38 gpu-7 kernel: NVRM: Xid (PCI:0000:a1:00): 63, pid
   "Apr  9 01:21:39 gpu-7 kernel: NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link 6" >"$data/messages"
 run "$HALE" diagnose "$data/messages" || true
 
-step "hale down"
-run "$HALE" down --cluster-name demo
-wait "$up_pid" || true
-up_pid=""
-tail -3 "$data/up.log"
-left=$(ip netns list | grep -c "^hale-" || true)
-echo "namespaces left: $left"
-[ "$left" -eq 0 ] || exit 1
-if [ "$(host_paths)" = "$host_before" ]; then
-  echo "host paths nodes use (/fsx, /opt/ml, /opt/sagemaker_cluster, /dev/nvidia0, ...): as before the demo"
-else
-  echo "demo: the host changed: before: [$host_before] after: [$(host_paths)]" >&2; exit 1
-fi
-step "Demo finished"
+down demo

@@ -48,7 +48,7 @@ stage "go test ./..." go test -count=1 ./...
 stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
 # The real Kubernetes control plane (kube-apiserver, etcd, controller manager, scheduler, kwok),
 # its registration, and an Eks cluster on the local provider.
-stage "Kubernetes tests" go test -count=1 -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks' \
+stage "Kubernetes tests" go test -count=1 -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks|TestUpEks' \
   ./internal/kubeplane ./internal/server ./test/e2e
 # The robustness suite: a random schedule of faults for a bounded time (HALE_ROBUSTNESS_DURATION,
 # 2m by default; the seed it prints replays a failure, see docs/reliability.md).

@@ -37,9 +37,16 @@ and at InService say how to reach the cluster, then print its events as they hap
 (scaling, replacements, faults, repairs, resumed jobs), one line each. Ctrl-C, or 'hale down'
 from another terminal, tears it all down. Lifecycle scripts are read from --object-store,
 which defaults to an s3/ directory beside FILE when there is one (s3://BUCKET/PREFIX is
-DIR/BUCKET/PREFIX).`,
-		Example: `  sudo hale up examples/cluster.json`,
-		Args:    cobra.ExactArgs(1),
+DIR/BUCKET/PREFIX).
+
+When FILE's orchestrator is Eks, hale up also runs a Kubernetes control plane (API server,
+etcd, scheduler, controller manager, kwok as the nodes' kubelets, the Kubeflow training
+operator; built by scripts/k8s-tools.sh), registered under the name, region and account of
+FILE's Orchestrator.Eks.ClusterArn, and stops it at the end; 'hale update-kubeconfig' gives
+kubectl a context for it.`,
+		Example: `  sudo hale up examples/cluster.json
+  sudo hale up examples/eks-cluster.json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if os.Geteuid() != 0 {
 				return fmt.Errorf("hale up runs the local provider, which needs root (it creates network namespaces, veths and bind mounts); run it as root")

@@ -128,7 +128,7 @@ func (r *round) ringPeer(n *store.Node) []string {
 // runDeepHealthCheck runs the checks on the node, held out of its orchestrator's work by hold
 // (undone by release; both nil when it takes no work), and records their result.
 func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, n *store.Node, a *store.Action, checks, peers []string,
-	hold func(context.Context) string, release func(context.Context)) {
+	hold func(context.Context) string, release func(context.Context, bool)) {
 	stream := DeepHealthStream(n.InstanceID)
 	var lines []store.LogEvent
 	say := func(format string, args ...any) {
@@ -175,7 +175,7 @@ func (c *Controller) runDeepHealthCheck(ctx context.Context, cl *store.Cluster, 
 		}
 	}
 	if release != nil {
-		release(ctx)
+		release(ctx, failed == "")
 	}
 	result := "passed"
 	if failed != "" {

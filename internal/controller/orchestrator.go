@@ -150,7 +150,7 @@ func (none) Steps() error                                                       
 func (none) Head(*store.Group) bool                                                { return false }
 func (none) TakeOutWaits(*store.Node) bool                                         { return false }
 func (none) Leave(*store.Node, orchestrator.Leaving, string) func(context.Context) { return nil }
-func (none) Reserve(*store.Node) (func(context.Context) string, func(context.Context)) {
+func (none) Reserve(*store.Node) (func(context.Context) string, func(context.Context, bool)) {
 	return nil, nil
 }
 func (none) Drain(*store.Repair, *store.Node) (bool, string, error) {

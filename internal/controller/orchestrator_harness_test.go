@@ -137,7 +137,7 @@ func (t *toyRound) Leave(n *store.Node, how orchestrator.Leaving, why string) fu
 	o, logical := t.o, n.LogicalID
 	return func(context.Context) { o.say("leave", logical, int(how)) }
 }
-func (t *toyRound) Reserve(*store.Node) (func(context.Context) string, func(context.Context)) {
+func (t *toyRound) Reserve(*store.Node) (func(context.Context) string, func(context.Context, bool)) {
 	return nil, nil
 }
 func (t *toyRound) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {

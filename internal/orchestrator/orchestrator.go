@@ -107,9 +107,10 @@ type Round interface {
 	// before the instance goes, or nil when there is nothing to take out.
 	Leave(n *store.Node, how Leaving, why string) func(ctx context.Context)
 	// Reserve returns work that keeps new jobs off n while deep health checks run on it
-	// (returning a line for the checks' log, "" when nothing was done) and its undoing; nil
-	// when the node takes no jobs.
-	Reserve(n *store.Node) (hold func(ctx context.Context) string, release func(ctx context.Context))
+	// (returning a line for the checks' log, "" when nothing was done) and its undoing, told
+	// whether the checks passed (a node that failed them is repaired next); nil when the node
+	// takes no jobs.
+	Reserve(n *store.Node) (hold func(ctx context.Context) string, release func(ctx context.Context, passed bool))
 
 	// The repair flow's hooks, in the order of its states (controller/repair.go).
 

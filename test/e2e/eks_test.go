@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -24,8 +26,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -256,6 +261,7 @@ func startEks(t *testing.T) (*env, *kubernetes.Clientset, dynamic.Interface) {
 	o := options(t, dir)
 	_, file, _, _ := runtime.Caller(0)
 	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
+	o.DeepHealthCheckDuration = 2 * time.Second
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
 	if err != nil {
@@ -300,7 +306,8 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 	return false
 }
 
-// TestEksNodeRecoveryNone: every Node of a p5 group carries EC2's network topology labels. On an
+// TestEksNodeRecoveryNone: every Node of a p5 group carries EC2's network topology labels; a
+// deep health check leaves each Node deep-health-check-status=Passed and Schedulable. On an
 // Eks cluster with NodeRecovery None, an application error (Xid
 // 13) under an auto-resume PyTorchJob changes nothing (no label, the job's pods stay, no
 // AutoResume); a GPU lost (Xid 79) labels the Node UnschedulablePendingReplacement, taints and
@@ -329,6 +336,33 @@ func TestEksNodeRecoveryNone(t *testing.T) {
 			if k := fmt.Sprintf("%s%d", eks.LabelNetworkNodeLayer, i+1); kn.Labels[k] != id {
 				t.Errorf("%s: %s = %q, want %q", kn.Name, k, kn.Labels[k], id)
 			}
+		}
+	}
+
+	// A deep health check (InstanceStress) holds each Node Unschedulable, tainted, with
+	// deep-health-check-status InProgress, and leaves it Passed and Schedulable.
+	if _, err := e.SDK.StartClusterHealthCheck(ctx, &sagemaker.StartClusterHealthCheckInput{ClusterName: aws.String("manual"),
+		DeepHealthCheckConfigurations: []types.InstanceGroupHealthCheckConfiguration{{InstanceGroupName: aws.String("workers"),
+			DeepHealthChecks: []types.DeepHealthCheckType{types.DeepHealthCheckTypeInstanceStress}}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "every Node Passed and Schedulable", func() (bool, string) {
+		ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: eks.LabelClusterName + "=manual"})
+		if err != nil || len(ns.Items) != 3 {
+			return false, fmt.Sprint(err)
+		}
+		passed := 0
+		for _, kn := range ns.Items {
+			if kn.Labels[eks.LabelDeepHealth] == "Passed" && kn.Labels[eks.LabelHealth] == eks.Schedulable && !kn.Spec.Unschedulable && !hasTaint(&kn, eks.TaintHealth, eks.Unschedulable) {
+				passed++
+			}
+		}
+		return passed == 3, fmt.Sprintf("%d passed", passed)
+	})
+	// The check's log says the Node was held Unschedulable meanwhile (too quick to poll for).
+	for _, n := range e.storeNodes("manual") {
+		if l := e.logStream("manual", "DeepHealthCheckResults/"+n.InstanceID); !strings.Contains(l, "deep-health-check-status InProgress") {
+			t.Errorf("%s: the deep health check did not hold the Node:\n%s", n.LogicalID, l)
 		}
 	}
 	createJob(t, dyn)
@@ -440,3 +474,70 @@ spec:
       restartPolicy: OnFailure
       template: *pod
 `
+
+// TestEksOnARegisteredCluster: a Kubernetes cluster hale does not run (a second control plane
+// started by the test) registered through the endpoint, as hale kube register does, works as the
+// local one: an Eks cluster on its ARN joins as labelled Nodes, through hale's narrow
+// ServiceAccount, and a replacement deletes the old Node and joins a new one.
+func TestEksOnARegisteredCluster(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	ctx := context.Background()
+	_, file, _, _ := runtime.Caller(0)
+	plane, err := kubeplane.Start(ctx, kubeplane.Config{Bin: filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plane.Stop)
+	admin, err := os.ReadFile(plane.AdminKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Options{Profile: "hale", EndpointURL: e.endpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(server.KubeRegistration{Name: "training", Kubeconfig: string(admin)})
+	body, err := c.Post(ctx, server.KubePath, req)
+	var info server.KubeClusterInfo
+	if err != nil || json.Unmarshal(body, &info) != nil {
+		t.Fatalf("registering: %s %v", body, err)
+	}
+	cs, err := plane.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := e.script("eks-outside", "on_create.sh", recordScript)
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("outside"),
+		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String(info.ClusterArn)}},
+		InstanceGroups: []types.ClusterInstanceGroupSpecification{{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
+			InstanceCount: aws.Int32(2), ExecutionRole: aws.String(role),
+			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("outside", types.ClusterStatusInservice, 90*time.Second)
+	nodes := e.nodes("outside")
+	for _, n := range nodes {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(*n.InstanceId), metav1.GetOptions{})
+		if err != nil || kn.Labels[eks.LabelClusterName] != "outside" || kn.Labels[eks.LabelHealth] != eks.Schedulable {
+			t.Fatalf("%s on the registered cluster: %v %v", *n.InstanceId, kn, err)
+		}
+	}
+	old := *nodes[0].InstanceId
+	if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("outside"), NodeIds: []string{old}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the old Node gone and a new one Schedulable", func() (bool, string) {
+		if _, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(old), metav1.GetOptions{}); err == nil {
+			return false, "the old Node is still there"
+		}
+		ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: eks.LabelClusterName + "=outside," + eks.LabelHealth + "=" + eks.Schedulable})
+		return err == nil && len(ns.Items) == 2, fmt.Sprint(err)
+	})
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("outside")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("outside", 60*time.Second)
+}

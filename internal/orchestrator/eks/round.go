@@ -372,7 +372,7 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 
 // Reserve implements orchestrator.Round: a node under deep health checks is Unschedulable,
 // tainted, and its deep-health-check-status InProgress; then Passed or as the checks said.
-func (r *round) Reserve(n *store.Node) (func(ctx context.Context) string, func(ctx context.Context)) {
+func (r *round) Reserve(n *store.Node) (func(ctx context.Context) string, func(ctx context.Context, passed bool)) {
 	if r.cs == nil {
 		return nil, nil
 	}
@@ -383,8 +383,13 @@ func (r *round) Reserve(n *store.Node) (func(ctx context.Context) string, func(c
 		}
 		return "node " + name + " is " + Unschedulable + " in Kubernetes (deep-health-check-status InProgress)"
 	}
-	release := func(ctx context.Context) {
-		setHealth(ctx, cs, name, Schedulable, map[string]string{LabelDeepHealth: "Passed"}, false)
+	release := func(ctx context.Context, passed bool) {
+		if passed {
+			setHealth(ctx, cs, name, Schedulable, map[string]string{LabelDeepHealth: "Passed"}, false)
+			return
+		}
+		// A node that failed stays Unschedulable and tainted: its repair labels it next.
+		setHealth(ctx, cs, name, Unschedulable, map[string]string{LabelDeepHealth: "Failed"}, true)
 	}
 	return hold, release
 }

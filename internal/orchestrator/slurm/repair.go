@@ -109,7 +109,7 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 
 // Reserve implements orchestrator.Round: a compute node under deep health checks sits in a
 // Slurm maintenance reservation of its own, so no job starts on it meanwhile.
-func (r *round) Reserve(n *store.Node) (hold func(ctx context.Context) string, release func(ctx context.Context)) {
+func (r *round) Reserve(n *store.Node) (hold func(ctx context.Context) string, release func(ctx context.Context, passed bool)) {
 	ctl := r.ctl()
 	if r.role(n) != "compute" || ctl == "" {
 		return nil, nil
@@ -122,7 +122,7 @@ func (r *round) Reserve(n *store.Node) (hold func(ctx context.Context) string, r
 		}
 		return "node " + name + " is in the Slurm maintenance reservation " + reservation
 	}
-	release = func(ctx context.Context) { s.h.Run(ctx, ctl, slurmconf.Unreserve(reservation), 15*time.Second) }
+	release = func(ctx context.Context, _ bool) { s.h.Run(ctx, ctl, slurmconf.Unreserve(reservation), 15*time.Second) }
 	return hold, release
 }
 

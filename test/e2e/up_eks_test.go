@@ -1,0 +1,90 @@
+//go:build e2e && kube
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestUpEksExample: hale up (the real binary) of examples/eks-cluster.json starts the control
+// plane and the 4-node Eks cluster on it, running AWS's EKS lifecycle scripts from examples/s3;
+// hale update-kubeconfig gives kubectl (bin/kubectl) a context in which the 4 Nodes are Ready
+// with HyperPod's labels; Ctrl-C tears the cluster and the control plane down.
+func TestUpEksExample(t *testing.T) {
+	dir := t.TempDir()
+	o := options(t, dir) // this test's bridge and subnet, and their cleanup
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	out := &lockedBuffer{}
+	up := exec.Command(haleBin, "up", filepath.Join(root, "examples", "eks-cluster.json"), "--data-dir", dir, "--listen", "127.0.0.1:0",
+		"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--kubernetes-bin", filepath.Join(root, "bin", "k8s"))
+	up.Stdout, up.Stderr = out, out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			up.Process.Signal(syscall.SIGINT)
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Minute):
+				up.Process.Kill()
+			}
+		}
+	}()
+	eventually(t, 180*time.Second, "hale up at InService", func() (bool, string) {
+		return strings.Contains(out.String(), "\nCtrl-C here"), out.String()
+	})
+	before, _, _ := strings.Cut(out.String(), "\nCtrl-C here")
+	for _, want := range []string{"Kubernetes control plane arn:aws:eks:us-west-2:123456789012:cluster/hale-local at https://127.0.0.1:",
+		"Cluster eks-demo is InService with 4 nodes:", "update-kubeconfig --cluster-name eks-demo"} {
+		if !strings.Contains(before, want) {
+			t.Errorf("hale up's first lines lack %q:\n%s", want, before)
+		}
+	}
+
+	kubeconfig := filepath.Join(dir, "kube", "config")
+	cli := exec.Command(haleBin, "update-kubeconfig", "--cluster-name", "eks-demo", "--kubeconfig", kubeconfig)
+	cli.Env = append(os.Environ(), "HALE_DATA_DIR="+dir)
+	if b, err := cli.CombinedOutput(); err != nil || !strings.Contains(string(b), "Added new context arn:aws:eks:us-west-2:123456789012:cluster/hale-local") {
+		t.Fatalf("hale update-kubeconfig: %v\n%s", err, b)
+	}
+	kubectl := exec.Command(filepath.Join(root, "bin", "kubectl"), "--kubeconfig", kubeconfig, "get", "nodes", "--no-headers",
+		"-l", "sagemaker.amazonaws.com/compute-type=hyperpod,sagemaker.amazonaws.com/cluster-name=eks-demo,sagemaker.amazonaws.com/node-health-status=Schedulable,team=ml-research",
+		"-o", "custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type=='Ready')].status,GROUP:.metadata.labels.sagemaker\\.amazonaws\\.com/instance-group-name")
+	b, err := kubectl.CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if err != nil || len(lines) != 4 {
+		t.Fatalf("kubectl get nodes: %v\n%s", err, b)
+	}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) != 3 || !strings.HasPrefix(f[0], "hyperpod-i-") || f[1] != "True" || f[2] != "worker-group-1" {
+			t.Errorf("kubectl: %q", l)
+		}
+	}
+
+	up.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil || !strings.Contains(out.String(), "down: cluster eks-demo and its nodes are gone") {
+			t.Errorf("hale up after Ctrl-C: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("hale up did not stop after Ctrl-C:\n%s", out.String())
+	}
+	// The control plane went with it: nothing runs from its directory.
+	if b, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "kubernetes")).Output(); len(b) > 0 {
+		t.Errorf("control plane processes left: %s", b)
+	}
+}
