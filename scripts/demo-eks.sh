@@ -22,8 +22,8 @@ command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 # The control plane's binaries: 10-20 minutes the first time on a new machine, then cached.
 ./scripts/k8s-tools.sh
 . scripts/demo-common.sh
-export KUBECTL="$PWD/bin/kubectl"
-kubectl() { "$KUBECTL" "$@"; }
+# kubectl is bin/kubectl, the control plane's own version (scripts/k8s-tools.sh built it).
+export PATH="$PWD/bin:$PATH"
 labels=sagemaker.amazonaws.com/node-health-status,sagemaker.amazonaws.com/instance-group-name,node.kubernetes.io/instance-type,team
 
 step "hale up examples/eks-cluster.json (data in $data)"
@@ -32,6 +32,7 @@ up examples/eks-cluster.json hale-eksdemo0 10.228.0.0/16 180
 step "kubectl: every instance is a Node hyperpod-<instance id>, with HyperPod's labels"
 export KUBECONFIG="$data/kubeconfig"
 run "$HALE" update-kubeconfig --cluster-name eks-demo
+echo "(kubectl is $(command -v kubectl), $(kubectl version --client -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), the control plane's version)"
 run kubectl get nodes -L "$labels"
 first=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
 echo "HyperPod's labels on $first (kubectl get node $first -o json):"
@@ -56,7 +57,7 @@ python3 scripts/eks-timeline.py "$node" app=llama-pretrain "$data/t0" 180 >"$dat
 watch_pid=$!
 sleep 0.5 # the watcher has read the Nodes as they were
 date +%s.%N >"$data/t0"
-run "$HALE" debug inject-fault --cluster-name eks-demo --node-id "$node" --xid 79 | cut -c1-200
+run "$HALE" debug inject-fault --cluster-name eks-demo --node-id "$node" --xid 79
 wait "$watch_pid" || { cat "$data/timeline.txt"; echo "demo: a stage of the repair was not seen" >&2; exit 1; }
 
 step "Timeline, as kubectl saw it"

@@ -64,4 +64,4 @@ fi
 mkdir -p bin/k8s
 for b in "${BINS[@]}" kwok-stages.yaml pytorchjobs-crd.yaml; do ln -sfn "$cache/$b" "bin/k8s/$b"; done
 ln -sfn "$cache/kubectl" bin/kubectl
-echo "$cache"
+echo "k8s-tools: Kubernetes $KVER in bin/k8s and bin/kubectl (cached in $cache)"

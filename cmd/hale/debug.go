@@ -85,6 +85,11 @@ the server's machine.`,
 				return &exitError{255, err}
 			}
 			out := cmd.OutOrStdout()
+			if job != "" || killSlurmd {
+				if err := needsSlurm(ctx, c, cluster, job != ""); err != nil {
+					return err
+				}
+			}
 			var choice faultChoice
 			if job != "" {
 				if choice, err = jobFaultNode(ctx, c, dataDir, cluster, job, batchHost); err != nil {
@@ -134,6 +139,24 @@ the server's machine.`,
 	fl.DurationVar(&timeout, "wait-timeout", 5*time.Minute, "how long to watch")
 	cmd.MarkFlagRequired("cluster-name")
 	return cmd
+}
+
+// needsSlurm refuses --job and --kill-slurmd on a cluster Kubernetes orchestrates, with what
+// to do instead, rather than failing on a node's missing Slurm.
+func needsSlurm(ctx context.Context, c *client.Client, cluster string, job bool) error {
+	var d struct {
+		Orchestrator *struct{ Eks *struct{ ClusterArn string } }
+	}
+	if err := c.CallJSON(ctx, "DescribeCluster", map[string]any{"ClusterName": cluster}, &d); err != nil {
+		return &exitError{254, err}
+	}
+	if d.Orchestrator == nil || d.Orchestrator.Eks == nil {
+		return nil
+	}
+	if job {
+		return &exitError{252, fmt.Errorf("--job names a Slurm job, and cluster %s is orchestrated by Kubernetes (Eks): pass the Node of one of the job's pods as --node-id (kubectl get pod POD -o jsonpath='{.spec.nodeName}')", cluster)}
+	}
+	return &exitError{252, fmt.Errorf("--kill-slurmd: cluster %s is orchestrated by Kubernetes (Eks) and its nodes run no slurmd", cluster)}
 }
 
 // nodeIdentity returns the node's group and logical id.

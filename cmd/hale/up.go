@@ -233,9 +233,9 @@ Reach it from another terminal:
   AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s   # with the AWS CLI, if installed
 `, dataDir, name, host, app.CredentialsFile, app.ConfigFile, hale, max(len(execLine), len(logsLine)), execLine, logsLine)
 	if eks {
-		fmt.Fprintf(out, `  %[1]s update-kubeconfig --cluster-name %[2]s   # then kubectl (%[3]s):
-  kubectl get nodes -L %[4]s,%[5]s
-`, hale, name, kubectlHint(), "sagemaker.amazonaws.com/node-health-status", "sagemaker.amazonaws.com/instance-group-name")
+		fmt.Fprintf(out, `  %[1]s update-kubeconfig --cluster-name %[2]s   # a kubectl context for the cluster's control plane
+  %[3]s get nodes -L %[4]s,%[5]s
+`, hale, name, kubectl(), "sagemaker.amazonaws.com/node-health-status", "sagemaker.amazonaws.com/instance-group-name")
 	}
 	fmt.Fprintf(out, "Ctrl-C here, or '%[1]s down --cluster-name %[2]s', tears the cluster down.\n", hale, name)
 }
@@ -263,15 +263,20 @@ func kubernetesFor(cmd *cobra.Command, o *server.Options, arn string) error {
 	return nil
 }
 
-// kubectlHint says where kubectl is: on PATH, else the one scripts/k8s-tools.sh built.
-func kubectlHint() string {
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return p
-	}
+// kubectl is the kubectl to use: the one scripts/k8s-tools.sh built beside hale (the control
+// plane's own version; one on PATH may be too old for it), else whatever is on PATH.
+func kubectl() string {
 	if exe, err := os.Executable(); err == nil {
-		return "not on PATH; hale's is " + filepath.Join(filepath.Dir(exe), "kubectl")
+		if p := filepath.Join(filepath.Dir(exe), "kubectl"); isFile(p) {
+			return p
+		}
 	}
-	return "not on PATH"
+	return "kubectl"
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func printFailure(out io.Writer, st store.Store, name string) {

@@ -85,6 +85,13 @@ func TestEksClusterNodes(t *testing.T) {
 		if !hasTaint(kn, "dedicated", "training") || kn.Spec.Unschedulable {
 			t.Errorf("%s: taints %v, unschedulable %v", name, kn.Spec.Taints, kn.Spec.Unschedulable)
 		}
+		// Its kubelet's report, as on an ml.g5.2xlarge: 8 vCPUs, 1 GPU, the node's own address.
+		if cpu, gpu := kn.Status.Capacity.Cpu().Value(), kn.Status.Capacity["nvidia.com/gpu"]; cpu != 8 || gpu.Value() != 1 {
+			t.Errorf("%s: capacity %v", name, kn.Status.Capacity)
+		}
+		if ip := nodeIP(kn); ip == "" || ip == "127.0.0.1" {
+			t.Errorf("%s: InternalIP %q, want the node's own", name, ip)
+		}
 	}
 
 	// DescribeCluster and DescribeClusterNode show the KubernetesConfig as Current and Desired;
@@ -167,7 +174,7 @@ func TestEksClusterNodes(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "the repair's timeline", func() (bool, string) {
 		ev := e.events("eks")
-		return strings.Contains(ev, "labelled UnschedulablePendingReplacement, cordoned, pods evicted") && strings.Contains(ev, "done in"), ev
+		return strings.Contains(ev, "labelled UnschedulablePendingReplacement, tainted and cordoned") && strings.Contains(ev, "done in"), ev
 	})
 	// The Deployment kept its replicas through the replacement.
 	eventually(t, 60*time.Second, "the Deployment's 2 replicas available after the replacement", available)
@@ -220,6 +227,9 @@ func TestEksClusterNodes(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no cleared %s condition: %+v", other, eks.UnschedulablePendingReboot, kn.Status.Conditions)
 		}
+		if kn.Labels[eks.LabelFaultType] != "" || kn.Labels[eks.LabelFaultReason] != "" || kn.Annotations[eks.AnnotationFaultDetails] == "" {
+			t.Errorf("%s after its repair: fault labels %v, fault-details %q (want the labels gone, the details kept)", other, kn.Labels, kn.Annotations[eks.AnnotationFaultDetails])
+		}
 	}
 
 	// A GPU fault on an Eks node (Xid 79 in its kernel log): the health agent's finding starts the
@@ -228,7 +238,7 @@ func TestEksClusterNodes(t *testing.T) {
 	e.inject(faulty, xid(79))
 	eventually(t, 90*time.Second, "the faulty node replaced by a new Node", func() (bool, string) {
 		ev := e.events("eks")
-		if strings.Count(ev, "labelled UnschedulablePendingReplacement, cordoned, pods evicted") != 2 || strings.Count(ev, "done in") != 3 {
+		if strings.Count(ev, "labelled UnschedulablePendingReplacement, tainted and cordoned") != 2 || strings.Count(ev, "done in") != 3 {
 			return false, ev
 		}
 		if _, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(faulty), metav1.GetOptions{}); err == nil {
@@ -295,6 +305,15 @@ func runningPods(cs kubernetes.Interface, selector string) (running int, nodes [
 		}
 	}
 	return running, nodes
+}
+
+func nodeIP(kn *corev1.Node) string {
+	for _, a := range kn.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
 }
 
 func hasTaint(kn *corev1.Node, key, value string) bool {

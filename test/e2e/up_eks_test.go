@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -22,26 +21,8 @@ func TestUpEksExample(t *testing.T) {
 	o := options(t, dir) // this test's bridge and subnet, and their cleanup
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	out := &lockedBuffer{}
-	up := exec.Command(haleBin, "up", filepath.Join(root, "examples", "eks-cluster.json"), "--data-dir", dir, "--listen", "127.0.0.1:0",
+	out, interrupt := runUp(t, filepath.Join(root, "examples", "eks-cluster.json"), "--data-dir", dir, "--listen", "127.0.0.1:0",
 		"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--kubernetes-bin", filepath.Join(root, "bin", "k8s"))
-	up.Stdout, up.Stderr = out, out
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- up.Wait() }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			up.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(2 * time.Minute):
-				up.Process.Kill()
-			}
-		}
-	}()
 	eventually(t, 180*time.Second, "hale up at InService", func() (bool, string) {
 		return strings.Contains(out.String(), "\nCtrl-C here"), out.String()
 	})
@@ -73,15 +54,8 @@ func TestUpEksExample(t *testing.T) {
 		}
 	}
 
-	up.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil || !strings.Contains(out.String(), "down: cluster eks-demo and its nodes are gone") {
-			t.Errorf("hale up after Ctrl-C: %v\n%s", err, out.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("hale up did not stop after Ctrl-C:\n%s", out.String())
+	if err := interrupt(); err != nil || !strings.Contains(out.String(), "down: cluster eks-demo and its nodes are gone") {
+		t.Errorf("hale up after Ctrl-C: %v\n%s", err, out.String())
 	}
 	// The control plane went with it: nothing runs from its directory.
 	if b, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "kubernetes")).Output(); len(b) > 0 {

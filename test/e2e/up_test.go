@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,26 +51,7 @@ func TestUpPrintsEvents(t *testing.T) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
-	up := exec.Command(haleBin, "up", file, "--data-dir", dir, "--listen", "127.0.0.1:0",
-		"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet)
-	up.Stdout, up.Stderr = out, out
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- up.Wait() }()
-	stopped := false
-	defer func() { // a failed test's hale up still tears its cluster down
-		if !stopped {
-			up.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(2 * time.Minute):
-				up.Process.Kill()
-			}
-		}
-	}()
+	out, interrupt := runUp(t, file, "--data-dir", dir, "--listen", "127.0.0.1:0", "--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet)
 	eventually(t, 120*time.Second, "hale up at InService", func() (bool, string) {
 		return strings.Contains(out.String(), "\nCtrl-C here"), out.String()
 	})
@@ -114,14 +96,37 @@ func TestUpPrintsEvents(t *testing.T) {
 		}
 	}
 
-	up.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil || !strings.Contains(out.String(), "down: cluster uptest and its nodes are gone") {
-			t.Errorf("hale up after Ctrl-C: %v\n%s", err, out.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("hale up did not stop after Ctrl-C:\n%s", out.String())
+	if err := interrupt(); err != nil || !strings.Contains(out.String(), "down: cluster uptest and its nodes are gone") {
+		t.Errorf("hale up after Ctrl-C: %v\n%s", err, out.String())
 	}
+}
+
+// runUp starts hale up (the real binary) with args; interrupt sends it Ctrl-C and waits for it
+// to exit (failing the test after 2 minutes). A test that fails first still interrupts it, so
+// its cluster is torn down.
+func runUp(t *testing.T, args ...string) (out *lockedBuffer, interrupt func() error) {
+	out = &lockedBuffer{}
+	up := exec.Command(haleBin, append([]string{"up"}, args...)...)
+	up.Stdout, up.Stderr = out, out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	var once sync.Once
+	var err error
+	interrupt = func() error {
+		once.Do(func() {
+			up.Process.Signal(syscall.SIGINT)
+			select {
+			case err = <-exited:
+			case <-time.After(2 * time.Minute):
+				up.Process.Kill()
+				err = fmt.Errorf("hale up did not stop after Ctrl-C")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { interrupt() })
+	return out, interrupt
 }

@@ -67,7 +67,7 @@ func (o *EKS) resumeJob(ctx context.Context, cs kubernetes.Interface, dyn dynami
 	done, _ := strconv.Atoi(ann[AnnotationResumeCount])
 	if done >= max {
 		o.jobEvent(ctx, cs, pj, corev1.EventTypeWarning, "AutoResumeExhausted",
-			fmt.Sprintf("node %s is %s; the job is not restarted: it was restarted %d time(s), its %s is %d", node, why, done, AnnotationMaxRetry, max))
+			fmt.Sprintf("node %s is %s; hale does not restart the job again: it was restarted %d time(s), its %s is %d (the drain still evicts its pod from the node, which the training operator handles under the job's restartPolicy)", node, why, done, AnnotationMaxRetry, max))
 		return
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationResumeCount, strconv.Itoa(done+1))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/topology"
 )
 
 // The Kubernetes part of a round. Every call to the API server runs in a background job
@@ -160,14 +162,18 @@ func (r *round) Join(n *store.Node) (bool, error) {
 		case !ready(kn):
 			why = "its Node " + kn.Name + " is not Ready"
 		}
+		state := "Ready and Schedulable"
+		if kn != nil && (kn.Spec.Unschedulable || kn.Labels[LabelHealth] != Schedulable) {
+			state = "Ready (its repair makes it Schedulable next)"
+		}
 		o.h.NodeTx(ctx, cl.ID, node.LogicalID, func(tx store.Tx, c *store.Cluster, m *store.Node) error {
 			if m.InstanceID != node.InstanceID || m.Details.Phase != store.PhaseJoining {
 				return nil
 			}
 			if why == "" {
-				m.Details.OrchestratorStatus = "Kubernetes node " + kn.Name + ": Ready, " + Schedulable
+				m.Details.OrchestratorStatus = "Kubernetes node " + kn.Name + ": Ready, " + kn.Labels[LabelHealth]
 				m.Details.KubernetesConfig = desiredConfig(group)
-				return o.h.Admit(tx, c, m, "its Node "+kn.Name+" is Ready and Schedulable")
+				return o.h.Admit(tx, c, m, "its Node "+kn.Name+" is "+state)
 			}
 			if msg := waiting(why); m.StatusMessage != msg {
 				m.StatusMessage = msg
@@ -333,6 +339,11 @@ func simulatedNode(name string, n *store.Node) *corev1.Node {
 	cpus, mem, gpus := "2", "8Gi", "0"
 	if inv := n.Details.Inventory; inv != nil {
 		cpus, mem = fmt.Sprint(max(inv.CPUs, 1)), fmt.Sprintf("%dMi", max(inv.MemoryMiB, 1))
+		// A local node sees the host's CPUs and memory; its Node has its instance type's, as a
+		// kubelet on that instance would report.
+		if it, ok := topology.Lookup(n.InstanceType); ok {
+			cpus, mem = fmt.Sprint(it.VCPUs), fmt.Sprintf("%dMi", it.MemoryMiB)
+		}
 		k := 0
 		for _, a := range inv.Accelerators {
 			if a.Kind == "gpu" {
@@ -345,9 +356,18 @@ func simulatedNode(name string, n *store.Node) *corev1.Node {
 		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse(gpus)}
 	// The labels a kubelet gives its Node itself.
 	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+	// The node's own address and hostname, as its kubelet would report them (kwok keeps them).
+	host, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
+	var addrs []corev1.NodeAddress
+	if n.Details.PrivateIP != "" {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Details.PrivateIP})
+	}
+	if host != "" {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: host})
+	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
 		Spec:   corev1.NodeSpec{ProviderID: "hale://" + n.InstanceID},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res}}
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res, Addresses: addrs}}
 }
 
 // Lost implements orchestrator.Round: kwok and real kubelets report for themselves.
@@ -406,6 +426,12 @@ func setHealth(ctx context.Context, cs kubernetes.Interface, name, health string
 			kn.Labels = map[string]string{}
 		}
 		kn.Labels[LabelHealth] = health
+		if !cordon {
+			// Healthy again: the fault's labels go (the fault-details annotation stays, as
+			// the node's most recent fault).
+			delete(kn.Labels, LabelFaultType)
+			delete(kn.Labels, LabelFaultReason)
+		}
 		for k, v := range labels {
 			kn.Labels[k] = v
 		}
@@ -436,7 +462,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 		health = UnschedulablePendingReboot
 	}
 	if rp.Drained || r.cs == nil {
-		return false, "labelled " + health + ", cordoned, pods evicted", nil
+		return false, "labelled " + health + ", tainted and cordoned", nil
 	}
 	o, cs, dyn, id, fault, reason := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason
 	r.r.Go("drain", id, func(ctx context.Context) {
@@ -479,8 +505,15 @@ func labelValue(s string) string {
 			b[i] = '_'
 		}
 	}
-	out := strings.Trim(string(b[:min(len(b), 63)]), "-_.")
-	return out
+	out := string(b)
+	if len(out) > 63 {
+		// Cut at a word's end when one is near, rather than mid-word.
+		out = out[:63]
+		if i := strings.LastIndexByte(out, '_'); i >= 40 {
+			out = out[:i]
+		}
+	}
+	return strings.Trim(out, "-_.")
 }
 
 // evict evicts the pods on the Node (but DaemonSets'), honouring PodDisruptionBudgets for
@@ -614,9 +647,34 @@ func (r *round) reapply(n *store.Node, desired *api.ClusterKubernetesConfig) {
 			if err := tx.UpdateNode(m); err != nil {
 				return err
 			}
-			return o.h.Event(tx, c, m, api.ClusterEventLevelInfo, "Node %s has its group's KubernetesConfig: %s.", name, describeConfig(desired))
+			return o.h.Event(tx, c, m, api.ClusterEventLevelInfo, "Node %s has its group's KubernetesConfig: %s%s.", name, describeConfig(desired), removed(node.Details.KubernetesConfig, desired))
 		})
 	})
+}
+
+// removed says which labels and taints hale had applied from applied and no longer wants.
+func removed(applied, desired *api.ClusterKubernetesConfig) string {
+	if applied == nil {
+		return ""
+	}
+	var gone []string
+	for k := range applied.Labels {
+		if _, keep := desired.Labels[k]; !keep {
+			gone = append(gone, "label "+k)
+		}
+	}
+	sort.Strings(gone)
+	for _, t := range applied.Taints {
+		if !slices.ContainsFunc(desired.Taints, func(d api.ClusterKubernetesTaint) bool {
+			return d.GetKey() == t.GetKey() && d.GetEffect() == t.GetEffect() && d.GetValue() == t.GetValue()
+		}) {
+			gone = append(gone, fmt.Sprintf("taint %s:%s", t.GetKey(), t.GetEffect()))
+		}
+	}
+	if len(gone) == 0 {
+		return ""
+	}
+	return "; removed " + strings.Join(gone, ", ")
 }
 
 func describeConfig(c *api.ClusterKubernetesConfig) string {
