@@ -42,7 +42,7 @@ stage "Kubernetes tools (built once per machine)" ./scripts/k8s-tools.sh
 stage "gofmt" gofmt_check
 stage "go vet" go vet ./...
 stage "go vet (e2e)" go vet -tags e2e ./test/e2e
-stage "go vet (kube)" go vet -tags "e2e kube" ./internal/kubeplane ./internal/server ./test/e2e
+stage "go vet (kube)" go vet -tags "e2e kube" ./internal/kubeplane ./internal/server ./internal/orchestrator/eks ./test/e2e
 stage "go test ./..." go test -count=1 ./...
 # End to end on real namespaces, agents, Slurm and lifecycle scripts (root).
 stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
