@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,7 +38,7 @@ types) and Labels. Every fault is listed, naming its entry, and the exit status 
 			}
 			byType := map[string]int{}
 			for _, h := range inv.Hosts {
-				byType[orElse(h.InstanceType, "no instance type")]++
+				byType[cmp.Or(h.InstanceType, "no instance type")]++
 			}
 			var parts []string
 			for t, n := range byType {

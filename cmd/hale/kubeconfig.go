@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,23 +53,24 @@ registered it with.`,
 			if err := json.Unmarshal(body, &access); err != nil {
 				return err
 			}
+			ctxName := cmp.Or(alias, access.ClusterArn)
 			given, err := clientcmd.Load([]byte(access.Kubeconfig))
 			if err != nil {
 				return err
 			}
 			if dryRun {
-				b, err := clientcmd.Write(*renamed(given, access.ClusterArn, orElse(alias, access.ClusterArn)))
+				b, err := clientcmd.Write(*renamed(given, access.ClusterArn, ctxName))
 				if err == nil {
 					_, err = cmd.OutOrStdout().Write(b)
 				}
 				return err
 			}
 			path := kubeconfigPath(file)
-			verb, err := mergeKubeconfig(path, given, access.ClusterArn, orElse(alias, access.ClusterArn))
+			verb, err := mergeKubeconfig(path, given, access.ClusterArn, ctxName)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s context %s in %s\n", verb, orElse(alias, access.ClusterArn), path)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s context %s in %s\n", verb, ctxName, path)
 			return nil
 		},
 	}
@@ -133,11 +135,4 @@ func mergeKubeconfig(path string, given *clientcmdapi.Config, arn, ctxName strin
 		return "", err
 	}
 	return verb, clientcmd.WriteToFile(*cfg, path)
-}
-
-func orElse(s, def string) string {
-	if s != "" {
-		return s
-	}
-	return def
 }

@@ -3,6 +3,7 @@
 package eks_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -233,7 +234,7 @@ func (p *benchProvider) Launch(ctx context.Context, spec provider.LaunchSpec) (*
 		kill(in)
 		return nil, fmt.Errorf("registering the Node: %w", err)
 	}
-	ip := cmpOr(spec.IP, "10.255.0.1")
+	ip := cmp.Or(spec.IP, "10.255.0.1")
 	in.inst = provider.Instance{ID: spec.InstanceID, ClusterID: spec.ClusterID, GroupName: spec.GroupName, LogicalID: spec.LogicalID,
 		InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip), State: provider.Running, LaunchTime: time.Now().UTC()}
 	p.mu.Lock()
@@ -241,13 +242,6 @@ func (p *benchProvider) Launch(ctx context.Context, spec provider.LaunchSpec) (*
 	p.mu.Unlock()
 	c := in.inst
 	return &c, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func kill(in *benchInstance) {
