@@ -32,11 +32,12 @@ declare -A why=(
   [python3-torch]="PyTorch (CPU, gloo) for examples/train, the demo's training; about 840 MB"
   [slurmdbd]="Slurm accounting (sacct): slurmdbd on each cluster's controller node"
   [mariadb-server]="slurmdbd's database, run inside each controller node (never the host's)"
+  [openssh-server]="sshd for scripts/testhosts.sh, the test bed of SSH hosts (never run on the host by hale)"
 )
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server)
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -76,6 +77,8 @@ if [ ${#missing[@]} -gt 0 ]; then
       # hale runs these in each node; on the host they would only fail (no configuration) at boot.
       slurm-wlm) units+=(slurmctld.service slurmd.service) ;;
       munge) units+=(munge.service) ;;
+      # The test bed's hosts run their own sshd; installing it must not open the host to SSH.
+      openssh-server) units+=(ssh.service ssh.socket) ;;
     esac
   done
   if [ ${#units[@]} -gt 0 ] && command -v systemctl >/dev/null 2>&1; then

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# A test bed of SSH hosts on this machine, for hale's static provider (docs/own-machines.md).
+#
+#   scripts/testhosts.sh up N [--instance-type T] [--out FILE]   create N hosts, write a hosts file
+#   scripts/testhosts.sh down                                     remove every test host
+#   scripts/testhosts.sh list                                     one line per host
+#
+# Each host is what a small Linux server looks like to hale, reached only over SSH:
+#   - a network namespace halehost-<i> on its own bridge (haleth0, 10.223.0.0/24; this machine is
+#     10.223.0.1), address 10.223.0.<10+i>, no route out;
+#   - its own UTS, PID and mount namespaces: hostname testhost-<i>, a PID 1 of its own (the
+#     host's "init", below), and overlays over /etc, /opt, /usr, /var, /root and /home whose
+#     upper layers are the host's own, so what is installed on one host is on no other and not
+#     on this machine; fresh /run and /tmp; a /dev/kmsg of its own (a file: the host's kernel
+#     log, which `hale debug inject-fault` appends to) and a kernel boot id of its own;
+#   - Debian's OpenSSH sshd with its own ed25519 host key, root login by key only. The test bed's
+#     client key is STATE/id_ed25519; each host's public key is in STATE/known_hosts.
+# `reboot` on a host is a real restart of that host: its init kills every process on it, gives
+# it a new boot id, empties /run, /tmp and its kernel log, and starts sshd again (the host's own
+# files stay, as on a disk). Nothing starts hale's agent again: hale's supervision does.
+#
+# Needs root, iproute2, util-linux and openssh-server (scripts/setup.sh installs it and keeps
+# the machine's own sshd off). STATE is $HALE_TESTHOSTS_DIR, default /srv/hale-testhosts.
+set -euo pipefail
+
+STATE=${HALE_TESTHOSTS_DIR:-/srv/hale-testhosts}
+BRIDGE=haleth0
+NET=10.223.0
+OVERLAYS=(etc opt usr var root home)
+
+die() { echo "testhosts: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root (network and mount namespaces)"
+[ -x /usr/sbin/sshd ] || die "sshd not found: install openssh-server (scripts/setup.sh does, without starting it)"
+
+# init is each host's PID 1. It runs inside the host's namespaces; $1 is the host's directory.
+init_script() {
+  cat <<'EOF'
+#!/bin/bash
+# PID 1 of a test host (scripts/testhosts.sh).
+dir=$1
+set -u
+for d in etc opt usr var root home; do
+  mount -t overlay overlay -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
+done
+: > "$dir/kmsg"
+: > "$dir/boot_id"
+mount --bind "$dir/boot_id" /proc/sys/kernel/random/boot_id
+mount --bind "$dir/kmsg" /dev/kmsg
+# Nothing of the test bed's directory is visible on the host but its own files above.
+mount -t tmpfs -o size=1m tmpfs "$(dirname "$dir")"
+# A boot: fresh /run and /tmp, an empty kernel log, a new boot id.
+fresh() {
+  mountpoint -q /run && umount -l /run
+  mountpoint -q /tmp && umount -l /tmp
+  mount -t tmpfs -o mode=755 tmpfs /run
+  mount -t tmpfs -o mode=1777 tmpfs /tmp
+  mkdir -p /run/sshd /run/lock
+  : > /dev/kmsg
+  cat /proc/sys/kernel/random/uuid > /proc/sys/kernel/random/boot_id
+}
+fresh
+reboot=0
+trap 'reboot=1' USR1
+trap 'kill -KILL -1; exit 0' TERM
+while :; do
+  /usr/sbin/sshd -D -f /etc/ssh/sshd_config -E /var/log/sshd.log &
+  reboot=0
+  while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done
+  kill -KILL -1 2>/dev/null
+  wait 2>/dev/null
+  fresh
+done
+EOF
+}
+
+host_dir() { echo "$STATE/host-$1"; }
+
+up() {
+  local n=$1; shift
+  local itype=ml.c5.xlarge out=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --instance-type) itype=$2; shift 2 ;;
+      --out) out=$2; shift 2 ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "N must be 1-200"
+  mkdir -p "$STATE"
+  chmod 700 "$STATE"
+  [ -f "$STATE/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C hale-testhosts -f "$STATE/id_ed25519"
+  init_script > "$STATE/init.sh"
+  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link add name "$BRIDGE" type bridge
+    ip addr add "$NET.1/24" dev "$BRIDGE"
+  fi
+  ip link set "$BRIDGE" up
+  # Continue numbering after the hosts that exist (a second `up` adds hosts).
+  local first=1
+  while [ -d "$(host_dir "$first")" ]; do first=$((first + 1)); done
+  local i
+  for ((i = first; i < first + n; i++)); do
+    make_host "$i"
+  done
+  local hosts=()
+  for d in "$STATE"/host-*; do
+    [ -f "$d/address" ] && hosts+=("$(cat "$d/address")")
+  done
+  : > "$STATE/known_hosts"
+  for d in "$STATE"/host-*; do
+    [ -f "$d/address" ] || continue
+    echo "$(cat "$d/address") $(cut -d' ' -f1,2 "$d/upper/etc/ssh/ssh_host_ed25519_key.pub")" >> "$STATE/known_hosts"
+  done
+  out=${out:-$STATE/hosts.json}
+  {
+    echo '{"Hosts": ['
+    local sep=""
+    for a in "${hosts[@]}"; do
+      printf '%s  {"Address": "%s", "User": "root", "KeyFile": "%s", "InstanceType": "%s"}' "$sep" "$a" "$STATE/id_ed25519" "$itype"
+      sep=$',\n'
+    done
+    printf '\n]}\n'
+  } > "$out"
+  # Wait for every sshd to answer.
+  for a in "${hosts[@]}"; do
+    local ok=""
+    for _ in $(seq 1 100); do
+      if (exec 3<>"/dev/tcp/$a/22") 2>/dev/null; then ok=1; break; fi
+      sleep 0.1
+    done
+    [ -n "$ok" ] || die "sshd of $a does not answer"
+  done
+  echo "testhosts: ${#hosts[@]} hosts up ($NET.11-); hosts file $out; known_hosts $STATE/known_hosts"
+}
+
+make_host() {
+  local i=$1 dir addr ns veth
+  dir=$(host_dir "$i")
+  addr="$NET.$((10 + i))"
+  ns="halehost-$i"
+  veth="thv$i"
+  mkdir -p "$dir"
+  for d in "${OVERLAYS[@]}"; do mkdir -p "$dir/upper/$d" "$dir/work/$d"; done
+  # The host's own files, written into its upper layers before it starts.
+  mkdir -p "$dir/upper/etc/ssh" "$dir/upper/root/.ssh" "$dir/upper/usr/sbin"
+  ssh-keygen -q -t ed25519 -N '' -C "testhost-$i" -f "$dir/upper/etc/ssh/ssh_host_ed25519_key"
+  cat > "$dir/upper/etc/ssh/sshd_config" <<EOF
+# sshd of test host $i (scripts/testhosts.sh)
+ListenAddress $addr
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile /run/sshd.pid
+Subsystem sftp /usr/lib/openssh/sftp-server
+EOF
+  install -m 600 "$STATE/id_ed25519.pub" "$dir/upper/root/.ssh/authorized_keys"
+  chmod 700 "$dir/upper/root/.ssh"
+  echo "testhost-$i" > "$dir/upper/etc/hostname"
+  # The test bed's reboot: ask PID 1 to restart the host (no systemd runs here).
+  printf '#!/bin/sh\n# test host reboot (scripts/testhosts.sh)\nkill -USR1 1\n' > "$dir/upper/usr/sbin/reboot"
+  chmod 755 "$dir/upper/usr/sbin/reboot"
+  echo "$addr" > "$dir/address"
+
+  ip netns add "$ns"
+  ip link add "$veth" type veth peer name eth0 netns "$ns"
+  ip link set "$veth" master "$BRIDGE" up
+  ip -n "$ns" addr add "$addr/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  # PID 1 of the host: in its network namespace, with new UTS, PID and mount namespaces whose
+  # mounts do not propagate back here.
+  setsid nsenter --net="/run/netns/$ns" -- unshare --uts --mount --pid --fork --mount-proc --propagation private -- \
+    bash -c "hostname testhost-$i; exec bash '$STATE/init.sh' '$dir'" </dev/null >"$dir/init.log" 2>&1 &
+  echo $! > "$dir/pid"
+}
+
+down() {
+  [ -d "$STATE" ] || { ip link del "$BRIDGE" 2>/dev/null || true; return 0; }
+  local d i
+  for d in "$STATE"/host-*; do
+    [ -d "$d" ] || continue
+    i=${d##*/host-}
+    if [ -f "$d/pid" ]; then
+      # The setsid'd nsenter/unshare chain: unshare --fork waits for the host's PID 1, so
+      # killing unshare's child (PID 1 inside) ends the host's whole PID namespace.
+      local pid
+      pid=$(cat "$d/pid")
+      for c in $(pgrep -P "$pid" 2>/dev/null) ; do
+        for cc in $(pgrep -P "$c" 2>/dev/null); do kill -KILL "$cc" 2>/dev/null || true; done
+        kill -KILL "$c" 2>/dev/null || true
+      done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    ip netns del "halehost-$i" 2>/dev/null || true
+    ip link del "thv$i" 2>/dev/null || true
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  # Mounts lived in the hosts' own mount namespaces and went with them.
+  rm -rf "$STATE"
+  echo "testhosts: down"
+}
+
+list() {
+  [ -d "$STATE" ] || return 0
+  for d in "$STATE"/host-*; do
+    [ -f "$d/address" ] && echo "${d##*/} $(cat "$d/address")"
+  done
+}
+
+case "${1:-}" in
+  up) shift; up "${1:-}" "${@:2}" ;;
+  down) down ;;
+  list) list ;;
+  *) die "usage: $0 up N [--instance-type T] [--out FILE] | down | list" ;;
+esac
