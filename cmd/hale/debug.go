@@ -2,13 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/haleproject/hale/internal/health"
 	"io"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/haleproject/hale/internal/health"
 
 	"github.com/haleproject/hale/client"
 	"github.com/haleproject/hale/internal/provider/local"
@@ -110,6 +112,10 @@ the server's machine.`,
 			}
 			start := time.Now()
 			what, err := local.InjectFault(filepath.Join(dataDir, "local"), id, f)
+			if errors.Is(err, local.ErrNotLocalNode) && (f.Xid > 0 || f.LogLine != "") {
+				// Another machine (the static provider's host): its kernel log, through the server.
+				what, err = injectKernelLog(ctx, c, id, f)
+			}
 			if err != nil {
 				return &exitError{1, err}
 			}
@@ -244,4 +250,18 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 		}
 	}
 	return &exitError{1, fmt.Errorf("no end of the repair within %s", timeout)}
+}
+
+// injectKernelLog appends f's kernel lines to the node's kernel log through the server, whose
+// provider reaches the node's machine (the static provider: /dev/kmsg over SSH).
+func injectKernelLog(ctx context.Context, c *client.Client, id string, f local.Fault) (string, error) {
+	lines := strings.Split(strings.TrimRight(f.LogLine, "\n"), "\n")
+	if f.Xid > 0 {
+		lines = []string{local.XidLine(f)}
+	}
+	in, _ := json.Marshal(server.KernelLogInjection{InstanceID: id, Lines: lines})
+	if _, err := c.Post(ctx, server.KernelLogPath, in); err != nil {
+		return "", err
+	}
+	return "wrote to its kernel log (/dev/kmsg): " + strings.Join(lines, " | "), nil
 }

@@ -77,9 +77,12 @@ func envOr(name, def string) string {
 // addProviderFlags are the flags of the provider and the reconcilers, shared by hale server and
 // hale up.
 func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
-	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), or empty for none")
+	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), static (your hosts over SSH: --hosts), or empty for none")
+	f.StringVar(&o.Hosts, "hosts", "", "static provider: the hosts file (docs/own-machines.md; check it with hale hosts validate)")
+	f.StringVar(&o.KnownHosts, "known-hosts", "", "static provider: the known_hosts file hosts' keys are checked against (default ~/.ssh/known_hosts)")
+	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "static provider: add the key of a host known_hosts does not name (first contact); a changed key is always refused")
 	f.IntVar(&o.AgentPort, "agent-port", server.DefaultAgentPort, "port agents connect to, on the provider's network")
-	f.StringVar(&o.AgentListen, "agent-listen", "", "serve agents on this host:port too (agents the server does not launch)")
+	f.StringVar(&o.AgentListen, "agent-listen", "", "serve agents on this host:port (the static provider's hosts connect here; with local, agents the server does not launch)")
 	f.StringVar(&o.LocalSubnet, "local-subnet", local.DefaultSubnet, "local provider: the private subnet nodes get addresses from")
 	f.StringVar(&o.LocalBridge, "local-bridge", local.DefaultBridge, "local provider: the bridge the nodes are attached to")
 	f.StringVar(&o.ObjectStore, "object-store", "", "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default DATA_DIR/s3)")

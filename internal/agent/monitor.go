@@ -99,15 +99,17 @@ func jobOfPID(pid int) string {
 
 var cgroupJobRE = regexp.MustCompile(`/job_(\d+)(?:/|$)`)
 
-// watchKernelLog follows a kernel log and classifies each new line. /dev/kmsg is read record by
+// watchKernelLog follows a kernel log and classifies each new line. /dev/kmsg (the device) is read record by
 // record from its end; a file is followed from where the agent last stopped (kept in the
 // state directory, so lines written while the agent was down are not missed, and lines read
 // before a reboot are not reported twice), or from its end the first time.
 func (a *Agent) watchKernelLog(ctx context.Context, path string) {
-	if path == "/dev/kmsg" {
+	if st, err := os.Stat(path); path == "/dev/kmsg" && (err != nil || st.Mode()&os.ModeCharDevice != 0) {
 		a.watchKmsg(ctx)
 		return
 	}
+	// Anything else, /dev/kmsg too where it is a plain file (a container's, or a host of
+	// scripts/testhosts.sh, whose kernel is shared), is a text file of lines.
 	stream := health.Default().NewStream(health.Options{InstanceType: a.cfg.InstanceType})
 	mark := filepath.Join(a.cfg.StateDir, "kernel-log-"+strings.ReplaceAll(strings.Trim(path, "/"), "/", "_")+".offset")
 	var offset int64 = -1

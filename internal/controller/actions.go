@@ -100,6 +100,10 @@ func (r *round) replace(n *store.Node, why string) error {
 	old := n.InstanceID
 	if n.Details.OldInstanceID == "" {
 		n.Details.OldInstanceID = old
+		// A machine replaced for a fault is suspect; one whose launch failed is not.
+		if !strings.HasPrefix(why, retryLaunch) {
+			n.Details.Quarantine = fmt.Sprintf("instance %s of cluster %s replaced: %s", old, r.cl.Name, why)
+		}
 	}
 	n.InstanceID = provider.NewInstanceID()
 	n.Details.CommandID, n.Details.NodeSecretHash, n.Details.AgentTokenHash = "", "", ""

@@ -78,7 +78,7 @@ func (r *round) drive() error {
 			if r.cl.Spec.GetNodeProvisioningMode() == api.ClusterNodeProvisioningModeContinuous && r.cl.Status != api.ClusterStatusRollingBack &&
 				r.now.Sub(n.Details.PhaseSince) > ContinuousRetryDelay {
 				// Continuous provisioning retries failed instances on its own.
-				if err := r.replace(n, "retry of a failed launch (Continuous provisioning)"); err != nil {
+				if err := r.replace(n, retryLaunch+" (Continuous provisioning)"); err != nil {
 					return err
 				}
 			}
@@ -86,6 +86,10 @@ func (r *round) drive() error {
 	}
 	return nil
 }
+
+// retryLaunch starts the reason of a replacement that retries a failed launch: its machine is
+// not suspect.
+const retryLaunch = "retry of a failed launch"
 
 // launch persists Launching with a fresh bootstrap token and starts the provider's launch.
 func (r *round) launch(n *store.Node) error {
@@ -105,10 +109,15 @@ func (r *round) launch(n *store.Node) error {
 	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
 		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
 		DNSDomain: dnsDomain(r.cl.ARN)}
-	old := n.Details.OldInstanceID
+	old, quarantine := n.Details.OldInstanceID, n.Details.Quarantine
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
 			r.c.cfg.Agents.Disconnect(old)
+			if q, ok := r.c.cfg.Provider.(provider.Quarantiner); ok && quarantine != "" {
+				if err := q.Quarantine(old, quarantine); err != nil {
+					r.c.log.Error("quarantine", "instance_id", old, "error", err)
+				}
+			}
 			if err := r.c.cfg.Provider.Terminate(ctx, old); err != nil {
 				r.c.launched(ctx, spec, nil, fmt.Errorf("terminating the instance it replaces, %s: %w", old, err))
 				return

@@ -57,15 +57,18 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 			}
 			return c.appendEvent(tx, cl, n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, n.StatusMessage)
 		}
-		n.Details.OldInstanceID = ""
+		replacement := n.Details.OldInstanceID != ""
+		n.Details.OldInstanceID, n.Details.Quarantine = "", ""
 		n.Details.PrivateIP = inst.IP
 		n.Details.PrivateDNSHostname = inst.Hostname
 		n.Details.NetworkNodes, n.Details.CapacityBlockID = inst.NetworkNodes, inst.CapacityBlockID
 		if d := dnsDomain(cl.ARN); d != "" {
 			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
 		}
-		if n.Details.OrchestratorName == "" {
-			n.Details.OrchestratorName = inst.Hostname // its name in its orchestrator from now on
+		if n.Details.OrchestratorName == "" || replacement {
+			// Its name in its orchestrator from now on: a replacement on another machine (a
+			// spare host of the static provider) is known by that machine's hostname.
+			n.Details.OrchestratorName = inst.Hostname
 		}
 		n.LaunchTime = inst.LaunchTime
 		enterPhase(n, store.PhaseBooting, now)

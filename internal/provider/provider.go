@@ -70,6 +70,8 @@ type LaunchSpec struct {
 	Mounts []Mount
 	// AgentToken is the one-time bootstrap token the instance's agent registers with.
 	AgentToken string
+	// AgentCA is the PEM certificate of the CA the agent verifies the server with.
+	AgentCA []byte
 	// DNSDomain makes the node's full name <hostname>.<DNSDomain> (us-west-2.compute.internal,
 	// as EC2 names private hosts); it resolves on the cluster's nodes.
 	DNSDomain string
@@ -121,6 +123,20 @@ func ParseIP(ip string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("provider: %q is not an IPv4 address", ip)
 	}
 	return a, nil
+}
+
+// Quarantiner is a provider whose machines outlive their instances (the static provider's
+// hosts): Quarantine marks an instance about to be terminated for a fault, so that its machine
+// is kept out of service with the evidence instead of going back to the pool.
+type Quarantiner interface {
+	Quarantine(id, evidence string) error
+}
+
+// KernelLogInjector is a provider that can append lines to an instance's kernel log, for
+// `hale debug inject-fault` (the local provider writes the node's log file; the static one
+// appends to /dev/kmsg over SSH).
+type KernelLogInjector interface {
+	InjectKernelLog(ctx context.Context, id string, lines []string) error
 }
 
 // Console is what a provider may offer to show an instance's recent output (EC2's console

@@ -26,6 +26,7 @@ import (
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/provider/static"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/store/sqlite"
@@ -62,6 +63,11 @@ type Options struct {
 	// AgentListen, when set, is the host:port to serve agents on, whatever the provider (for
 	// agents the server does not launch itself, and for benchmarks).
 	AgentListen string
+	// Hosts is the static provider's hosts file; KnownHosts the known_hosts file it checks host
+	// keys against (default ~/.ssh/known_hosts), AcceptNewHostKeys adds unknown hosts' keys.
+	Hosts             string
+	KnownHosts        string
+	AcceptNewHostKeys bool
 	// LocalSubnet and LocalBridge configure the local provider's network.
 	LocalSubnet string
 	LocalBridge string
@@ -209,8 +215,29 @@ func Start(o Options) (*App, error) {
 		if agentLn, err = net.Listen("tcp", a.AgentEndpoint); err != nil {
 			return fail(fmt.Errorf("listen for agents on %s: %w", a.AgentEndpoint, err))
 		}
+	case "static":
+		if o.AgentListen == "" {
+			return fail(errors.New("the static provider needs --agent-listen HOST:PORT: an address of this machine the hosts reach, where their agents connect"))
+		}
+		if agentLn, err = net.Listen("tcp", o.AgentListen); err != nil {
+			return fail(fmt.Errorf("listen for agents on %s: %w", o.AgentListen, err))
+		}
+		a.AgentEndpoint = agentLn.Addr().String()
+		if o.Hosts == "" {
+			return fail(errors.New("the static provider needs --hosts FILE: the machines it may use (docs/own-machines.md)"))
+		}
+		inv, err := static.Load(o.Hosts)
+		if err != nil {
+			return fail(err)
+		}
+		p, err := static.New(static.Config{Root: filepath.Join(o.DataDir, "static"), Inventory: inv, KnownHosts: o.KnownHosts,
+			AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: a.AgentEndpoint, AgentBinary: o.AgentBinary, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		a.Provider = p
 	default:
-		return fail(fmt.Errorf("unknown provider %q (hale has: local)", o.Provider))
+		return fail(fmt.Errorf("unknown provider %q (hale has: local, static)", o.Provider))
 	}
 	if o.AgentListen != "" && agentLn == nil {
 		if agentLn, err = net.Listen("tcp", o.AgentListen); err != nil {
@@ -281,6 +308,18 @@ func Start(o Options) (*App, error) {
 			admin = a.kube.AdminKubeconfig()
 		}
 		handler.serveKubeconfig(w, r, st, admin)
+	})
+	mux.HandleFunc(HostsPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		handler.serveHosts(w, r, a.Provider)
+	})
+	mux.HandleFunc("POST "+HostsReturnPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		handler.serveHosts(w, r, a.Provider)
+	})
+	mux.HandleFunc("POST "+KernelLogPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		handler.serveKernelLog(w, r, a.Provider)
 	})
 	mux.Handle("/", handler)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

@@ -277,9 +277,10 @@ type Node struct {
 type NodeDetails struct {
 	PrivateIP          string `json:",omitempty"`
 	PrivateDNSHostname string `json:",omitempty"`
-	// OrchestratorName is the node's name in its orchestrator (Slurm's NodeName): its first
-	// instance's short hostname, kept through replacements, so a replacement on a machine with
-	// another address still is the node the orchestrator knows.
+	// OrchestratorName is the node's name in its orchestrator (Slurm's NodeName): its
+	// instance's short hostname. A replacement on the same address keeps it; one on a machine
+	// with a hostname of its own (the static provider's spare host) takes that hostname, and
+	// the orchestrator renames the node (issue 15).
 	OrchestratorName       string     `json:",omitempty"`
 	AvailabilityZone       string     `json:",omitempty"`
 	AvailabilityZoneID     string     `json:",omitempty"`
@@ -307,6 +308,9 @@ type NodeDetails struct {
 	// (the server was down when the scripts ended).
 	RecordedCommand string `json:",omitempty"`
 	OldInstanceID   string `json:",omitempty"` // the instance a replacement retires first
+	// Quarantine is why the old instance is replaced for a fault: a provider whose machines
+	// outlive instances (provider.Quarantiner) keeps that machine out of service with it.
+	Quarantine string `json:",omitempty"`
 	Ordinal         int    `json:",omitempty"` // the node's place in its group, from 1
 	// SoftwareGeneration is the group's software generation the node was imaged with.
 	SoftwareGeneration int  `json:",omitempty"`

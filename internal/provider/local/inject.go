@@ -32,13 +32,29 @@ type Fault struct {
 	FillDisk   bool   // fill the node's own disk (NodeDisk)
 }
 
+// ErrNotLocalNode: the node is not one of the local provider's (the static provider's nodes
+// take kernel lines through the server: hale debug inject-fault does that).
+var ErrNotLocalNode = errors.New("not a local-provider node")
+
+// XidLine is the NVRM line of f's Xid on f's GPU, as the driver prints it.
+func XidLine(f Fault) string {
+	text := f.Text
+	if text == "" {
+		text = "injected by hale debug inject-fault"
+		if e, ok := health.Default().Xid(f.Xid); ok {
+			text = e.Meaning
+		}
+	}
+	return fmt.Sprintf("NVRM: Xid (PCI:%s): %d, pid='<unknown>', name=<unknown>, %s", agent.SimulatedPCI(f.GPU), f.Xid, text)
+}
+
 // InjectFault applies f to the local node id of the provider rooted at root (DATA_DIR/local)
 // and says what it did.
 func InjectFault(root, id string, f Fault) (string, error) {
 	dir := filepath.Join(root, "instances", id)
 	nodeRoot := filepath.Join(dir, "root")
 	if _, err := os.Stat(filepath.Join(dir, "instance.json")); err != nil {
-		return "", fmt.Errorf("node %s is not a local-provider node under %s", id, root)
+		return "", fmt.Errorf("%w: node %s is not under %s", ErrNotLocalNode, id, root)
 	}
 	var setup NodeSetup
 	if b, err := os.ReadFile(filepath.Join(dir, "setup.json")); err == nil {
@@ -46,15 +62,7 @@ func InjectFault(root, id string, f Fault) (string, error) {
 	}
 	switch {
 	case f.Xid > 0:
-		text := f.Text
-		if text == "" {
-			text = "injected by hale debug inject-fault"
-			if e, ok := health.Default().Xid(f.Xid); ok {
-				text = e.Meaning
-			}
-		}
-		line := fmt.Sprintf("NVRM: Xid (PCI:%s): %d, pid='<unknown>', name=<unknown>, %s", agent.SimulatedPCI(f.GPU), f.Xid, text)
-		what, err := kernelLine(nodeRoot, setup.Hostname, line)
+		what, err := kernelLine(nodeRoot, setup.Hostname, XidLine(f))
 		if e, ok := health.Default().Xid(f.Xid); err == nil && ok && (e.Action == health.Reboot || e.Action == health.Replace) {
 			if ended := endGPUProcesses(dir, f.GPU); len(ended) > 0 {
 				what += fmt.Sprintf("; the GPU's job processes died with it (pids %v)", ended)

@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 
-SLURM_CONF = "/opt/slurm/etc/slurm.conf"
+# HyperPod's image keeps Slurm's configuration in /opt/slurm/etc; Debian's slurm-wlm (a host
+# of your own, docs/own-machines.md) in /etc/slurm, where hale writes it.
+SLURM_CONF = "/opt/slurm/etc/slurm.conf" if os.path.isdir("/opt/slurm/etc") else "/etc/slurm/slurm.conf"
 
 
 def wait_for_slurm_conf(controller_ip, timeout=60):

@@ -1,0 +1,542 @@
+package static
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haleproject/hale/internal/provider"
+)
+
+// Where hale puts its files on a host; Terminate removes them all.
+const (
+	BinDir     = "/opt/hale/bin"         // the hale binary and the agent's start scripts
+	ConfDir    = "/etc/hale"             // the bootstrap token and the agent CA certificate
+	StateDir   = "/var/lib/hale-agent"   // the agent's state (its key and certificate, node secret)
+	AgentLog   = "/var/log/hale-agent.log"
+	UnitFile   = "/etc/systemd/system/hale-agent.service"
+	pidFile    = "/run/hale-agent.pid" // the supervising loop's pid, which is its session id
+	agentMatch = "^" + BinDir + "/hale agent"
+)
+
+// DefaultRebootTimeout is how long a rebooting host has to answer SSH again with a new boot id
+// before the provider calls it Unreachable (the controller's own boot timeout replaces the node).
+const DefaultRebootTimeout = 10 * time.Minute
+
+// Config configures the static provider.
+type Config struct {
+	// Root holds the pool's state (pool.json), e.g. DATA_DIR/static.
+	Root string
+	// Inventory is the hosts file, loaded and checked (Load).
+	Inventory *Inventory
+	// KnownHosts is the known_hosts file host keys are checked against; AcceptNewHostKeys adds
+	// the key of a host it does not name (never one that differs from a known key).
+	KnownHosts        string
+	AcceptNewHostKeys bool
+	// AgentServer is host:port where the hosts' agents reach the server (hale server
+	// --agent-listen).
+	AgentServer string
+	// AgentBinary is the hale executable copied to each host (default: this one).
+	AgentBinary string
+	// AgentArgs are extra arguments for every agent.
+	AgentArgs     []string
+	RebootTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Provider is the static provider: each instance is a host of the pool.
+type Provider struct {
+	cfg  Config
+	log  *slog.Logger
+	ssh  *dialer
+	hash string // sha256 of AgentBinary
+
+	mu    sync.Mutex
+	st    poolState
+	short map[string]map[string]bool // cluster/group → instance ids the pool could not serve
+}
+
+var (
+	_ provider.Provider    = (*Provider)(nil)
+	_ provider.Quarantiner = (*Provider)(nil)
+)
+
+// New loads the pool's state and returns the provider. It does not contact the hosts.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Inventory == nil || len(cfg.Inventory.Hosts) == 0 {
+		return nil, errors.New("static provider: no hosts (--hosts FILE)")
+	}
+	if cfg.AgentServer == "" {
+		return nil, errors.New("static provider: the agents need an address to reach the server: give hale server --agent-listen HOST:PORT (an address the hosts can reach)")
+	}
+	if host, _, err := net.SplitHostPort(cfg.AgentServer); err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+		return nil, fmt.Errorf("static provider: --agent-listen %q must be HOST:PORT with an address the hosts can reach", cfg.AgentServer)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RebootTimeout <= 0 {
+		cfg.RebootTimeout = DefaultRebootTimeout
+	}
+	if cfg.AgentBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.AgentBinary = exe
+	}
+	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
+		return nil, err
+	}
+	if cfg.KnownHosts == "" {
+		home, _ := os.UserHomeDir()
+		cfg.KnownHosts = home + "/.ssh/known_hosts"
+	}
+	d, err := newDialer(cfg.KnownHosts, cfg.AcceptNewHostKeys)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(cfg.AgentBinary)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.New()
+	_, err = io.Copy(sum, f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{cfg: cfg, log: cfg.Logger, ssh: d, hash: hex.EncodeToString(sum.Sum(nil)), short: map[string]map[string]bool{}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.load(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close closes the SSH connections.
+func (p *Provider) Close() { p.ssh.close() }
+
+// Name returns "static".
+func (p *Provider) Name() string { return "static" }
+
+// AgentAddress is the host part of --agent-listen.
+func (p *Provider) AgentAddress() string {
+	host, _, _ := net.SplitHostPort(p.cfg.AgentServer)
+	return host
+}
+
+func (p *Provider) host(address string) *Host {
+	for i := range p.cfg.Inventory.Hosts {
+		if p.cfg.Inventory.Hosts[i].Address == address {
+			return &p.cfg.Inventory.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// ShortfallError is a launch the pool cannot serve: the group needs Missing more hosts of
+// InstanceType than are Available.
+type ShortfallError struct {
+	Group, InstanceType    string
+	Missing                int
+	Total, InUse, Excluded int
+}
+
+func (e *ShortfallError) Error() string {
+	return fmt.Sprintf("the host pool is short of %d host(s) of type %s for instance group %s (the hosts file has %d of that type: %d in use, %d quarantined or unreachable, none available); add hosts to the hosts file or return repaired ones with hale hosts return",
+		e.Missing, e.InstanceType, e.Group, e.Total, e.InUse, e.Excluded)
+}
+
+// Launch takes an Available host of the instance type from the pool, installs hale's agent on
+// it over SSH and starts it. A host that cannot be reached goes to Unreachable and the next one
+// is tried; a pool with none left returns a *ShortfallError.
+func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provider.Instance, error) {
+	p.mu.Lock()
+	if rec := p.st.Instances[spec.InstanceID]; rec != nil {
+		inst := rec.Instance
+		p.mu.Unlock()
+		return &inst, nil
+	}
+	p.mu.Unlock()
+	for {
+		hs, err := p.reserve(spec)
+		if err != nil {
+			return nil, err
+		}
+		inst, err := p.install(ctx, spec, hs)
+		if err == nil {
+			return inst, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		p.log.Warn("static provider: host not usable", "address", hs.Address, "error", err)
+	}
+}
+
+// reserve picks the first Available host of the spec's type (or of none) and records it InUse.
+func (p *Provider) reserve(spec provider.LaunchSpec) (*HostStatus, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	groupKey := spec.ClusterID + "/" + spec.GroupName
+	for _, h := range p.cfg.Inventory.Hosts {
+		hs := p.st.Hosts[h.Address]
+		if hs == nil || hs.State != Available || (h.InstanceType != "" && h.InstanceType != spec.InstanceType) {
+			continue
+		}
+		p.setHost(hs, InUse, "")
+		hs.ClusterName, hs.ClusterID, hs.GroupName, hs.LogicalID, hs.InstanceID = spec.ClusterName, spec.ClusterID, spec.GroupName, spec.LogicalID, spec.InstanceID
+		delete(p.short[groupKey], spec.InstanceID)
+		return hs, p.save()
+	}
+	if p.short[groupKey] == nil {
+		p.short[groupKey] = map[string]bool{}
+	}
+	p.short[groupKey][spec.InstanceID] = true
+	e := &ShortfallError{Group: spec.GroupName, InstanceType: spec.InstanceType, Missing: len(p.short[groupKey])}
+	for _, h := range p.cfg.Inventory.Hosts {
+		if h.InstanceType != "" && h.InstanceType != spec.InstanceType {
+			continue
+		}
+		e.Total++
+		switch p.st.Hosts[h.Address].State {
+		case InUse:
+			e.InUse++
+		case Quarantined, Unreachable:
+			e.Excluded++
+		}
+	}
+	return nil, e
+}
+
+// install sets the host up for the instance; on failure the host is Unreachable with the reason.
+func (p *Provider) install(ctx context.Context, spec provider.LaunchSpec, hs *HostStatus) (*provider.Instance, error) {
+	h := p.host(hs.Address)
+	inst, sup, err := p.setUp(ctx, spec, h)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.setHost(hs, Unreachable, "set-up failed: "+err.Error())
+		p.save()
+		return nil, err
+	}
+	hs.Hostname = inst.Hostname
+	p.st.Instances[spec.InstanceID] = &instRecord{Instance: *inst, ClusterName: spec.ClusterName, Address: h.Address, Supervisor: sup, AgentCA: len(spec.AgentCA) > 0}
+	return inst, p.save()
+}
+
+// facts are what the provider reads from a host before it installs the agent.
+type facts struct {
+	hostname, bootID, supervisor, binHash string
+	cpus, memKiB, gpus                    int
+}
+
+const factsScript = `hostname -s
+cat /proc/sys/kernel/random/boot_id
+if [ -d /run/systemd/system ]; then echo systemd; else echo process; fi
+nproc
+awk '/^MemTotal:/ {print $2}' /proc/meminfo
+(nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true
+sha256sum ` + BinDir + `/hale 2>/dev/null | cut -d' ' -f1
+`
+
+func (p *Provider) facts(ctx context.Context, h *Host) (facts, error) {
+	out, err := p.ssh.run(ctx, h, factsScript, nil)
+	if err != nil {
+		return facts{}, err
+	}
+	l := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	for len(l) < 7 {
+		l = append(l, "")
+	}
+	f := facts{hostname: strings.TrimSpace(l[0]), bootID: strings.TrimSpace(l[1]), supervisor: strings.TrimSpace(l[2]), binHash: strings.TrimSpace(l[6])}
+	f.cpus, _ = strconv.Atoi(strings.TrimSpace(l[3]))
+	f.memKiB, _ = strconv.Atoi(strings.TrimSpace(l[4]))
+	f.gpus, _ = strconv.Atoi(strings.TrimSpace(l[5]))
+	if f.hostname == "" || f.bootID == "" {
+		return f, fmt.Errorf("%s: could not read its hostname and boot id: %q", h.Address, out)
+	}
+	return f, nil
+}
+
+// setUp reads the host, copies hale to it (unless the same binary is there), writes the
+// bootstrap token and the agent's start script, and starts the agent.
+func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host) (*provider.Instance, string, error) {
+	f, err := p.facts(ctx, h)
+	if err != nil {
+		return nil, "", err
+	}
+	if f.binHash != p.hash {
+		bin, err := os.Open(p.cfg.AgentBinary)
+		if err != nil {
+			return nil, "", err
+		}
+		_, err = p.ssh.run(ctx, h, "set -e; mkdir -p "+BinDir+"; cat > "+BinDir+"/hale.new; chmod 755 "+BinDir+"/hale.new; mv "+BinDir+"/hale.new "+BinDir+"/hale", bin)
+		bin.Close()
+		if err != nil {
+			return nil, "", fmt.Errorf("copy hale: %w", err)
+		}
+	}
+	// The token travels on the SSH channel's stdin, never on a command line.
+	if _, err := p.ssh.run(ctx, h, "set -e; umask 077; mkdir -p "+ConfDir+"; cat > "+ConfDir+"/bootstrap-token", strings.NewReader(spec.AgentToken+"\n")); err != nil {
+		return nil, "", fmt.Errorf("write the bootstrap token: %w", err)
+	}
+	if len(spec.AgentCA) > 0 {
+		if _, err := p.ssh.run(ctx, h, "set -e; mkdir -p "+ConfDir+"; cat > "+ConfDir+"/agent-ca.crt", strings.NewReader(string(spec.AgentCA))); err != nil {
+			return nil, "", fmt.Errorf("write the agent CA: %w", err)
+		}
+	}
+	if _, err := p.ssh.run(ctx, h, p.startScript(spec, f.supervisor), nil); err != nil {
+		return nil, "", fmt.Errorf("start the agent: %w", err)
+	}
+	ip := h.Address
+	if c, err := p.ssh.client(ctx, h); err == nil {
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			ip = a.IP.String()
+		}
+	}
+	inst := &provider.Instance{ID: spec.InstanceID, ClusterID: spec.ClusterID, GroupName: spec.GroupName, LogicalID: spec.LogicalID,
+		InstanceType: spec.InstanceType, IP: ip, Hostname: f.hostname, State: provider.Running, LaunchTime: time.Now().UTC()}
+	p.log.Info("static provider: agent started", "address", h.Address, "hostname", f.hostname, "instance_id", spec.InstanceID,
+		"cpus", f.cpus, "memory_mib", f.memKiB/1024, "gpus", f.gpus, "supervisor", f.supervisor)
+	return inst, f.supervisor, nil
+}
+
+// agentArgs is the agent's command line on a host.
+func (p *Provider) agentArgs(spec provider.LaunchSpec) []string {
+	args := []string{BinDir + "/hale", "agent", "--server", p.cfg.AgentServer, "--instance-id", spec.InstanceID,
+		"--instance-type", spec.InstanceType, "--state-dir", StateDir, "--bootstrap-token-file", ConfDir + "/bootstrap-token"}
+	if len(spec.AgentCA) > 0 {
+		args = append(args, "--ca-file", ConfDir+"/agent-ca.crt")
+	}
+	return append(args, p.cfg.AgentArgs...)
+}
+
+// startScript writes the agent's start script and starts it: as the systemd unit
+// hale-agent.service where systemd runs (Restart=always; KillMode=process, so that restarting
+// the agent leaves the daemons it supervises running), else as hale's supervising loop in a
+// session of its own (restarting the agent a second after it exits), whose session id is in
+// /run/hale-agent.pid. Starting an agent that runs is a no-op.
+func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string) string {
+	quoted := make([]string, 0, 16)
+	for _, a := range p.agentArgs(spec) {
+		quoted = append(quoted, shellQuote(a))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "set -e\nmkdir -p %s %s\ncat > %s/hale-agent-run <<'HALE_EOF'\n#!/bin/sh\n# written by hale (docs/own-machines.md): runs hale's node agent\nexec %s\nHALE_EOF\nchmod 755 %s/hale-agent-run\n",
+		BinDir, StateDir, BinDir, strings.Join(quoted, " "), BinDir)
+	if supervisor == "systemd" {
+		fmt.Fprintf(&b, "cat > %s <<'HALE_EOF'\n[Unit]\nDescription=hale node agent (docs/own-machines.md)\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nExecStart=%s/hale-agent-run\nRestart=always\nRestartSec=1\nKillMode=process\n\n[Install]\nWantedBy=multi-user.target\nHALE_EOF\nsystemctl daemon-reload\nsystemctl enable --now hale-agent.service\n",
+			UnitFile, BinDir)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "cat > %s/hale-agent-supervise <<'HALE_EOF'\n#!/bin/sh\n# written by hale (docs/own-machines.md): keeps hale's node agent running where systemd does not\necho $$ > %s\nwhile :; do %s/hale-agent-run; sleep 1; done\nHALE_EOF\nchmod 755 %s/hale-agent-supervise\n",
+		BinDir, pidFile, BinDir, BinDir)
+	fmt.Fprintf(&b, "if [ -f %s ] && kill -0 \"$(cat %s)\" 2>/dev/null; then exit 0; fi\nsetsid %s/hale-agent-supervise >>%s 2>&1 </dev/null &\n",
+		pidFile, pidFile, BinDir, AgentLog)
+	return b.String()
+}
+
+// cleanScript stops the agent and every process of its supervision (the daemons it runs) and
+// removes hale's files.
+const cleanScript = `if [ -f ` + UnitFile + ` ] && [ -d /run/systemd/system ]; then
+  systemctl kill --signal=KILL hale-agent.service 2>/dev/null || true
+  systemctl disable --now hale-agent.service 2>/dev/null || true
+  rm -f ` + UnitFile + `
+  systemctl daemon-reload
+fi
+if [ -f ` + pidFile + ` ]; then
+  pkill -KILL -s "$(cat ` + pidFile + `)" 2>/dev/null || true
+  rm -f ` + pidFile + `
+fi
+pkill -KILL -f '` + agentMatch + `' 2>/dev/null || true
+rm -rf ` + BinDir + ` ` + ConfDir + ` ` + StateDir + ` ` + AgentLog + `
+rmdir /opt/hale 2>/dev/null || true
+`
+
+// Terminate stops the instance's agent and what it runs, removes hale's files from the host and
+// puts the host back in the pool, or in Quarantined when the instance was replaced for a fault
+// (Quarantine). A host that cannot be cleaned goes to Unreachable.
+func (p *Provider) Terminate(ctx context.Context, id string) error {
+	p.mu.Lock()
+	rec := p.st.Instances[id]
+	for _, s := range p.short {
+		delete(s, id)
+	}
+	p.mu.Unlock()
+	if rec == nil {
+		return nil
+	}
+	h := p.host(rec.Address)
+	var err error
+	if h != nil {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err = p.ssh.run(cctx, h, cleanScript, nil)
+		cancel()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hs := p.st.Hosts[rec.Address]
+	switch {
+	case hs == nil:
+	case h == nil:
+		delete(p.st.Hosts, rec.Address) // it left the hosts file while in use
+	case rec.Quarantine != "":
+		p.setHost(hs, Quarantined, rec.Quarantine)
+	case err != nil:
+		p.setHost(hs, Unreachable, "clean-up after instance "+id+" failed: "+err.Error())
+	default:
+		p.setHost(hs, Available, "instance "+id+" terminated")
+	}
+	delete(p.st.Instances, id)
+	return p.save()
+}
+
+// Reboot reboots the host (systemctl reboot, or reboot where systemd does not run) and returns;
+// the agent registers again after the boot: as its enabled unit, or started by the provider
+// once the host answers SSH with a new boot id. A host that does not come back within
+// RebootTimeout goes to Unreachable.
+func (p *Provider) Reboot(ctx context.Context, id string) error {
+	rec, h, err := p.instance(id)
+	if err != nil {
+		return err
+	}
+	before, err := p.ssh.run(ctx, h, "cat /proc/sys/kernel/random/boot_id", nil)
+	if err != nil {
+		return err
+	}
+	// Detached and a second late, so that the SSH session ends cleanly first.
+	if _, err := p.ssh.run(ctx, h, `setsid sh -c 'sleep 1; if [ -d /run/systemd/system ]; then systemctl reboot; else reboot; fi' >/dev/null 2>&1 </dev/null &`, nil); err != nil {
+		return err
+	}
+	p.ssh.forget(h)
+	spec := provider.LaunchSpec{InstanceID: rec.ID, InstanceType: rec.InstanceType}
+	go p.awaitBoot(rec, h, strings.TrimSpace(before), spec)
+	return nil
+}
+
+// awaitBoot waits for the host to answer with a new boot id, then starts the agent where no
+// systemd unit does.
+func (p *Provider) awaitBoot(rec instRecord, h *Host, before string, spec provider.LaunchSpec) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RebootTimeout)
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			if hs := p.st.Hosts[rec.Address]; hs != nil && hs.InstanceID == rec.ID {
+				hs.Reason = fmt.Sprintf("did not come back within %s of a reboot", p.cfg.RebootTimeout)
+				p.save()
+			}
+			p.mu.Unlock()
+			return
+		case <-time.After(time.Second):
+		}
+		out, err := p.ssh.run(ctx, h, "cat /proc/sys/kernel/random/boot_id", nil)
+		if err != nil {
+			p.ssh.forget(h)
+			continue
+		}
+		if strings.TrimSpace(out) == before {
+			continue
+		}
+		p.mu.Lock()
+		cur := p.st.Instances[rec.ID]
+		p.mu.Unlock()
+		if cur == nil {
+			return // terminated meanwhile
+		}
+		if cur.Supervisor == "process" {
+			if cur.AgentCA {
+				spec.AgentCA = []byte("on the host") // only says that --ca-file is given
+			}
+			if _, err := p.ssh.run(ctx, h, p.startScript(spec, cur.Supervisor), nil); err != nil {
+				p.log.Warn("static provider: start the agent after a reboot", "address", h.Address, "error", err)
+				continue
+			}
+		}
+		p.log.Info("static provider: host rebooted", "address", h.Address, "instance_id", rec.ID, "boot_id", strings.TrimSpace(out))
+		return
+	}
+}
+
+func (p *Provider) instance(id string) (instRecord, *Host, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rec := p.st.Instances[id]
+	if rec == nil {
+		return instRecord{}, nil, provider.ErrNotFound
+	}
+	h := p.host(rec.Address)
+	if h == nil {
+		return instRecord{}, nil, fmt.Errorf("static provider: host %s of instance %s is not in the hosts file", rec.Address, id)
+	}
+	return *rec, h, nil
+}
+
+// Describe returns the instance as recorded.
+func (p *Provider) Describe(ctx context.Context, id string) (*provider.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rec := p.st.Instances[id]
+	if rec == nil {
+		return nil, provider.ErrNotFound
+	}
+	inst := rec.Instance
+	return &inst, nil
+}
+
+// AgentRunning asks the host over SSH whether hale's agent process runs.
+func (p *Provider) AgentRunning(ctx context.Context, id string) (bool, error) {
+	_, h, err := p.instance(id)
+	if err != nil {
+		return false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := p.ssh.run(cctx, h, "pgrep -f '"+agentMatch+"' >/dev/null && echo yes || echo no", nil)
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(out) == "yes", nil
+}
+
+// List returns every instance, by id.
+func (p *Provider) List(ctx context.Context) ([]*provider.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*provider.Instance, 0, len(p.st.Instances))
+	for _, rec := range p.st.Instances {
+		inst := rec.Instance
+		out = append(out, &inst)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// ReleaseCluster has nothing to release: hosts return to the pool as their instances end.
+func (p *Provider) ReleaseCluster(ctx context.Context, clusterID string) error { return nil }
+
+// InjectKernelLog appends lines to the host's kernel log (/dev/kmsg, as root may), for
+// `hale debug inject-fault`.
+func (p *Provider) InjectKernelLog(ctx context.Context, id string, lines []string) error {
+	_, h, err := p.instance(id)
+	if err != nil {
+		return err
+	}
+	_, err = p.ssh.run(ctx, h, "while IFS= read -r l; do printf '%s\\n' \"$l\" >> /dev/kmsg; done", strings.NewReader(strings.Join(lines, "\n")+"\n"))
+	return err
+}
