@@ -311,7 +311,7 @@ type NodeDetails struct {
 	// Quarantine is why the old instance is replaced for a fault: a provider whose machines
 	// outlive instances (provider.Quarantiner) keeps that machine out of service with it.
 	Quarantine string `json:",omitempty"`
-	Ordinal         int    `json:",omitempty"` // the node's place in its group, from 1
+	Ordinal    int    `json:",omitempty"` // the node's place in its group, from 1
 	// SoftwareGeneration is the group's software generation the node was imaged with.
 	SoftwareGeneration int  `json:",omitempty"`
 	Unreachable        bool `json:",omitempty"` // the agent missed its heartbeats

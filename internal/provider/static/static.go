@@ -21,9 +21,9 @@ import (
 
 // Where hale puts its files on a host; Terminate removes them all.
 const (
-	BinDir     = "/opt/hale/bin"         // the hale binary and the agent's start scripts
-	ConfDir    = "/etc/hale"             // the bootstrap token and the agent CA certificate
-	StateDir   = "/var/lib/hale-agent"   // the agent's state (its key and certificate, node secret)
+	BinDir     = "/opt/hale/bin"       // the hale binary and the agent's start scripts
+	ConfDir    = "/etc/hale"           // the bootstrap token and the agent CA certificate
+	StateDir   = "/var/lib/hale-agent" // the agent's state (its key and certificate, node secret)
 	AgentLog   = "/var/log/hale-agent.log"
 	UnitFile   = "/etc/systemd/system/hale-agent.service"
 	pidFile    = "/run/hale-agent.pid" // the supervising loop's pid, which is its session id
