@@ -126,9 +126,10 @@ func (c *Controller) watchBurst(tx store.Tx, cl *store.Cluster, n *store.Node, f
 	if err != nil {
 		return err
 	}
-	hit := []string{n.LogicalID}
+	var hit []string
 	for _, m := range nodes {
 		if m.LogicalID == n.LogicalID {
+			hit = append(hit, m.LogicalID)
 			continue
 		}
 		fs, err := tx.FindingsOf(cl.ID, m.LogicalID, since)
