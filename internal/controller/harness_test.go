@@ -59,7 +59,7 @@ type machine struct {
 	resets  int                                  // GPU resets asked of it
 	// resetErr, when set, is the error its agent answers a GPU reset with.
 	resetErr string
-	pending []*agentproto.CommandResult
+	pending  []*agentproto.CommandResult
 }
 
 // machines is the fake provider and the fake agent server in one.
