@@ -83,6 +83,9 @@ type Options struct {
 	MissedHeartbeats        int
 	ReconnectGrace          time.Duration
 
+	// RepairMaxShare: see controller.Config.
+	RepairMaxShare float64
+
 	// Kubernetes is "" or "local": a Kubernetes control plane started with the server
 	// (internal/kubeplane), its state under DataDir/kubernetes, registered as KubernetesName
 	// (DefaultKubernetesName when empty) for Eks clusters. KubernetesBin holds its binaries
@@ -237,7 +240,8 @@ func Start(o Options) (*App, error) {
 			slurm.New(), // every other cluster
 		},
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
-		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps})
+		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
+		RepairMaxShare: o.RepairMaxShare})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
@@ -281,6 +285,14 @@ func Start(o Options) (*App, error) {
 			admin = a.kube.AdminKubeconfig()
 		}
 		handler.serveKubeconfig(w, r, st, admin)
+	})
+	mux.HandleFunc(RepairsPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		handler.serveRepairs(w, r, ctl)
 	})
 	mux.Handle("/", handler)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
