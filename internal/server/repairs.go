@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/haleproject/hale/api"
@@ -35,7 +36,11 @@ type Repairs interface {
 func (h *Handler) serveRepairs(w http.ResponseWriter, r *http.Request, repairs Repairs) {
 	var ans *controller.RepairsStatus
 	err := func() error {
-		key, err := h.cfg.Verifier.Verify(r, nil)
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+		if err != nil {
+			return err
+		}
+		key, err := h.cfg.Verifier.Verify(r, body)
 		if err != nil {
 			return err
 		}
@@ -43,7 +48,7 @@ func (h *Handler) serveRepairs(w http.ResponseWriter, r *http.Request, repairs R
 		action := "sagemaker:DescribeCluster"
 		if r.Method == http.MethodPost {
 			var req RepairsRequest
-			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+			if err := json.Unmarshal(body, &req); err != nil {
 				return api.Errorf(api.CodeValidationException, "the body is not a RepairsRequest: %v", err)
 			}
 			if req.Action != "resume" {
