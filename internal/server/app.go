@@ -83,8 +83,10 @@ type Options struct {
 	MissedHeartbeats        int
 	ReconnectGrace          time.Duration
 
-	// RepairMaxShare: see controller.Config.
-	RepairMaxShare float64
+	// RepairMaxShare and RepairBurstNodes: see controller.Config (RepairMaxShare, BurstNodes:
+	// -1 turns the burst pause off, for benchmarks that inject one fault on many nodes).
+	RepairMaxShare   float64
+	RepairBurstNodes int
 
 	// Kubernetes is "" or "local": a Kubernetes control plane started with the server
 	// (internal/kubeplane), its state under DataDir/kubernetes, registered as KubernetesName
@@ -241,7 +243,7 @@ func Start(o Options) (*App, error) {
 		},
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
-		RepairMaxShare: o.RepairMaxShare})
+		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
