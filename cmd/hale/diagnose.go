@@ -174,8 +174,8 @@ func printFindings(w io.Writer, fs []health.Finding, ds []health.Decision) {
 				head += " " + f.Process
 			}
 		}
-		if f.Action == health.ResetGPU && d.Action == health.Reboot && d.Escalated == "" {
-			head += "  (NVIDIA: reset the GPU; a reboot on a VM)"
+		if d.Action == health.ResetGPU {
+			head += "  (NVIDIA: reset the GPU; a reboot where it cannot be reset in place, e.g. on a VM)"
 		}
 		fmt.Fprintf(w, "%s\n  %s\n", head, f.Meaning)
 		switch {

@@ -92,6 +92,7 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
 	f.DurationVar(&o.DeepHealthCheckDuration, "deep-health-check-duration", controller.DefaultDeepHealthCheckDuration, "how long the InstanceStress deep health check loads a node")
 	f.Float64Var(&o.ConnectivityMBps, "connectivity-threshold", controller.DefaultConnectivityMBps, "bandwidth in MB/s the InstanceConnectivity deep health check must reach")
+	f.Float64Var(&o.RepairMaxShare, "repair-max-share", controller.DefaultRepairMaxShare, "share of a cluster's nodes (0-1, one node at least) in automatic repair at once; more wait, drained")
 	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", agentserver.DefaultHeartbeatInterval, "agents' heartbeat interval")
 	f.IntVar(&o.MissedHeartbeats, "missed-heartbeats", agentserver.DefaultMissedHeartbeats, "missed heartbeats before a node is unreachable")
 }

@@ -75,6 +75,8 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 		}
 	case *agentproto.Command_RunChecks:
 		r = a.runChecks(ctx, k.RunChecks)
+	case *agentproto.Command_ResetGpu:
+		r = a.resetGPU(ctx, k.ResetGpu)
 	case *agentproto.Command_Run:
 		r = a.run(ctx, k.Run.Argv, "", nil, time.Duration(k.Run.TimeoutSeconds)*time.Second, "")
 	default:

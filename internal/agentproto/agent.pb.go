@@ -807,6 +807,7 @@ type Command struct {
 	//	*Command_Daemon
 	//	*Command_RestartDaemon
 	//	*Command_RunChecks
+	//	*Command_ResetGpu
 	Kind isCommand_Kind `protobuf_oneof:"kind"`
 	// ephemeral commands (queries such as scontrol show node, rewrites of configuration files)
 	// are run every time they are sent, and their results are not stored.
@@ -913,6 +914,15 @@ func (x *Command) GetRunChecks() *RunChecks {
 	return nil
 }
 
+func (x *Command) GetResetGpu() *ResetGPU {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ResetGpu); ok {
+			return x.ResetGpu
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetEphemeral() bool {
 	if x != nil {
 		return x.Ephemeral
@@ -948,6 +958,10 @@ type Command_RunChecks struct {
 	RunChecks *RunChecks `protobuf:"bytes,8,opt,name=run_checks,json=runChecks,proto3,oneof"`
 }
 
+type Command_ResetGpu struct {
+	ResetGpu *ResetGPU `protobuf:"bytes,9,opt,name=reset_gpu,json=resetGpu,proto3,oneof"`
+}
+
 func (*Command_RunLifecycle) isCommand_Kind() {}
 
 func (*Command_WriteFiles) isCommand_Kind() {}
@@ -959,6 +973,64 @@ func (*Command_Daemon) isCommand_Kind() {}
 func (*Command_RestartDaemon) isCommand_Kind() {}
 
 func (*Command_RunChecks) isCommand_Kind() {}
+
+func (*Command_ResetGpu) isCommand_Kind() {}
+
+// ResetGPU resets one GPU in place, NVIDIA's RESET_GPU (nvidia-smi -r -i), once no process
+// holds it; a simulated GPU is reset by the agent itself. A result with an error says why it
+// could not (a process holds the GPU, no nvidia-smi, a virtual machine): the server then
+// reboots the node. An agent older than capability 8 answers "unknown command", the same.
+type ResetGPU struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"` // the GPU's index; -1 when only pci is known
+	Pci           string                 `protobuf:"bytes,2,opt,name=pci,proto3" json:"pci,omitempty"`      // its PCI address as Xid lines name it (0000:3b:00); "" when unknown
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetGPU) Reset() {
+	*x = ResetGPU{}
+	mi := &file_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetGPU) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetGPU) ProtoMessage() {}
+
+func (x *ResetGPU) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetGPU.ProtoReflect.Descriptor instead.
+func (*ResetGPU) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ResetGPU) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ResetGPU) GetPci() string {
+	if x != nil {
+		return x.Pci
+	}
+	return ""
+}
 
 // Daemon enables (or, with enabled false, stops and disables) a long-running process the
 // agent supervises: started now and at every agent start (as a systemd unit that is enabled),
@@ -976,7 +1048,7 @@ type Daemon struct {
 
 func (x *Daemon) Reset() {
 	*x = Daemon{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1060,7 @@ func (x *Daemon) String() string {
 func (*Daemon) ProtoMessage() {}
 
 func (x *Daemon) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1073,7 @@ func (x *Daemon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Daemon.ProtoReflect.Descriptor instead.
 func (*Daemon) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Daemon) GetName() string {
@@ -1050,7 +1122,7 @@ type RestartDaemon struct {
 
 func (x *RestartDaemon) Reset() {
 	*x = RestartDaemon{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1134,7 @@ func (x *RestartDaemon) String() string {
 func (*RestartDaemon) ProtoMessage() {}
 
 func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1147,7 @@ func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartDaemon.ProtoReflect.Descriptor instead.
 func (*RestartDaemon) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestartDaemon) GetName() string {
@@ -1102,7 +1174,7 @@ type RunLifecycle struct {
 
 func (x *RunLifecycle) Reset() {
 	*x = RunLifecycle{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1186,7 @@ func (x *RunLifecycle) String() string {
 func (*RunLifecycle) ProtoMessage() {}
 
 func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1199,7 @@ func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLifecycle.ProtoReflect.Descriptor instead.
 func (*RunLifecycle) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunLifecycle) GetFiles() map[string][]byte {
@@ -1188,7 +1260,7 @@ type WriteFiles struct {
 
 func (x *WriteFiles) Reset() {
 	*x = WriteFiles{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1272,7 @@ func (x *WriteFiles) String() string {
 func (*WriteFiles) ProtoMessage() {}
 
 func (x *WriteFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1285,7 @@ func (x *WriteFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFiles.ProtoReflect.Descriptor instead.
 func (*WriteFiles) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteFiles) GetFiles() []*File {
@@ -1234,7 +1306,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1318,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1331,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *File) GetPath() string {
@@ -1293,7 +1365,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1377,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1390,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunCommand) GetArgv() []string {
@@ -1353,7 +1425,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1437,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1450,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1464,7 +1536,7 @@ type LogLines struct {
 
 func (x *LogLines) Reset() {
 	*x = LogLines{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1548,7 @@ func (x *LogLines) String() string {
 func (*LogLines) ProtoMessage() {}
 
 func (x *LogLines) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1561,7 @@ func (x *LogLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLines.ProtoReflect.Descriptor instead.
 func (*LogLines) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LogLines) GetStream() string {
@@ -1523,7 +1595,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1607,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1620,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogLine) GetUnixMs() int64 {
@@ -1593,7 +1665,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1677,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1690,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Finding) GetFault() string {
@@ -1745,7 +1817,7 @@ type RunChecks struct {
 
 func (x *RunChecks) Reset() {
 	*x = RunChecks{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1829,7 @@ func (x *RunChecks) String() string {
 func (*RunChecks) ProtoMessage() {}
 
 func (x *RunChecks) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1842,7 @@ func (x *RunChecks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChecks.ProtoReflect.Descriptor instead.
 func (*RunChecks) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunChecks) GetKind() string {
@@ -1828,7 +1900,7 @@ type AutoResumeRequest struct {
 
 func (x *AutoResumeRequest) Reset() {
 	*x = AutoResumeRequest{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1912,7 @@ func (x *AutoResumeRequest) String() string {
 func (*AutoResumeRequest) ProtoMessage() {}
 
 func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1925,7 @@ func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeRequest.ProtoReflect.Descriptor instead.
 func (*AutoResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AutoResumeRequest) GetInstanceId() string {
@@ -1925,7 +1997,7 @@ type AutoResumeResponse struct {
 
 func (x *AutoResumeResponse) Reset() {
 	*x = AutoResumeResponse{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2009,7 @@ func (x *AutoResumeResponse) String() string {
 func (*AutoResumeResponse) ProtoMessage() {}
 
 func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2022,7 @@ func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeResponse.ProtoReflect.Descriptor instead.
 func (*AutoResumeResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AutoResumeResponse) GetAction() string {
@@ -1997,7 +2069,7 @@ type NodeRepair struct {
 
 func (x *NodeRepair) Reset() {
 	*x = NodeRepair{}
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2081,7 @@ func (x *NodeRepair) String() string {
 func (*NodeRepair) ProtoMessage() {}
 
 func (x *NodeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2094,7 @@ func (x *NodeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRepair.ProtoReflect.Descriptor instead.
 func (*NodeRepair) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeRepair) GetNode() string {
@@ -2130,7 +2202,7 @@ const file_agent_proto_rawDesc = "" +
 	"\tsimulated\x18\x06 \x01(\bR\tsimulated\x12\x18\n" +
 	"\ahealthy\x18\a \x01(\bR\ahealthy\x12\x1f\n" +
 	"\vdevice_path\x18\b \x01(\tR\n" +
-	"devicePath\"\xa3\x03\n" +
+	"devicePath\"\xdb\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12B\n" +
 	"\rrun_lifecycle\x18\x02 \x01(\v2\x1b.hale.agent.v1.RunLifecycleH\x00R\frunLifecycle\x12<\n" +
@@ -2140,9 +2212,13 @@ const file_agent_proto_rawDesc = "" +
 	"\x06daemon\x18\x05 \x01(\v2\x15.hale.agent.v1.DaemonH\x00R\x06daemon\x12E\n" +
 	"\x0erestart_daemon\x18\x06 \x01(\v2\x1c.hale.agent.v1.RestartDaemonH\x00R\rrestartDaemon\x129\n" +
 	"\n" +
-	"run_checks\x18\b \x01(\v2\x18.hale.agent.v1.RunChecksH\x00R\trunChecks\x12\x1c\n" +
+	"run_checks\x18\b \x01(\v2\x18.hale.agent.v1.RunChecksH\x00R\trunChecks\x126\n" +
+	"\treset_gpu\x18\t \x01(\v2\x17.hale.agent.v1.ResetGPUH\x00R\bresetGpu\x12\x1c\n" +
 	"\tephemeral\x18\a \x01(\bR\tephemeralB\x06\n" +
-	"\x04kind\"\xcf\x01\n" +
+	"\x04kind\"2\n" +
+	"\bResetGPU\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x10\n" +
+	"\x03pci\x18\x02 \x01(\tR\x03pci\"\xcf\x01\n" +
 	"\x06Daemon\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04argv\x18\x02 \x03(\tR\x04argv\x120\n" +
@@ -2271,7 +2347,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),       // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil),      // 1: hale.agent.v1.ServerMessage
@@ -2283,59 +2359,61 @@ var file_agent_proto_goTypes = []any{
 	(*Inventory)(nil),          // 7: hale.agent.v1.Inventory
 	(*Accelerator)(nil),        // 8: hale.agent.v1.Accelerator
 	(*Command)(nil),            // 9: hale.agent.v1.Command
-	(*Daemon)(nil),             // 10: hale.agent.v1.Daemon
-	(*RestartDaemon)(nil),      // 11: hale.agent.v1.RestartDaemon
-	(*RunLifecycle)(nil),       // 12: hale.agent.v1.RunLifecycle
-	(*WriteFiles)(nil),         // 13: hale.agent.v1.WriteFiles
-	(*File)(nil),               // 14: hale.agent.v1.File
-	(*RunCommand)(nil),         // 15: hale.agent.v1.RunCommand
-	(*CommandResult)(nil),      // 16: hale.agent.v1.CommandResult
-	(*LogLines)(nil),           // 17: hale.agent.v1.LogLines
-	(*LogLine)(nil),            // 18: hale.agent.v1.LogLine
-	(*Finding)(nil),            // 19: hale.agent.v1.Finding
-	(*RunChecks)(nil),          // 20: hale.agent.v1.RunChecks
-	(*AutoResumeRequest)(nil),  // 21: hale.agent.v1.AutoResumeRequest
-	(*AutoResumeResponse)(nil), // 22: hale.agent.v1.AutoResumeResponse
-	(*NodeRepair)(nil),         // 23: hale.agent.v1.NodeRepair
-	nil,                        // 24: hale.agent.v1.Daemon.EnvEntry
-	nil,                        // 25: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                        // 26: hale.agent.v1.RunLifecycle.EnvEntry
+	(*ResetGPU)(nil),           // 10: hale.agent.v1.ResetGPU
+	(*Daemon)(nil),             // 11: hale.agent.v1.Daemon
+	(*RestartDaemon)(nil),      // 12: hale.agent.v1.RestartDaemon
+	(*RunLifecycle)(nil),       // 13: hale.agent.v1.RunLifecycle
+	(*WriteFiles)(nil),         // 14: hale.agent.v1.WriteFiles
+	(*File)(nil),               // 15: hale.agent.v1.File
+	(*RunCommand)(nil),         // 16: hale.agent.v1.RunCommand
+	(*CommandResult)(nil),      // 17: hale.agent.v1.CommandResult
+	(*LogLines)(nil),           // 18: hale.agent.v1.LogLines
+	(*LogLine)(nil),            // 19: hale.agent.v1.LogLine
+	(*Finding)(nil),            // 20: hale.agent.v1.Finding
+	(*RunChecks)(nil),          // 21: hale.agent.v1.RunChecks
+	(*AutoResumeRequest)(nil),  // 22: hale.agent.v1.AutoResumeRequest
+	(*AutoResumeResponse)(nil), // 23: hale.agent.v1.AutoResumeResponse
+	(*NodeRepair)(nil),         // 24: hale.agent.v1.NodeRepair
+	nil,                        // 25: hale.agent.v1.Daemon.EnvEntry
+	nil,                        // 26: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                        // 27: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
 	6,  // 1: hale.agent.v1.AgentMessage.heartbeat:type_name -> hale.agent.v1.Heartbeat
 	7,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
-	16, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
-	17, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
-	19, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
+	17, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
+	18, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
+	20, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
 	5,  // 6: hale.agent.v1.AgentMessage.goodbye:type_name -> hale.agent.v1.Goodbye
 	4,  // 7: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
 	9,  // 8: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
 	5,  // 9: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
 	2,  // 10: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
 	8,  // 11: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	12, // 12: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	13, // 13: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	15, // 14: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	10, // 15: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
-	11, // 16: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
-	20, // 17: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
-	24, // 18: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	25, // 19: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	26, // 20: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	14, // 21: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	19, // 22: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
-	18, // 23: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	23, // 24: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
-	0,  // 25: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	21, // 26: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
-	1,  // 27: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	22, // 28: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
-	27, // [27:29] is the sub-list for method output_type
-	25, // [25:27] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	13, // 12: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	14, // 13: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	16, // 14: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	11, // 15: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	12, // 16: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	21, // 17: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
+	10, // 18: hale.agent.v1.Command.reset_gpu:type_name -> hale.agent.v1.ResetGPU
+	25, // 19: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	26, // 20: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	27, // 21: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	15, // 22: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	20, // 23: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
+	19, // 24: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	24, // 25: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 26: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	22, // 27: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 28: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	23, // 29: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	28, // [28:30] is the sub-list for method output_type
+	26, // [26:28] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2365,6 +2443,7 @@ func file_agent_proto_init() {
 		(*Command_Daemon)(nil),
 		(*Command_RestartDaemon)(nil),
 		(*Command_RunChecks)(nil),
+		(*Command_ResetGpu)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2372,7 +2451,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

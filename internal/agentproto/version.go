@@ -21,7 +21,8 @@ package agentproto
 //	   them, and stored once.
 //	7: Hello.boot_id (a reboot is told from an agent restart by the kernel's boot id); the
 //	   agent says Goodbye when it stops cleanly.
-const CapabilityVersion = 7
+//	8: the ResetGPU command (a GPU reset in place, before a reboot).
+const CapabilityVersion = 8
 
 // MinAgentCapability is the oldest agent this server accepts: without log acknowledgements (6)
 // an agent loses log lines whenever the server restarts. An older agent is refused at Hello

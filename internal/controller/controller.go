@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -69,6 +70,15 @@ type Config struct {
 	// ConnectivityMBps the bandwidth (MB/s) InstanceConnectivity must reach (dhc.go).
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
+	// RepairMaxShare is the share of a cluster's nodes (0 to 1) that may be in repair at once,
+	// one node at least: an automatic repair beyond it drains its node and waits. BurstNodes,
+	// BurstShare and BurstWindow: the same fault on that many nodes, and that share of the
+	// cluster, within that window pauses the cluster's automatic repairs (safety.go). Zero
+	// means the default; a BurstNodes below zero turns the pause off.
+	RepairMaxShare float64
+	BurstNodes     int
+	BurstShare     float64
+	BurstWindow    time.Duration
 	// Now is the clock the records are stamped with (phases, events, repairs); time.Now when
 	// nil. Sleep is how background work waits before its next try (a poll, a retry), ending
 	// early when ctx is done; a real sleep when nil. Tests run rounds on a clock they move.
@@ -153,6 +163,21 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.ConnectivityMBps <= 0 {
 		cfg.ConnectivityMBps = DefaultConnectivityMBps
+	}
+	if cfg.RepairMaxShare <= 0 || cfg.RepairMaxShare > 1 {
+		cfg.RepairMaxShare = DefaultRepairMaxShare
+	}
+	switch {
+	case cfg.BurstNodes == 0:
+		cfg.BurstNodes = DefaultBurstNodes
+	case cfg.BurstNodes < 0:
+		cfg.BurstNodes = math.MaxInt // never
+	}
+	if cfg.BurstShare <= 0 {
+		cfg.BurstShare = DefaultBurstShare
+	}
+	if cfg.BurstWindow <= 0 {
+		cfg.BurstWindow = DefaultBurstWindow
 	}
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
 		inflight: map[jobKey]bool{}, ctx: context.Background()}

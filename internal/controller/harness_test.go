@@ -56,7 +56,10 @@ type machine struct {
 	boots   int                                  // starts of its agent (1 + reboots)
 	checks  []*agentproto.Finding                // what its next basic checks find
 	deep    []*agentproto.Finding                // what its next deep health check finds
-	pending []*agentproto.CommandResult
+	resets  int                                  // GPU resets asked of it
+	// resetErr, when set, is the error its agent answers a GPU reset with.
+	resetErr string
+	pending  []*agentproto.CommandResult
 }
 
 // machines is the fake provider and the fake agent server in one.
@@ -217,6 +220,11 @@ func (m *machines) Send(id string, cmd *agentproto.Command) (<-chan *agentproto.
 			res.ExitCode, res.StdoutTail, res.OutputTail = 1, []byte("on_create.sh: mount failed\n"), []byte("on_create.sh: mount failed\n")
 		}
 		mc.results[cmd.Id] = res
+	case *agentproto.Command_ResetGpu:
+		mc.resets++
+		if mc.resetErr != "" {
+			res.ExitCode, res.Error = -1, mc.resetErr
+		}
 	case *agentproto.Command_RunChecks:
 		switch {
 		case k.RunChecks.GetKind() == "basic" && len(mc.checks) > 0:
@@ -256,6 +264,8 @@ type harness struct {
 	clock *fakeClock
 	// orchestrators are the controller's (none unless a test sets them before start).
 	orchestrators []orchestrator.Orchestrator
+	// configure, when set, changes the controller's configuration at each start.
+	configure func(*Config)
 }
 
 func newHarness(t testing.TB) *harness {
@@ -278,9 +288,13 @@ func (h *harness) start() {
 	if h.c != nil {
 		h.c.wg.Wait()
 	}
-	h.c = New(Config{Store: h.st, Provider: h.m, Agents: h.m, Lifecycle: fakeScripts{}, Now: h.clock.Now, Orchestrators: h.orchestrators,
+	cfg := Config{Store: h.st, Provider: h.m, Agents: h.m, Lifecycle: fakeScripts{}, Now: h.clock.Now, Orchestrators: h.orchestrators,
 		Sleep:  func(_ context.Context, d time.Duration) { h.clock.Advance(d) },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if h.configure != nil {
+		h.configure(&cfg)
+	}
+	h.c = New(cfg)
 	h.t.Cleanup(h.c.wg.Wait)
 	if err := h.c.adopt(context.Background()); err != nil {
 		h.t.Fatal(err)

@@ -134,6 +134,11 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 	// still coming up is judged by its checks.
 	act := d.Action != health.Ignore && current && (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining)
 	var rp *store.Repair
+	if act && source == "health" {
+		if err := c.watchBurst(tx, cl, n, f, now); err != nil {
+			return err
+		}
+	}
 	if act {
 		if rp, err = c.openRepair(tx, cl, n, f, d, source, now); err != nil {
 			return err
@@ -298,15 +303,20 @@ func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f
 		return nil, err
 	}
 	if rp != nil {
-		if rp.Action == string(health.Reboot) && d.Action == health.Replace && rp.State.BeforeRepairing() {
-			rp.Action, rp.Fault = string(health.Replace), f.Fault
-			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: fmt.Sprintf("%s found: the reboot becomes a replacement", f.Fault)})
+		if was := health.Action(rp.Action); (was == health.Reboot || was == health.ResetGPU) && d.Action.Severity() > was.Severity() && rp.State.BeforeRepairing() {
+			rp.Action, rp.Fault, rp.GPU, rp.PCI = string(d.Action), f.Fault, f.GPU, f.PCI
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: fmt.Sprintf("%s found: the %s becomes a %s", f.Fault, was.Noun(), d.Action.Noun())})
 			rp.UpdatedAt = now
 			return rp, tx.PutRepair(rp)
 		}
 		return rp, nil // already being repaired
 	}
-	return newRepair(tx, cl, n, string(d.Action), f.Fault, source, reasonOf(f, d), f.Evidence, d.Quarantine, now)
+	rp, err = newRepair(tx, cl, n, string(d.Action), f.Fault, source, reasonOf(f, d), f.Evidence, d.Quarantine, now)
+	if err != nil || d.Action != health.ResetGPU {
+		return rp, err
+	}
+	rp.GPU, rp.PCI = f.GPU, f.PCI
+	return rp, tx.PutRepair(rp)
 }
 
 // openRepairOf is the node's open repair, nil when it has none (a node has one at a time).

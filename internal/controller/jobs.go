@@ -12,6 +12,7 @@ const (
 	jobTerminate  jobKind = "terminate" // a node's termination (by logical id)
 	jobDeepHealth jobKind = "dhc"       // a deep health check action (by action id)
 	jobTakeOut    jobKind = "take-out"  // a replaced node taken out of service by its orchestrator (by instance)
+	jobResetGPU   jobKind = "reset-gpu" // a GPU reset asked of a node's agent (by repair id)
 )
 
 // An orchestrator's jobs have kinds of its own, "<orchestrator>:<kind>" (round.Go).

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,8 +23,12 @@ import (
 //	Draining        the orchestrator marks the node unschedulable (a drain with the reason
 //	                Action:Replace or Action:Reboot)
 //	Held            NodeRecovery None (for what hale found): it stays drained, an event says what to do
+//	Waiting         an automatic repair whose turn has not come: the cluster has its share of
+//	                nodes in repair, or its automatic repairs are paused (safety.go)
 //	WaitingForJobs  until the node's jobs have left (at once when the node is dead)
-//	Repairing       reboot or replace the instance through the provider
+//	Repairing       reset the GPU through the node's agent (ResetGPU; a reset that fails or
+//	                cannot be done becomes a reboot), or reboot or replace the instance
+//	                through the provider
 //	Checking        until it is set up again: its lifecycle scripts (a new instance) and basic
 //	                checks passed; a rebooted node that fails them is replaced
 //	Resuming        the orchestrator takes it back under the same name, and it is Running
@@ -41,14 +47,23 @@ const repairRebootWait = 30 * time.Second
 
 // repairs drives every open repair of the cluster one step.
 func (r *round) repairs() error {
+	if err := r.announcePause(); err != nil {
+		return err
+	}
 	open, err := r.tx.OpenRepairs(r.cl.ID)
 	if err != nil {
 		return err
 	}
+	r.open = open
 	byLogical := map[string]*store.Node{}
 	for _, n := range r.nodes {
 		byLogical[n.LogicalID] = n
 	}
+	// Repairs under way first, so a place one frees goes to the oldest waiting (FIFO).
+	open = slices.Clone(open)
+	slices.SortStableFunc(open, func(a, b *store.Repair) int {
+		return cmp.Compare(waits(a), waits(b))
+	})
 	for _, rp := range open {
 		// Take as many steps as the node allows now, rather than one per round.
 		for i := 0; i < 8 && rp.State.Open(); i++ {
@@ -62,6 +77,14 @@ func (r *round) repairs() error {
 		}
 	}
 	return nil
+}
+
+// waits is 1 for a repair that has not taken its place under the cap, 0 otherwise.
+func waits(rp *store.Repair) int {
+	if rp.State == store.RepairDraining || rp.State == store.RepairWaiting {
+		return 1
+	}
+	return 0
 }
 
 // repairTo moves the repair to a state, recording what happened on its timeline.
@@ -111,8 +134,25 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 				n.LogicalID, n.InstanceID, strings.ToLower(rp.Action), rp.Fault, rp.ID, r.orName)
 		case rp.Source == "api":
 			next = store.RepairRepairing // an explicit request does not wait for jobs
+		case automatic(rp):
+			if ok, why := r.repairTurn(); !ok {
+				return r.repairWait(rp, n, what, why)
+			}
 		}
 		return r.repairTo(rp, n, next, what)
+
+	case store.RepairWaiting:
+		if released, why := r.or.Released(rp, n); released {
+			return r.repairCancel(rp, n, why)
+		}
+		if rp.Source == "heartbeat" && !r.outage && !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID) {
+			return r.repairCancel(rp, n, "the node answers again")
+		}
+		if ok, _ := r.repairTurn(); !ok {
+			return nil
+		}
+		rp.Message = ""
+		return r.repairTo(rp, n, store.RepairWaitingForJobs, fmt.Sprintf("its turn came: %d of at most %d nodes in repair", inRepair(r.open)+1, r.c.repairCap(len(r.nodes))))
 
 	case store.RepairHeld:
 		// An operator who puts the node back in service in its orchestrator (or repairs it by
@@ -123,6 +163,12 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return nil
 
 	case store.RepairWaitingForJobs:
+		if automatic(rp) && r.cl.State.RepairPause != nil {
+			// Nothing is done to the node yet: a pause that began since holds it too.
+			_, why := r.repairTurn()
+			rp.Message = why
+			return r.repairTo(rp, n, store.RepairWaiting, "waiting again: automatic repairs paused")
+		}
 		dead := n.Details.Unreachable || !r.c.cfg.Agents.Connected(n.InstanceID) || n.Details.Phase == store.PhaseFailed
 		if rp.Source == "heartbeat" {
 			// A node that went quiet for a moment is not replaced: it must stay silent a while.
@@ -154,6 +200,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairRepairing, what)
 
 	case store.RepairRepairing:
+		if rp.Action == string(health.ResetGPU) {
+			return r.resetGPU(rp, n)
+		}
 		if r.or.TakeOutWaits(n) {
 			return nil
 		}
@@ -225,8 +274,12 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if err := r.repairTo(rp, n, store.RepairDone, what); err != nil {
 			return err
 		}
-		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s done in %s (%s %s for %s). Timeline: %s",
-			rp.ID, n.LogicalID, r.now.Sub(rp.CreatedAt).Round(10*time.Millisecond), strings.ToLower(rp.Action), "instance "+rp.InstanceID, rp.Fault, timeline(rp))
+		did := strings.ToLower(rp.Action) + " instance " + rp.InstanceID
+		if rp.Action == string(health.ResetGPU) {
+			did = "reset " + gpuName(rp) + " of instance " + rp.InstanceID
+		}
+		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s done in %s (%s for %s). Timeline: %s",
+			rp.ID, n.LogicalID, r.now.Sub(rp.CreatedAt).Round(10*time.Millisecond), did, rp.Fault, timeline(rp))
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ type round struct {
 	// orName its name in sentences, orKind its short name (its jobs' prefix).
 	or             orchestrator.Round
 	orName, orKind string
+	// open are the cluster's open repairs, as repairs() drives them (the cap counts them).
+	open []*store.Repair
 }
 
 func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {

@@ -23,7 +23,7 @@ type Action string
 // Actions.
 const (
 	Ignore   Action = "Ignore"   // recorded, an event; no node action
-	ResetGPU Action = "ResetGPU" // NVIDIA RESET_GPU; a reboot on a VM (see Effective)
+	ResetGPU Action = "ResetGPU" // NVIDIA RESET_GPU: nvidia-smi -r on the GPU; a reboot where that cannot be done (see EffectiveOn)
 	Reboot   Action = "Reboot"
 	Replace  Action = "Replace"
 )
@@ -43,14 +43,21 @@ func (a Action) Severity() int {
 	return -1
 }
 
-// Effective is the node action hale takes: a GPU cannot be reset in place on a VM (nor on
-// hale's nodes), so ResetGPU falls back to Reboot, as HyperPod and the EKS agent do.
-func (a Action) Effective() Action {
-	if a == ResetGPU {
+// EffectiveOn is the node action hale takes on a node that can reset a GPU in place
+// (canReset: NVIDIA's driver and nvidia-smi, bare metal, no process holding the GPU) or
+// cannot: ResetGPU stays ResetGPU where it can, and falls back to Reboot elsewhere (a VM, a
+// node without the tool), as HyperPod and the EKS agent do on VMs. The policy (Decide) keeps
+// ResetGPU, and the repair learns from the node's agent whether the reset worked, rebooting
+// when it did not (internal/controller, repair.go).
+func (a Action) EffectiveOn(canReset bool) Action {
+	if a == ResetGPU && !canReset {
 		return Reboot
 	}
 	return a
 }
+
+// Effective is the action where a GPU cannot be reset in place: EffectiveOn(false).
+func (a Action) Effective() Action { return a.EffectiveOn(false) }
 
 // Repeat escalates a fault that keeps coming: Count findings within Window ask for Action.
 type Repeat struct {

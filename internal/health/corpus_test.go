@@ -69,8 +69,9 @@ func judgeCorpus(t *testing.T) []corpusResult {
 		eps := Episodes(lines, c.Policy.EpisodeWindow)
 		r := corpusResult{sample: s, fault: "none", action: Ignore}
 		for i, d := range c.DecideEpisodes(eps) {
-			if r.fault == "none" || d.Action.Severity() > r.action.Severity() {
-				r.fault, r.action = eps[i].Fault, d.Action
+			// Judged as on a VM (the authorities' terms): a GPU reset counts as a reboot.
+			if a := d.Action.Effective(); r.fault == "none" || a.Severity() > r.action.Severity() {
+				r.fault, r.action = eps[i].Fault, a
 			}
 		}
 		out = append(out, r)

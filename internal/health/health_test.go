@@ -223,3 +223,28 @@ func TestWorst(t *testing.T) {
 		t.Errorf("worst of a burst: %+v", w)
 	}
 }
+
+// ResetGPU stays ResetGPU in the decision (the repair falls back to a reboot where the node
+// cannot reset); the same fault after a GPU reset asks for a Reboot, after a reboot a Replace.
+func TestResetGPULadder(t *testing.T) {
+	c := Default()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	f, ok := c.ClassifyLine("NVRM: Xid (PCI:0000:13:00): 46, pid='<unknown>', name=<unknown>, GPU stopped processing")
+	if !ok || f.Action != ResetGPU {
+		t.Fatalf("Xid 46: %+v", f)
+	}
+	if ResetGPU.EffectiveOn(true) != ResetGPU || ResetGPU.EffectiveOn(false) != Reboot || ResetGPU.Effective() != Reboot {
+		t.Errorf("EffectiveOn: a node that can reset keeps ResetGPU, one that cannot reboots")
+	}
+	if d := c.Decide(f, nil, nil, now); d.Action != ResetGPU || d.Escalated != "" {
+		t.Errorf("first: %+v, want ResetGPU", d)
+	}
+	reset := []Past{{Fault: f.Fault, Action: ResetGPU, At: now.Add(-time.Hour)}}
+	if d := c.Decide(f, nil, reset, now); d.Action != Reboot || !strings.Contains(d.Escalated, "after the GPU reset") {
+		t.Errorf("after a reset: %+v, want Reboot", d)
+	}
+	rebooted := append(reset, Past{Fault: f.Fault, Action: Reboot, At: now.Add(-30 * time.Minute)})
+	if d := c.Decide(f, nil, rebooted, now); d.Action != Replace || !strings.Contains(d.Escalated, "after the reboot") {
+		t.Errorf("after a reset and a reboot: %+v, want Replace", d)
+	}
+}

@@ -21,7 +21,7 @@ type Past struct {
 
 // Decision is what hale does about a finding on a node.
 type Decision struct {
-	Action Action // Ignore, Reboot or Replace (ResetGPU is already a Reboot here)
+	Action Action // Ignore, ResetGPU, Reboot or Replace (a ResetGPU the node cannot do is a Reboot: EffectiveOn)
 	// Escalated says why Action is more severe than the catalog's, "" when it is not.
 	Escalated string
 	// Quarantine: the node was replaced too often for this fault; it stays drained instead.
@@ -39,12 +39,13 @@ type Decision struct {
 //     came from (Xid 13 or 31 on the same GPU in 3 different programs), and says in Note why
 //     it does not act yet;
 //   - a Reboot-class fault that recurs within RecurrenceWindow of a repair for the same fault
-//     type becomes Replace (a reboot did not cure it);
+//     type becomes Replace (a reboot did not cure it); a ResetGPU fault that recurs after a
+//     GPU reset for it becomes Reboot (the reset did not cure it), after a reboot Replace;
 //   - a Replace for a fault the node was already replaced QuarantineAfter times within
 //     QuarantineWindow quarantines the node instead.
 func (c *Catalog) Decide(f Finding, findings, repairs []Past, now time.Time) Decision {
-	d := Decision{Action: f.Action.Effective()}
-	if r := f.Repeat; r != nil && d.Action.Severity() < r.Action.Effective().Severity() {
+	d := Decision{Action: f.Action.EffectiveOn(true)}
+	if r := f.Repeat; r != nil && d.Action.Severity() < r.Action.EffectiveOn(true).Severity() {
 		same := func(p Past) bool {
 			return p.Fault == f.Fault && (f.PCI == "" || p.PCI == f.PCI) && absDuration(now.Sub(p.At)) <= r.Window
 		}
@@ -68,7 +69,7 @@ func (c *Catalog) Decide(f Finding, findings, repairs []Past, now time.Time) Dec
 				}
 			}
 			if len(keys) >= r.Count {
-				d.Action = r.Action.Effective()
+				d.Action = r.Action.EffectiveOn(true)
 				d.Escalated = fmt.Sprintf("%s recurred%s in %d different jobs or processes within %s (%s)", f.Fault, where, len(keys), Span(r.Window), strings.Join(keys, ", "))
 			} else {
 				d.Note = fmt.Sprintf("an application error; hale acts only when it recurs%s in %d different jobs or processes within %s (NVIDIA's workflow for application Xids), %d so far", where, r.Count, Span(r.Window), len(keys))
@@ -81,18 +82,26 @@ func (c *Catalog) Decide(f Finding, findings, repairs []Past, now time.Time) Dec
 				}
 			}
 			if n >= r.Count {
-				d.Action = r.Action.Effective()
+				d.Action = r.Action.EffectiveOn(true)
 				d.Escalated = fmt.Sprintf("%s %s%s within %s", f.Fault, plural.Count(n, "time", "times"), where, Span(r.Window))
 			}
 		}
 	}
-	if d.Action == Reboot {
-		for _, p := range repairs {
-			if p.Fault == f.Fault && now.Sub(p.At) <= c.Policy.RecurrenceWindow {
-				d.Action = Replace
-				d.Escalated = fmt.Sprintf("%s recurred %s after the %s for it (within %s)", f.Fault, now.Sub(p.At).Round(time.Second), lower(p.Action), c.Policy.RecurrenceWindow)
-				break
+	if d.Action == Reboot || d.Action == ResetGPU {
+		// The most severe repair for the same fault within the window: after a reboot (or a
+		// reset that fell back to one) Replace, after a GPU reset only a ResetGPU becomes Reboot.
+		var last *Past
+		for i, p := range repairs {
+			if p.Fault == f.Fault && now.Sub(p.At) <= c.Policy.RecurrenceWindow && (last == nil || p.Action.Severity() > last.Action.Severity()) {
+				last = &repairs[i]
 			}
+		}
+		if last != nil {
+			d.Action = Replace
+			if last.Action == ResetGPU && f.Action.EffectiveOn(true) == ResetGPU {
+				d.Action = Reboot
+			}
+			d.Escalated = fmt.Sprintf("%s recurred %s after the %s for it (within %s)", f.Fault, now.Sub(last.At).Round(time.Second), last.Action.Noun(), c.Policy.RecurrenceWindow)
 		}
 	}
 	if d.Action == Replace {
@@ -109,12 +118,15 @@ func (c *Catalog) Decide(f Finding, findings, repairs []Past, now time.Time) Dec
 	return d
 }
 
-func lower(a Action) string {
+// Noun is the action as a sentence names it: "reboot", "replacement", "GPU reset".
+func (a Action) Noun() string {
 	switch a {
 	case Reboot:
 		return "reboot"
 	case Replace:
 		return "replacement"
+	case ResetGPU:
+		return "GPU reset"
 	}
 	return string(a)
 }

@@ -89,6 +89,11 @@ type Options struct {
 	MissedHeartbeats        int
 	ReconnectGrace          time.Duration
 
+	// RepairMaxShare and RepairBurstNodes: see controller.Config (RepairMaxShare, BurstNodes:
+	// -1 turns the burst pause off, for benchmarks that inject one fault on many nodes).
+	RepairMaxShare   float64
+	RepairBurstNodes int
+
 	// Kubernetes is "" or "local": a Kubernetes control plane started with the server
 	// (internal/kubeplane), its state under DataDir/kubernetes, registered as KubernetesName
 	// (DefaultKubernetesName when empty) for Eks clusters. KubernetesBin holds its binaries
@@ -264,7 +269,8 @@ func Start(o Options) (*App, error) {
 			slurm.New(), // every other cluster
 		},
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
-		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps})
+		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
+		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
@@ -320,6 +326,14 @@ func Start(o Options) (*App, error) {
 	mux.HandleFunc("POST "+KernelLogPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("x-amzn-RequestId", uuid.NewString())
 		handler.serveKernelLog(w, r, a.Provider)
+	})
+	mux.HandleFunc(RepairsPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		handler.serveRepairs(w, r, ctl)
 	})
 	mux.Handle("/", handler)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

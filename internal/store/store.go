@@ -184,6 +184,20 @@ type ClusterState struct {
 	// UpdateGeneration goes up with every accepted UpdateCluster, so an orchestrator writes its
 	// files again (and merges or overwrites an operator's edits).
 	UpdateGeneration int `json:",omitempty"`
+	// RepairPause, when set, stops automatic repairs from starting: the same fault came on
+	// several nodes at once (controller: burst.go), until an operator resumes them.
+	RepairPause *RepairPause `json:",omitempty"`
+	// RepairsResumedAt is when an operator last resumed them: a burst counts what came after.
+	RepairsResumedAt time.Time `json:",omitzero"`
+}
+
+// RepairPause is why a cluster's automatic repairs are paused.
+type RepairPause struct {
+	Fault string    // the fault, with its Xid when it has one: "gpu.bus_lost (Xid 79)"
+	Nodes []string  // the logical ids of the nodes it came on, in order
+	Since time.Time // when the pause began
+	// Announced: its Error event is written (once, by the round after the pause began).
+	Announced bool `json:",omitempty"`
 }
 
 // KubeCluster is a Kubernetes cluster registered with hale (`hale kube register`, or the control
@@ -535,14 +549,15 @@ type Finding struct {
 	Job     string `json:",omitempty"`
 }
 
-// RepairState is where a repair stands. Draining, Held, WaitingForJobs, Repairing, Checking and
-// Resuming are open; Done, Failed, Quarantined and Cancelled are ended.
+// RepairState is where a repair stands. Draining, Held, Waiting, WaitingForJobs, Repairing,
+// Checking and Resuming are open; Done, Failed, Quarantined and Cancelled are ended.
 type RepairState string
 
 // Repair states, in order.
 const (
 	RepairDraining       RepairState = "Draining"       // marking the node unschedulable in its orchestrator (Slurm: drain, reason Action:...)
 	RepairHeld           RepairState = "Held"           // NodeRecovery None: drained, waiting for an operator
+	RepairWaiting        RepairState = "Waiting"        // drained, its turn not come: the repair cap, or the cluster's repairs paused
 	RepairWaitingForJobs RepairState = "WaitingForJobs" // drained; its jobs still run
 	RepairRepairing      RepairState = "Repairing"      // rebooting or replacing the instance
 	RepairChecking       RepairState = "Checking"       // back up: lifecycle scripts (replacement) and basic checks
@@ -563,9 +578,15 @@ func (s RepairState) Open() bool {
 }
 
 // BeforeRepairing reports whether a repair in this state has not yet begun to reboot or replace
-// the instance (Draining, Held, WaitingForJobs): its action may still change.
+// the instance (Draining, Held, Waiting, WaitingForJobs): its action may still change.
 func (s RepairState) BeforeRepairing() bool {
-	return s == RepairDraining || s == RepairHeld || s == RepairWaitingForJobs
+	return s == RepairDraining || s == RepairHeld || s == RepairWaiting || s == RepairWaitingForJobs
+}
+
+// Admitted reports whether a repair in this state counts against the cluster's repair cap:
+// past its drain and its turn (WaitingForJobs, Repairing, Checking, Resuming).
+func (s RepairState) Admitted() bool {
+	return s == RepairWaitingForJobs || s == RepairRepairing || s == RepairChecking || s == RepairResuming
 }
 
 // Repair is one repair of one node: what started it, what it does, how far it got.
@@ -574,8 +595,13 @@ type Repair struct {
 	ClusterID  string `json:"-"`
 	LogicalID  string `json:"-"`
 	InstanceID string // the instance that was repaired
-	Action     string // Reboot or Replace
+	Action     string // ResetGPU, Reboot or Replace (a ResetGPU that cannot be done becomes Reboot)
 	Fault      string
+	// GPU and PCI name the GPU a ResetGPU resets (the finding's: its index, -1 when unknown,
+	// and its PCI address); Reset is how the reset went, "" until it was tried.
+	GPU        int    `json:",omitempty"`
+	PCI        string `json:",omitempty"`
+	Reset      string `json:",omitempty"`
 	Source     string // health (a finding), an orchestrator's name (an operator's request there, e.g. slurm), api (Batch*), heartbeat
 	Reason     string // a sentence: what was found, and any escalation
 	Evidence   string `json:",omitempty"`

@@ -458,7 +458,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 	name := NodeName(n.InstanceID)
 	rp.NodeName = name
 	health := UnschedulablePendingReplacement
-	if rp.Action == "Reboot" {
+	if rp.Action != "Replace" { // Reboot, or a GPU reset (a reboot where it cannot be done)
 		health = UnschedulablePendingReboot
 	}
 	if rp.Drained || r.cs == nil {

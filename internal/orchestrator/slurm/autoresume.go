@@ -99,7 +99,7 @@ func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agent
 				continue
 			}
 			resp.Unhealthy = append(resp.Unhealthy, name)
-			if diagnose && rp.Action == string(health.Reboot) && rp.State.BeforeRepairing() {
+			if diagnose && (rp.Action == string(health.Reboot) || rp.Action == string(health.ResetGPU)) && rp.State.BeforeRepairing() {
 				rp.Action = string(health.Replace)
 				rp.Timeline = append(rp.Timeline, store.RepairStep{At: s.h.Now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
 				rp.UpdatedAt = s.h.Now()
