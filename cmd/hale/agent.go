@@ -20,8 +20,8 @@ func newAgentCommand() *cobra.Command {
 		Short: "Run the node agent (providers start it on every node)",
 		Long: `Run hale's node agent: it connects to the server over one gRPC stream (TLS, the server
 verified against --ca-file), enrolls once with a one-time bootstrap token for a client
-certificate it presents from then on, reports inventory, heartbeats, and runs the lifecycle scripts and
-commands the server sends. Providers start it on every node; you rarely run it by hand.`,
+certificate it presents from then on (docs/security.md), reports inventory, heartbeats, and
+runs the lifecycle scripts and commands the server sends. Providers start it on every node; you rarely run it by hand.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if localSetup != "" {
