@@ -20,12 +20,16 @@
 # files stay, as on a disk). Nothing starts hale's agent again: hale's supervision does.
 #
 # Needs root, iproute2, util-linux and openssh-server (scripts/setup.sh installs it and keeps
-# the machine's own sshd off). STATE is $HALE_TESTHOSTS_DIR, default /srv/hale-testhosts.
+# the machine's own sshd off). STATE is $HALE_TESTHOSTS_DIR, default /srv/hale-testhosts (not
+# under a directory the hosts overlay); a second test bed beside the first (the e2e tests') sets
+# HALE_TESTHOSTS_BRIDGE, HALE_TESTHOSTS_NET (the /24's first three octets) and
+# HALE_TESTHOSTS_NETNS (the namespaces' prefix) too.
 set -euo pipefail
 
 STATE=${HALE_TESTHOSTS_DIR:-/srv/hale-testhosts}
-BRIDGE=haleth0
-NET=10.223.0
+BRIDGE=${HALE_TESTHOSTS_BRIDGE:-haleth0}
+NET=${HALE_TESTHOSTS_NET:-10.223.0}
+NS=${HALE_TESTHOSTS_NETNS:-halehost}
 OVERLAYS=(etc opt usr var root home)
 
 die() { echo "testhosts: $*" >&2; exit 1; }
@@ -55,6 +59,9 @@ fresh() {
   mount -t tmpfs -o mode=755 tmpfs /run
   mount -t tmpfs -o mode=1777 tmpfs /tmp
   mkdir -p /run/sshd /run/lock
+  # What systemd-tmpfiles-setup does at a Debian boot (/run/munge, /run/slurm...).
+  systemd-tmpfiles --create --boot >/dev/null 2>&1 || true
+  rm -f /run/nologin  # as systemd-user-sessions does once the boot is done
   : > /dev/kmsg
   cat /proc/sys/kernel/random/uuid > /proc/sys/kernel/random/boot_id
 }
@@ -137,8 +144,8 @@ make_host() {
   local i=$1 dir addr ns veth
   dir=$(host_dir "$i")
   addr="$NET.$((10 + i))"
-  ns="halehost-$i"
-  veth="thv$i"
+  ns="$NS-$i"
+  veth="${BRIDGE}v$i"
   mkdir -p "$dir"
   for d in "${OVERLAYS[@]}"; do mkdir -p "$dir/upper/$d" "$dir/work/$d"; done
   # The host's own files, written into its upper layers before it starts.
@@ -193,8 +200,8 @@ down() {
       done
       kill -KILL "$pid" 2>/dev/null || true
     fi
-    ip netns del "halehost-$i" 2>/dev/null || true
-    ip link del "thv$i" 2>/dev/null || true
+    ip netns del "$NS-$i" 2>/dev/null || true
+    ip link del "${BRIDGE}v$i" 2>/dev/null || true
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   # Mounts lived in the hosts' own mount namespaces and went with them.

@@ -18,9 +18,10 @@ func newAgentCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent (providers start it on every node)",
-		Long: `Run hale's node agent: it connects to the server over one gRPC stream, registers with a
-one-time bootstrap token, reports inventory, heartbeats, and runs the lifecycle scripts and
-commands the server sends. Providers start it on every node; you rarely run it by hand.`,
+		Long: `Run hale's node agent: it connects to the server over one gRPC stream (TLS, the server
+verified against --ca-file), enrolls once with a one-time bootstrap token for a client
+certificate it presents from then on (docs/security.md), reports inventory, heartbeats, and
+runs the lifecycle scripts and commands the server sends. Providers start it on every node; you rarely run it by hand.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if localSetup != "" {
@@ -46,11 +47,13 @@ commands the server sends. Providers start it on every node; you rarely run it b
 	f.StringVar(&cfg.InstanceType, "instance-type", "", "this node's ml.* instance type")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/hale-agent", "the agent's directory on the node")
 	f.StringVar(&tokenFile, "bootstrap-token-file", "", "file holding the one-time bootstrap token")
+	f.StringVar(&cfg.CAFile, "ca-file", "", "the server's agent CA certificate (PEM): the only CA the agent trusts")
 	f.StringVar(&cfg.BootIDFile, "boot-id-file", agent.DefaultBootIDFile, "file holding the id of this boot (a reboot is told from an agent restart by it)")
 	f.StringVar(&localSetup, "local-setup", "", "local provider: setup.json to apply (hostname, bind mounts) before starting")
 	f.StringArrayVar(&cfg.KernelLogs, "kernel-log", []string{"/dev/kmsg"}, "kernel log the health monitor follows (repeatable): /dev/kmsg, or a file such as /var/log/messages")
 	f.StringArrayVar(&cfg.DiskPaths, "disk-path", []string{"/"}, "file system the health monitor watches for space (repeatable)")
 	cmd.MarkFlagRequired("server")
 	cmd.MarkFlagRequired("instance-id")
+	cmd.MarkFlagRequired("ca-file")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/controller"
 	"github.com/haleproject/hale/internal/provider/local"
@@ -82,7 +83,9 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "static provider: the known_hosts file hosts' keys are checked against (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "static provider: add the key of a host known_hosts does not name (first contact); a changed key is always refused")
 	f.IntVar(&o.AgentPort, "agent-port", server.DefaultAgentPort, "port agents connect to, on the provider's network")
-	f.StringVar(&o.AgentListen, "agent-listen", "", "serve agents on this host:port (the static provider's hosts connect here; with local, agents the server does not launch)")
+	f.StringVar(&o.AgentListen, "agent-listen", "", "serve agents (over mutual TLS) on this host:port, which is what agents are given and the server certificate names (default: the provider's agent address and --agent-port; the static provider needs it: an address the hosts reach)")
+	f.DurationVar(&o.AgentCertLifetime, "agent-cert-lifetime", agentca.DefaultClientLifetime, "how long agents' client certificates are valid (renewed when a third is left)")
+	f.MarkHidden("agent-cert-lifetime")
 	f.StringVar(&o.LocalSubnet, "local-subnet", local.DefaultSubnet, "local provider: the private subnet nodes get addresses from")
 	f.StringVar(&o.LocalBridge, "local-bridge", local.DefaultBridge, "local provider: the bridge the nodes are attached to")
 	f.StringVar(&o.ObjectStore, "object-store", "", "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default DATA_DIR/s3)")

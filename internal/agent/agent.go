@@ -1,6 +1,8 @@
 // Package agent is hale's node agent (`hale agent`): it keeps one gRPC stream open to the
-// server (internal/agentproto), registers with its one-time bootstrap token and afterwards with
-// the node secret it was given, reports inventory, sends a heartbeat every interval, and runs
+// server (internal/agentproto) over TLS, trusting only the CA certificate its provider gave it;
+// it enrolls once with its one-time bootstrap token and a CSR, and from then on presents the
+// client certificate it got (mutual TLS), renewing it before it expires (identity.go). It reports
+// inventory, sends a heartbeat every interval, and runs
 // what the server asks: the lifecycle scripts, files to write, commands. It reconnects on its
 // own when the server or the network goes away; a command the server sends again after a
 // reconnect is answered from the stored result, never run twice.
@@ -9,6 +11,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,10 +26,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentproto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -38,7 +42,9 @@ type Config struct {
 	Server       string // host:port of the server's agent listener
 	InstanceID   string
 	InstanceType string // ml.* type, for the simulated accelerators of local nodes
-	StateDir     string // the agent's own files on the node (node secret, results, devices)
+	StateDir     string // the agent's own files on the node (identity.pem, results, devices)
+	// CAFile holds the server's agent CA certificate (PEM): the agent trusts no other server.
+	CAFile string
 	// BootstrapTokenFile holds the one-time token of the first registration; it is read at each
 	// attempt, since a provider may hand a new one to an agent that has not registered yet.
 	BootstrapTokenFile string
@@ -82,6 +88,10 @@ type Agent struct {
 	// devState and nvml belong to the health monitors (monitor.go, nvml.go).
 	devState deviceState
 	nvml     *nvmlMonitor
+	// caPEM is the CA the server is verified against; id the node's client certificate and
+	// key (nil until enrolled), replaced by renewals.
+	caPEM []byte
+	id    *tls.Certificate
 }
 
 // maxPending bounds the log messages kept while disconnected.
@@ -98,9 +108,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	// The state directory is searchable by all so any user's srun reaches the local endpoint;
-	// what is secret in it (node-secret, results/) has modes of its own.
+	// what is secret in it (identity.pem, results/) has modes of its own.
 	os.Chmod(cfg.StateDir, 0o711)
 	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx, nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if err := a.loadIdentity(); err != nil {
+		return err
+	}
 	if b, err := os.ReadFile(cmp.Or(cfg.BootIDFile, DefaultBootIDFile)); err == nil {
 		a.bootID = strings.TrimSpace(string(b))
 	}
@@ -116,30 +129,29 @@ func Run(ctx context.Context, cfg Config) error {
 	defer a.daemons.stopAll()
 	a.startMonitors(ctx)
 	go a.serveBandwidth(ctx)
-	// gRPC's own reconnect backoff grows to 120 s: an agent would come back up to two minutes
-	// after a server restart, long after the server's grace for reconnecting agents, and its
-	// node would be judged dead. A bounded backoff (at most half a second, with jitter) brings every
-	// agent back within about half a second of the server listening again.
-	conn, err := grpc.NewClient(cfg.Server,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
-		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
-			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax}}))
+	conn, err := a.dial(a.identity)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	client := agentproto.NewAgentClient(conn)
-	go a.serveLocal(ctx, client)
+	go a.serveLocal(ctx)
 	wait := 100 * time.Millisecond
 	for {
 		start := time.Now()
-		err := a.session(ctx, client)
+		if a.identity() == nil {
+			err = a.enroll(ctx)
+		} else {
+			err = a.session(ctx, client)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) > 10*time.Second {
+		if time.Since(start) > 10*time.Second || errors.Is(err, errEnrolled) {
 			wait = 100 * time.Millisecond // a session that lasted resets the backoff
+		}
+		if errors.Is(err, errEnrolled) {
+			continue // connect at once, with the certificate
 		}
 		a.log.Warn("session ended; reconnecting", "error", err, "in", wait)
 		select {
@@ -149,6 +161,32 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		wait = min(2*wait, reconnectMax)
 	}
+}
+
+// dial makes a client of the server's agent endpoint over TLS: the server verified against the
+// agent CA, and the client certificate identity gives at each handshake (none while
+// enrolling). gRPC's own reconnect backoff grows to 120 s: an agent would come back up to two
+// minutes after a server restart, long after the server's grace for reconnecting agents, and
+// its node would be judged dead. A bounded backoff (at most half a second, with jitter) brings
+// every agent back within about half a second of the server listening again.
+func (a *Agent) dial(identity func() *tls.Certificate) (*grpc.ClientConn, error) {
+	cfg, err := agentca.ClientTLS(a.caPEM, identity)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.cfg.CAFile, err)
+	}
+	return grpc.NewClient(a.cfg.Server,
+		grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax}}))
+}
+
+// hello is the Hello of this agent, without credentials.
+func (a *Agent) hello() *agentproto.Hello {
+	hostname, _ := os.Hostname()
+	return &agentproto.Hello{InstanceId: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType,
+		CapabilityVersion: agentproto.CapabilityVersion, Hostname: hostname, IpAddress: primaryIP(),
+		BootTimeUnixMs: a.boot.UnixMilli(), BootId: a.bootID}
 }
 
 // goodbyeWait bounds how long a stopping agent spends saying Goodbye.
@@ -180,20 +218,8 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 		return err
 	}
 	context.AfterFunc(ctx, func() { time.AfterFunc(goodbyeWait, scancel) })
-	hostname, _ := os.Hostname()
-	hello := &agentproto.Hello{InstanceId: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType,
-		CapabilityVersion: agentproto.CapabilityVersion, Hostname: hostname, IpAddress: primaryIP(),
-		BootTimeUnixMs: a.boot.UnixMilli(), BootId: a.bootID}
-	if secret, err := os.ReadFile(filepath.Join(a.cfg.StateDir, "node-secret")); err == nil {
-		hello.NodeSecret = strings.TrimSpace(string(secret))
-	} else if a.cfg.BootstrapTokenFile != "" {
-		token, err := os.ReadFile(a.cfg.BootstrapTokenFile)
-		if err != nil {
-			return err
-		}
-		hello.BootstrapToken = strings.TrimSpace(string(token))
-	}
-	if err := stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: hello}}); err != nil {
+	// The client certificate (the TLS handshake) is the credential: Hello only names the node.
+	if err := stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: a.hello()}}); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -207,11 +233,6 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	if w.ServerCapabilityVersion < agentproto.MinServerCapability {
 		return fmt.Errorf("the server speaks capability version %d; this agent needs at least %d: upgrade the hale server",
 			w.ServerCapabilityVersion, agentproto.MinServerCapability)
-	}
-	if w.NodeSecret != "" {
-		if err := writeFileAtomic(filepath.Join(a.cfg.StateDir, "node-secret"), []byte(w.NodeSecret), 0o600); err != nil {
-			return err
-		}
 	}
 	a.log.Info("registered", "server", a.cfg.Server, "instance_id", a.cfg.InstanceID, "heartbeat_ms", w.HeartbeatIntervalMs)
 
@@ -257,6 +278,7 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	for _, m := range backlog {
 		a.send(m)
 	}
+	var renewal renewal
 	go func() {
 		interval := time.Duration(w.HeartbeatIntervalMs) * time.Millisecond
 		if interval <= 0 {
@@ -270,6 +292,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 				return
 			case <-t.C:
 				a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Heartbeat{Heartbeat: &agentproto.Heartbeat{Seq: seq, SentUnixMs: time.Now().UnixMilli()}}})
+				if m := a.renewDue(&renewal, time.Now()); m != nil {
+					a.send(m)
+				}
 			}
 		}
 	}()
@@ -285,6 +310,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 			}
 			if ack := m.GetLogAck(); ack != nil {
 				a.acked(ack.BatchId)
+			}
+			if c := m.GetCertificate(); c != nil {
+				a.renewed(&renewal, c.Certificate)
 			}
 			if g := m.GetGoodbye(); g != nil {
 				errc <- fmt.Errorf("server said goodbye: %s", g.Reason)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
@@ -16,8 +15,8 @@ import (
 )
 
 // SocketName is the agent's local endpoint in its state directory: programs on the node (srun
-// --auto-resume=1) ask the control plane through it, and the agent signs their questions with
-// the node secret, which those programs never see. Anyone on the node may connect (mode 0666), as
+// --auto-resume=1) ask the control plane through it, and the agent asks on their behalf over
+// mutual TLS with the node's client certificate, whose key those programs never see. Anyone on the node may connect (mode 0666), as
 // any user may run srun.
 const SocketName = "agent.sock"
 
@@ -26,7 +25,7 @@ const SocketName = "agent.sock"
 const AutoResumePath = "/v1/auto-resume"
 
 // serveLocal serves the local endpoint until ctx ends.
-func (a *Agent) serveLocal(ctx context.Context, client agentproto.AgentClient) {
+func (a *Agent) serveLocal(ctx context.Context) {
 	path := filepath.Join(a.cfg.StateDir, SocketName)
 	os.Remove(path) // one left by a previous agent of this node
 	ln, err := net.Listen("unix", path)
@@ -43,15 +42,21 @@ func (a *Agent) serveLocal(ctx context.Context, client agentproto.AgentClient) {
 			return
 		}
 		req.InstanceId = a.cfg.InstanceID
-		secret, err := os.ReadFile(filepath.Join(a.cfg.StateDir, "node-secret"))
-		if err != nil {
+		if a.identity() == nil {
 			http.Error(w, "this node has not registered with its hale server yet", http.StatusServiceUnavailable)
 			return
 		}
-		req.NodeSecret = strings.TrimSpace(string(secret))
+		// A connection of its own, so the handshake presents the current certificate (the
+		// session's connection holds the one it was opened with, which a renewal replaced).
+		conn, err := a.dial(a.identity)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
 		cctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
-		resp, err := client.AutoResume(cctx, &req)
+		resp, err := agentproto.NewAgentClient(conn).AutoResume(cctx, &req)
 		if err != nil {
 			msg := err.Error()
 			if s, ok := status.FromError(err); ok {

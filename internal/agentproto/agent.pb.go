@@ -36,6 +36,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Logs
 	//	*AgentMessage_Finding
 	//	*AgentMessage_Goodbye
+	//	*AgentMessage_Renew
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -141,6 +142,15 @@ func (x *AgentMessage) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *AgentMessage) GetRenew() *RenewCertificate {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Renew); ok {
+			return x.Renew
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -175,6 +185,12 @@ type AgentMessage_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,7,opt,name=goodbye,proto3,oneof"`
 }
 
+type AgentMessage_Renew struct {
+	// renew asks for a new client certificate (its own lifetime is two thirds gone); the
+	// server answers with Certificate on the same session.
+	Renew *RenewCertificate `protobuf:"bytes,8,opt,name=renew,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -189,6 +205,8 @@ func (*AgentMessage_Finding) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Goodbye) isAgentMessage_Msg() {}
 
+func (*AgentMessage_Renew) isAgentMessage_Msg() {}
+
 type ServerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -197,6 +215,7 @@ type ServerMessage struct {
 	//	*ServerMessage_Command
 	//	*ServerMessage_Goodbye
 	//	*ServerMessage_LogAck
+	//	*ServerMessage_Certificate
 	Msg           isServerMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -275,6 +294,15 @@ func (x *ServerMessage) GetLogAck() *LogAck {
 	return nil
 }
 
+func (x *ServerMessage) GetCertificate() *Certificate {
+	if x != nil {
+		if x, ok := x.Msg.(*ServerMessage_Certificate); ok {
+			return x.Certificate
+		}
+	}
+	return nil
+}
+
 type isServerMessage_Msg interface {
 	isServerMessage_Msg()
 }
@@ -295,6 +323,10 @@ type ServerMessage_LogAck struct {
 	LogAck *LogAck `protobuf:"bytes,4,opt,name=log_ack,json=logAck,proto3,oneof"`
 }
 
+type ServerMessage_Certificate struct {
+	Certificate *Certificate `protobuf:"bytes,5,opt,name=certificate,proto3,oneof"`
+}
+
 func (*ServerMessage_Welcome) isServerMessage_Msg() {}
 
 func (*ServerMessage_Command) isServerMessage_Msg() {}
@@ -302,6 +334,100 @@ func (*ServerMessage_Command) isServerMessage_Msg() {}
 func (*ServerMessage_Goodbye) isServerMessage_Msg() {}
 
 func (*ServerMessage_LogAck) isServerMessage_Msg() {}
+
+func (*ServerMessage_Certificate) isServerMessage_Msg() {}
+
+// RenewCertificate carries a certificate signing request (PKCS #10, DER) for a new key the
+// agent made; the private key never leaves the node.
+type RenewCertificate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Csr           []byte                 `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCertificate) Reset() {
+	*x = RenewCertificate{}
+	mi := &file_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCertificate) ProtoMessage() {}
+
+func (x *RenewCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCertificate.ProtoReflect.Descriptor instead.
+func (*RenewCertificate) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RenewCertificate) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+// Certificate is a client certificate (X.509, DER) the server's agent CA issued for the node's
+// instance id, in answer to RenewCertificate.
+type Certificate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Certificate   []byte                 `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Certificate) Reset() {
+	*x = Certificate{}
+	mi := &file_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Certificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Certificate) ProtoMessage() {}
+
+func (x *Certificate) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
+func (*Certificate) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Certificate) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
 
 // LogAck: the server stored the LogLines batch with this id. The agent keeps a batch, and
 // sends it again on every new session, until it is acknowledged.
@@ -314,7 +440,7 @@ type LogAck struct {
 
 func (x *LogAck) Reset() {
 	*x = LogAck{}
-	mi := &file_agent_proto_msgTypes[2]
+	mi := &file_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +452,7 @@ func (x *LogAck) String() string {
 func (*LogAck) ProtoMessage() {}
 
 func (x *LogAck) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[2]
+	mi := &file_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +465,7 @@ func (x *LogAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogAck.ProtoReflect.Descriptor instead.
 func (*LogAck) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{2}
+	return file_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LogAck) GetBatchId() string {
@@ -349,28 +475,35 @@ func (x *LogAck) GetBatchId() string {
 	return ""
 }
 
-// Hello registers the agent. A new instance proves itself with the one-time bootstrap token
-// its provider gave it; afterwards it uses the node secret the server returned in Welcome.
+// Hello registers the agent. The channel is TLS (docs/security.md). A new instance proves itself
+// with the one-time bootstrap token its provider gave it and sends a CSR: the server answers
+// Welcome with a client certificate and ends the stream, and the agent connects again with
+// that certificate (mutual TLS), which is its identity from then on.
 type Hello struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId        string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	InstanceType      string                 `protobuf:"bytes,8,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
 	CapabilityVersion uint32                 `protobuf:"varint,2,opt,name=capability_version,json=capabilityVersion,proto3" json:"capability_version,omitempty"`
 	BootstrapToken    string                 `protobuf:"bytes,3,opt,name=bootstrap_token,json=bootstrapToken,proto3" json:"bootstrap_token,omitempty"`
-	NodeSecret        string                 `protobuf:"bytes,4,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
-	Hostname          string                 `protobuf:"bytes,5,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	IpAddress         string                 `protobuf:"bytes,6,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
-	BootTimeUnixMs    int64                  `protobuf:"varint,7,opt,name=boot_time_unix_ms,json=bootTimeUnixMs,proto3" json:"boot_time_unix_ms,omitempty"`
+	// node_secret: what agents before capability 8 reconnected with. It is taken once, with a
+	// csr, to move such a node to a client certificate.
+	NodeSecret     string `protobuf:"bytes,4,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	Hostname       string `protobuf:"bytes,5,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	IpAddress      string `protobuf:"bytes,6,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
+	BootTimeUnixMs int64  `protobuf:"varint,7,opt,name=boot_time_unix_ms,json=bootTimeUnixMs,proto3" json:"boot_time_unix_ms,omitempty"`
 	// boot_id is the kernel's boot id (/proc/sys/kernel/random/boot_id; on the local provider a
 	// new one per node boot): the server tells a reboot from an agent restart by it.
-	BootId        string `protobuf:"bytes,9,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	BootId string `protobuf:"bytes,9,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	// csr is a certificate signing request (PKCS #10, DER) for the node's key, sent with the
+	// bootstrap token (or an old node secret) when the agent has no client certificate yet.
+	Csr           []byte `protobuf:"bytes,10,opt,name=csr,proto3" json:"csr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +515,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +528,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Hello) GetInstanceId() string {
@@ -461,19 +594,29 @@ func (x *Hello) GetBootId() string {
 	return ""
 }
 
+func (x *Hello) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// node_secret is set only on a first registration; the agent keeps it on the node.
+	// node_secret: no longer set (capability 8 and later use client certificates).
 	NodeSecret              string `protobuf:"bytes,1,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	HeartbeatIntervalMs     uint32 `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	ServerCapabilityVersion uint32 `protobuf:"varint,3,opt,name=server_capability_version,json=serverCapabilityVersion,proto3" json:"server_capability_version,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// certificate is set on a registration (Hello with a token and a csr): the node's client
+	// certificate (X.509, DER). The stream then ends; the agent connects again presenting it.
+	Certificate   []byte `protobuf:"bytes,4,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +628,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +641,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Welcome) GetNodeSecret() string {
@@ -522,6 +665,13 @@ func (x *Welcome) GetServerCapabilityVersion() uint32 {
 	return 0
 }
 
+func (x *Welcome) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
 type Goodbye struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -531,7 +681,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +693,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +706,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -576,7 +726,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +738,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +751,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Heartbeat) GetSeq() uint64 {
@@ -631,7 +781,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +793,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +806,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Inventory) GetCpus() int32 {
@@ -710,7 +860,7 @@ type Accelerator struct {
 
 func (x *Accelerator) Reset() {
 	*x = Accelerator{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +872,7 @@ func (x *Accelerator) String() string {
 func (*Accelerator) ProtoMessage() {}
 
 func (x *Accelerator) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +885,7 @@ func (x *Accelerator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Accelerator.ProtoReflect.Descriptor instead.
 func (*Accelerator) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Accelerator) GetIndex() int32 {
@@ -818,7 +968,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +980,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +993,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Command) GetId() string {
@@ -990,7 +1140,7 @@ type ResetGPU struct {
 
 func (x *ResetGPU) Reset() {
 	*x = ResetGPU{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1152,7 @@ func (x *ResetGPU) String() string {
 func (*ResetGPU) ProtoMessage() {}
 
 func (x *ResetGPU) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1165,7 @@ func (x *ResetGPU) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGPU.ProtoReflect.Descriptor instead.
 func (*ResetGPU) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetGPU) GetIndex() int32 {
@@ -1048,7 +1198,7 @@ type Daemon struct {
 
 func (x *Daemon) Reset() {
 	*x = Daemon{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1210,7 @@ func (x *Daemon) String() string {
 func (*Daemon) ProtoMessage() {}
 
 func (x *Daemon) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1223,7 @@ func (x *Daemon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Daemon.ProtoReflect.Descriptor instead.
 func (*Daemon) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Daemon) GetName() string {
@@ -1122,7 +1272,7 @@ type RestartDaemon struct {
 
 func (x *RestartDaemon) Reset() {
 	*x = RestartDaemon{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1284,7 @@ func (x *RestartDaemon) String() string {
 func (*RestartDaemon) ProtoMessage() {}
 
 func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1297,7 @@ func (x *RestartDaemon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartDaemon.ProtoReflect.Descriptor instead.
 func (*RestartDaemon) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RestartDaemon) GetName() string {
@@ -1174,7 +1324,7 @@ type RunLifecycle struct {
 
 func (x *RunLifecycle) Reset() {
 	*x = RunLifecycle{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1336,7 @@ func (x *RunLifecycle) String() string {
 func (*RunLifecycle) ProtoMessage() {}
 
 func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1349,7 @@ func (x *RunLifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLifecycle.ProtoReflect.Descriptor instead.
 func (*RunLifecycle) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunLifecycle) GetFiles() map[string][]byte {
@@ -1260,7 +1410,7 @@ type WriteFiles struct {
 
 func (x *WriteFiles) Reset() {
 	*x = WriteFiles{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1422,7 @@ func (x *WriteFiles) String() string {
 func (*WriteFiles) ProtoMessage() {}
 
 func (x *WriteFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1435,7 @@ func (x *WriteFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFiles.ProtoReflect.Descriptor instead.
 func (*WriteFiles) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteFiles) GetFiles() []*File {
@@ -1306,7 +1456,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1468,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1481,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *File) GetPath() string {
@@ -1365,7 +1515,7 @@ type RunCommand struct {
 
 func (x *RunCommand) Reset() {
 	*x = RunCommand{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1527,7 @@ func (x *RunCommand) String() string {
 func (*RunCommand) ProtoMessage() {}
 
 func (x *RunCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1540,7 @@ func (x *RunCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommand.ProtoReflect.Descriptor instead.
 func (*RunCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunCommand) GetArgv() []string {
@@ -1425,7 +1575,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1587,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1600,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1536,7 +1686,7 @@ type LogLines struct {
 
 func (x *LogLines) Reset() {
 	*x = LogLines{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1698,7 @@ func (x *LogLines) String() string {
 func (*LogLines) ProtoMessage() {}
 
 func (x *LogLines) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1711,7 @@ func (x *LogLines) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLines.ProtoReflect.Descriptor instead.
 func (*LogLines) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogLines) GetStream() string {
@@ -1595,7 +1745,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1757,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1770,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogLine) GetUnixMs() int64 {
@@ -1665,7 +1815,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1827,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1840,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Finding) GetFault() string {
@@ -1817,7 +1967,7 @@ type RunChecks struct {
 
 func (x *RunChecks) Reset() {
 	*x = RunChecks{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1979,7 @@ func (x *RunChecks) String() string {
 func (*RunChecks) ProtoMessage() {}
 
 func (x *RunChecks) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1992,7 @@ func (x *RunChecks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChecks.ProtoReflect.Descriptor instead.
 func (*RunChecks) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunChecks) GetKind() string {
@@ -1886,8 +2036,8 @@ func (x *RunChecks) GetMinBandwidthMbps() float64 {
 // job (its step cannot be shrunk and expanded), from the asking node's agent.
 type AutoResumeRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId      string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // the asking node
-	NodeSecret      string                 `protobuf:"bytes,2,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	InstanceId      string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // the asking node (the server takes it from the client certificate)
+	NodeSecret      string                 `protobuf:"bytes,2,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"` // unused since capability 8: the client certificate authenticates
 	Kind            string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	JobId           string                 `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	StepId          string                 `protobuf:"bytes,5,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
@@ -1900,7 +2050,7 @@ type AutoResumeRequest struct {
 
 func (x *AutoResumeRequest) Reset() {
 	*x = AutoResumeRequest{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2062,7 @@ func (x *AutoResumeRequest) String() string {
 func (*AutoResumeRequest) ProtoMessage() {}
 
 func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2075,7 @@ func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeRequest.ProtoReflect.Descriptor instead.
 func (*AutoResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AutoResumeRequest) GetInstanceId() string {
@@ -1997,7 +2147,7 @@ type AutoResumeResponse struct {
 
 func (x *AutoResumeResponse) Reset() {
 	*x = AutoResumeResponse{}
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2159,7 @@ func (x *AutoResumeResponse) String() string {
 func (*AutoResumeResponse) ProtoMessage() {}
 
 func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2172,7 @@ func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeResponse.ProtoReflect.Descriptor instead.
 func (*AutoResumeResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AutoResumeResponse) GetAction() string {
@@ -2069,7 +2219,7 @@ type NodeRepair struct {
 
 func (x *NodeRepair) Reset() {
 	*x = NodeRepair{}
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2231,7 @@ func (x *NodeRepair) String() string {
 func (*NodeRepair) ProtoMessage() {}
 
 func (x *NodeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2244,7 @@ func (x *NodeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRepair.ProtoReflect.Descriptor instead.
 func (*NodeRepair) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeRepair) GetNode() string {
@@ -2143,7 +2293,7 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\rhale.agent.v1\"\x86\x03\n" +
+	"\vagent.proto\x12\rhale.agent.v1\"\xbf\x03\n" +
 	"\fAgentMessage\x12,\n" +
 	"\x05hello\x18\x01 \x01(\v2\x14.hale.agent.v1.HelloH\x00R\x05hello\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.hale.agent.v1.HeartbeatH\x00R\theartbeat\x128\n" +
@@ -2151,16 +2301,22 @@ const file_agent_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2\x1c.hale.agent.v1.CommandResultH\x00R\x06result\x12-\n" +
 	"\x04logs\x18\x05 \x01(\v2\x17.hale.agent.v1.LogLinesH\x00R\x04logs\x122\n" +
 	"\afinding\x18\x06 \x01(\v2\x16.hale.agent.v1.FindingH\x00R\afinding\x122\n" +
-	"\agoodbye\x18\a \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msg\"\xe4\x01\n" +
+	"\agoodbye\x18\a \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbye\x127\n" +
+	"\x05renew\x18\b \x01(\v2\x1f.hale.agent.v1.RenewCertificateH\x00R\x05renewB\x05\n" +
+	"\x03msg\"\xa4\x02\n" +
 	"\rServerMessage\x122\n" +
 	"\awelcome\x18\x01 \x01(\v2\x16.hale.agent.v1.WelcomeH\x00R\awelcome\x122\n" +
 	"\acommand\x18\x02 \x01(\v2\x16.hale.agent.v1.CommandH\x00R\acommand\x122\n" +
 	"\agoodbye\x18\x03 \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbye\x120\n" +
-	"\alog_ack\x18\x04 \x01(\v2\x15.hale.agent.v1.LogAckH\x00R\x06logAckB\x05\n" +
-	"\x03msg\"#\n" +
+	"\alog_ack\x18\x04 \x01(\v2\x15.hale.agent.v1.LogAckH\x00R\x06logAck\x12>\n" +
+	"\vcertificate\x18\x05 \x01(\v2\x1a.hale.agent.v1.CertificateH\x00R\vcertificateB\x05\n" +
+	"\x03msg\"$\n" +
+	"\x10RenewCertificate\x12\x10\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\"/\n" +
+	"\vCertificate\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\"#\n" +
 	"\x06LogAck\x12\x19\n" +
-	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"\xc5\x02\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"\xd7\x02\n" +
 	"\x05Hello\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12#\n" +
@@ -2173,12 +2329,15 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"ip_address\x18\x06 \x01(\tR\tipAddress\x12)\n" +
 	"\x11boot_time_unix_ms\x18\a \x01(\x03R\x0ebootTimeUnixMs\x12\x17\n" +
-	"\aboot_id\x18\t \x01(\tR\x06bootId\"\x9a\x01\n" +
+	"\aboot_id\x18\t \x01(\tR\x06bootId\x12\x10\n" +
+	"\x03csr\x18\n" +
+	" \x01(\fR\x03csr\"\xbc\x01\n" +
 	"\aWelcome\x12\x1f\n" +
 	"\vnode_secret\x18\x01 \x01(\tR\n" +
 	"nodeSecret\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\rR\x13heartbeatIntervalMs\x12:\n" +
-	"\x19server_capability_version\x18\x03 \x01(\rR\x17serverCapabilityVersion\"!\n" +
+	"\x19server_capability_version\x18\x03 \x01(\rR\x17serverCapabilityVersion\x12 \n" +
+	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"!\n" +
 	"\aGoodbye\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"?\n" +
 	"\tHeartbeat\x12\x10\n" +
@@ -2347,73 +2506,77 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),       // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil),      // 1: hale.agent.v1.ServerMessage
-	(*LogAck)(nil),             // 2: hale.agent.v1.LogAck
-	(*Hello)(nil),              // 3: hale.agent.v1.Hello
-	(*Welcome)(nil),            // 4: hale.agent.v1.Welcome
-	(*Goodbye)(nil),            // 5: hale.agent.v1.Goodbye
-	(*Heartbeat)(nil),          // 6: hale.agent.v1.Heartbeat
-	(*Inventory)(nil),          // 7: hale.agent.v1.Inventory
-	(*Accelerator)(nil),        // 8: hale.agent.v1.Accelerator
-	(*Command)(nil),            // 9: hale.agent.v1.Command
-	(*ResetGPU)(nil),           // 10: hale.agent.v1.ResetGPU
-	(*Daemon)(nil),             // 11: hale.agent.v1.Daemon
-	(*RestartDaemon)(nil),      // 12: hale.agent.v1.RestartDaemon
-	(*RunLifecycle)(nil),       // 13: hale.agent.v1.RunLifecycle
-	(*WriteFiles)(nil),         // 14: hale.agent.v1.WriteFiles
-	(*File)(nil),               // 15: hale.agent.v1.File
-	(*RunCommand)(nil),         // 16: hale.agent.v1.RunCommand
-	(*CommandResult)(nil),      // 17: hale.agent.v1.CommandResult
-	(*LogLines)(nil),           // 18: hale.agent.v1.LogLines
-	(*LogLine)(nil),            // 19: hale.agent.v1.LogLine
-	(*Finding)(nil),            // 20: hale.agent.v1.Finding
-	(*RunChecks)(nil),          // 21: hale.agent.v1.RunChecks
-	(*AutoResumeRequest)(nil),  // 22: hale.agent.v1.AutoResumeRequest
-	(*AutoResumeResponse)(nil), // 23: hale.agent.v1.AutoResumeResponse
-	(*NodeRepair)(nil),         // 24: hale.agent.v1.NodeRepair
-	nil,                        // 25: hale.agent.v1.Daemon.EnvEntry
-	nil,                        // 26: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                        // 27: hale.agent.v1.RunLifecycle.EnvEntry
+	(*RenewCertificate)(nil),   // 2: hale.agent.v1.RenewCertificate
+	(*Certificate)(nil),        // 3: hale.agent.v1.Certificate
+	(*LogAck)(nil),             // 4: hale.agent.v1.LogAck
+	(*Hello)(nil),              // 5: hale.agent.v1.Hello
+	(*Welcome)(nil),            // 6: hale.agent.v1.Welcome
+	(*Goodbye)(nil),            // 7: hale.agent.v1.Goodbye
+	(*Heartbeat)(nil),          // 8: hale.agent.v1.Heartbeat
+	(*Inventory)(nil),          // 9: hale.agent.v1.Inventory
+	(*Accelerator)(nil),        // 10: hale.agent.v1.Accelerator
+	(*Command)(nil),            // 11: hale.agent.v1.Command
+	(*ResetGPU)(nil),           // 12: hale.agent.v1.ResetGPU
+	(*Daemon)(nil),             // 13: hale.agent.v1.Daemon
+	(*RestartDaemon)(nil),      // 14: hale.agent.v1.RestartDaemon
+	(*RunLifecycle)(nil),       // 15: hale.agent.v1.RunLifecycle
+	(*WriteFiles)(nil),         // 16: hale.agent.v1.WriteFiles
+	(*File)(nil),               // 17: hale.agent.v1.File
+	(*RunCommand)(nil),         // 18: hale.agent.v1.RunCommand
+	(*CommandResult)(nil),      // 19: hale.agent.v1.CommandResult
+	(*LogLines)(nil),           // 20: hale.agent.v1.LogLines
+	(*LogLine)(nil),            // 21: hale.agent.v1.LogLine
+	(*Finding)(nil),            // 22: hale.agent.v1.Finding
+	(*RunChecks)(nil),          // 23: hale.agent.v1.RunChecks
+	(*AutoResumeRequest)(nil),  // 24: hale.agent.v1.AutoResumeRequest
+	(*AutoResumeResponse)(nil), // 25: hale.agent.v1.AutoResumeResponse
+	(*NodeRepair)(nil),         // 26: hale.agent.v1.NodeRepair
+	nil,                        // 27: hale.agent.v1.Daemon.EnvEntry
+	nil,                        // 28: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                        // 29: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
-	3,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
-	6,  // 1: hale.agent.v1.AgentMessage.heartbeat:type_name -> hale.agent.v1.Heartbeat
-	7,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
-	17, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
-	18, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
-	20, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
-	5,  // 6: hale.agent.v1.AgentMessage.goodbye:type_name -> hale.agent.v1.Goodbye
-	4,  // 7: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
-	9,  // 8: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
-	5,  // 9: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
-	2,  // 10: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
-	8,  // 11: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	13, // 12: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	14, // 13: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	16, // 14: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	11, // 15: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
-	12, // 16: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
-	21, // 17: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
-	10, // 18: hale.agent.v1.Command.reset_gpu:type_name -> hale.agent.v1.ResetGPU
-	25, // 19: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	26, // 20: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	27, // 21: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	15, // 22: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	20, // 23: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
-	19, // 24: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	24, // 25: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
-	0,  // 26: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	22, // 27: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
-	1,  // 28: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	23, // 29: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
-	28, // [28:30] is the sub-list for method output_type
-	26, // [26:28] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	5,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
+	8,  // 1: hale.agent.v1.AgentMessage.heartbeat:type_name -> hale.agent.v1.Heartbeat
+	9,  // 2: hale.agent.v1.AgentMessage.inventory:type_name -> hale.agent.v1.Inventory
+	19, // 3: hale.agent.v1.AgentMessage.result:type_name -> hale.agent.v1.CommandResult
+	20, // 4: hale.agent.v1.AgentMessage.logs:type_name -> hale.agent.v1.LogLines
+	22, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
+	7,  // 6: hale.agent.v1.AgentMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	2,  // 7: hale.agent.v1.AgentMessage.renew:type_name -> hale.agent.v1.RenewCertificate
+	6,  // 8: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
+	11, // 9: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
+	7,  // 10: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	4,  // 11: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
+	3,  // 12: hale.agent.v1.ServerMessage.certificate:type_name -> hale.agent.v1.Certificate
+	10, // 13: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
+	15, // 14: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	16, // 15: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	18, // 16: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	13, // 17: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	14, // 18: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	23, // 19: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
+	12, // 20: hale.agent.v1.Command.reset_gpu:type_name -> hale.agent.v1.ResetGPU
+	27, // 21: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	28, // 22: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	29, // 23: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	17, // 24: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	22, // 25: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
+	21, // 26: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	26, // 27: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 28: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	24, // 29: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 30: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	25, // 31: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	30, // [30:32] is the sub-list for method output_type
+	28, // [28:30] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2429,14 +2592,16 @@ func file_agent_proto_init() {
 		(*AgentMessage_Logs)(nil),
 		(*AgentMessage_Finding)(nil),
 		(*AgentMessage_Goodbye)(nil),
+		(*AgentMessage_Renew)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),
 		(*ServerMessage_Command)(nil),
 		(*ServerMessage_Goodbye)(nil),
 		(*ServerMessage_LogAck)(nil),
+		(*ServerMessage_Certificate)(nil),
 	}
-	file_agent_proto_msgTypes[9].OneofWrappers = []any{
+	file_agent_proto_msgTypes[11].OneofWrappers = []any{
 		(*Command_RunLifecycle)(nil),
 		(*Command_WriteFiles)(nil),
 		(*Command_Run)(nil),
@@ -2451,7 +2616,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,7 +35,7 @@ type AgentClient interface {
 	// command results and log lines; the server answers Welcome, then sends commands.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentMessage, ServerMessage], error)
 	// AutoResume is how `srun --auto-resume=1` on a node asks about the nodes of a failed job
-	// step (through that node's agent, which signs the call with its node secret).
+	// step (through that node's agent, whose client certificate names the asking node).
 	AutoResume(ctx context.Context, in *AutoResumeRequest, opts ...grpc.CallOption) (*AutoResumeResponse, error)
 }
 
@@ -78,7 +78,7 @@ type AgentServer interface {
 	// command results and log lines; the server answers Welcome, then sends commands.
 	Connect(grpc.BidiStreamingServer[AgentMessage, ServerMessage]) error
 	// AutoResume is how `srun --auto-resume=1` on a node asks about the nodes of a failed job
-	// step (through that node's agent, which signs the call with its node secret).
+	// step (through that node's agent, whose client certificate names the asking node).
 	AutoResume(context.Context, *AutoResumeRequest) (*AutoResumeResponse, error)
 	mustEmbedUnimplementedAgentServer()
 }

@@ -21,14 +21,18 @@ package agentproto
 //	   them, and stored once.
 //	7: Hello.boot_id (a reboot is told from an agent restart by the kernel's boot id); the
 //	   agent says Goodbye when it stops cleanly.
-//	8: the ResetGPU command (a GPU reset in place, before a reboot).
-const CapabilityVersion = 8
+//	8: the channel is TLS, and mutual after registration: Hello.csr, Welcome.certificate,
+//	   RenewCertificate and Certificate (client certificates from the server's agent CA, see
+//	   internal/agentca); the node secret is retired (AutoResume is authenticated by the
+//	   client certificate).
+//	9: the ResetGPU command (a GPU reset in place, before a reboot).
+const CapabilityVersion = 9
 
-// MinAgentCapability is the oldest agent this server accepts: without log acknowledgements (6)
-// an agent loses log lines whenever the server restarts. An older agent is refused at Hello
-// with FailedPrecondition, naming both versions.
-const MinAgentCapability = 6
+// MinAgentCapability is the oldest agent this server accepts: before 8 an agent has no client
+// certificate (and before 6 it loses log lines whenever the server restarts). An older agent is
+// refused at Hello with FailedPrecondition, naming both versions.
+const MinAgentCapability = 8
 
-// MinServerCapability is the oldest server this agent works with, for the same reason: it
-// keeps log batches until they are acknowledged, which an older server never does.
-const MinServerCapability = 6
+// MinServerCapability is the oldest server this agent works with: before 8 a server issues no
+// client certificates.
+const MinServerCapability = 8

@@ -1,5 +1,6 @@
 // Package agentserver is the server's side of the agent protocol (internal/agentproto): it
-// authenticates each node's agent, keeps one session per node, watches heartbeats, stores
+// authenticates each node's agent (a bootstrap token once, then the client certificate the
+// agent CA issued it: see internal/agentca and docs/security.md), keeps one session per node, watches heartbeats, stores
 // inventory and log lines, and delivers commands and their results. It decides nothing about
 // the cluster: it tells the reconcilers (Config.Notify) when a node connects, disconnects or
 // goes silent, and they act.
@@ -11,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,9 +20,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/store"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -34,9 +39,20 @@ const (
 // ErrNotConnected: the node's agent has no session now.
 var ErrNotConnected = errors.New("agentserver: the node's agent is not connected")
 
+// Authority issues and checks the agents' client certificates: internal/agentca.CA.
+type Authority interface {
+	// Sign issues a client certificate for instanceID from a CSR (PKCS #10, DER).
+	Sign(csrDER []byte, instanceID string) (*x509.Certificate, error)
+	// Verify checks a presented client certificate and returns the instance id it names.
+	Verify(cert *x509.Certificate) (instanceID string, err error)
+}
+
 // Config configures a Server.
 type Config struct {
-	Store             store.Store
+	Store store.Store
+	// CA issues and checks client certificates. The server only talks to agents over TLS
+	// (agentca.CA.ServerTLS on the listener); without a CA every Hello is refused.
+	CA                Authority
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
 	// ReconnectGrace: see DefaultReconnectGrace.
@@ -67,6 +83,7 @@ type Server struct {
 
 type session struct {
 	instanceID string
+	serial     string // of the client certificate the session was opened with
 	clusterID  string
 	logGroup   string
 	send       chan *agentproto.ServerMessage
@@ -132,7 +149,20 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "the first message must be Hello")
 	}
-	sess, welcome, err := s.register(stream.Context(), hello)
+	cert, err := s.peerCertificate(stream.Context())
+	if err != nil {
+		return err
+	}
+	if cert == nil {
+		// No client certificate yet: the agent enrolls (a bootstrap token and a CSR), gets its
+		// certificate, and comes back presenting it. No session is opened on this stream.
+		welcome, err := s.enroll(stream.Context(), hello)
+		if err != nil {
+			return err
+		}
+		return stream.Send(&agentproto.ServerMessage{Msg: &agentproto.ServerMessage_Welcome{Welcome: welcome}})
+	}
+	sess, welcome, err := s.register(stream.Context(), hello, cert)
 	if err != nil {
 		return err
 	}
@@ -159,9 +189,15 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 			}
 		}
 	}()
+	// A session lasts as long as its certificate, and renewals extend it: an agent that fails
+	// to renew is cut off when its certificate expires, and refused when it comes back.
+	expiry := time.NewTimer(time.Until(cert.NotAfter))
+	defer expiry.Stop()
 	// One loop sends and handles, so messages to the agent keep their order.
 	for {
 		select {
+		case <-expiry.C:
+			return status.Errorf(codes.Unauthenticated, "the client certificate of %s expired during the session (not renewed)", sess.instanceID)
 		case <-recvErr:
 			return nil // the agent hung up or the connection broke: it reconnects
 		case <-sess.done:
@@ -191,6 +227,16 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 					s.cfg.OnFinding(stream.Context(), sess.clusterID, sess.instanceID, msg.Finding)
 				} else {
 					s.log.Warn("finding", "instance_id", sess.instanceID, "fault", msg.Finding.Fault, "evidence", msg.Finding.Evidence)
+				}
+			case *agentproto.AgentMessage_Renew:
+				issued, err := s.renew(stream.Context(), sess, msg.Renew.Csr)
+				if err != nil {
+					return err // the agent reconnects with the certificate it has, while it is valid
+				}
+				expiry.Reset(time.Until(issued.NotAfter))
+				out := &agentproto.ServerMessage{Msg: &agentproto.ServerMessage_Certificate{Certificate: &agentproto.Certificate{Certificate: issued.Raw}}}
+				if err := stream.Send(out); err != nil {
+					return err
 				}
 			case *agentproto.AgentMessage_Goodbye:
 				s.log.Info("agent said goodbye", "instance_id", sess.instanceID, "reason", msg.Goodbye.Reason)
@@ -223,11 +269,85 @@ func recvTimeout(stream agentproto.Agent_ConnectServer, d time.Duration) (*agent
 	}
 }
 
-// register authenticates Hello: a node's first connection presents the one-time bootstrap
-// token its provider gave it and gets a node secret; later connections present the secret.
-func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *agentproto.Welcome, error) {
+// peerCertificate is the client certificate of the stream's TLS connection, nil when the
+// agent presented none. A connection without TLS is refused: tokens and certificates never
+// cross the network in clear.
+func (s *Server) peerCertificate(ctx context.Context) (*x509.Certificate, error) {
+	if s.cfg.CA == nil {
+		return nil, status.Error(codes.Unauthenticated, "this server has no agent CA: it cannot authenticate agents")
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "no peer information")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "the agent channel must be TLS (hale agent --ca-file)")
+	}
+	if len(info.State.PeerCertificates) == 0 {
+		return nil, nil
+	}
+	return info.State.PeerCertificates[0], nil
+}
+
+// verify checks a client certificate (agentca: this CA's, not expired, instance not revoked)
+// against the node: its serial must be the one the node holds (or the one it renewed from), so a
+// certificate a renewal superseded, or one of an instance a replacement retired, is refused.
+// It returns the node and the certificate's serial.
+func (s *Server) verify(tx store.Tx, cert *x509.Certificate, instanceID string) (*store.Node, string, error) {
+	id, err := s.cfg.CA.Verify(cert)
+	if err != nil {
+		return nil, "", status.Errorf(codes.Unauthenticated, "client certificate refused: %v", err)
+	}
+	if instanceID != "" && id != instanceID {
+		return nil, "", status.Errorf(codes.Unauthenticated, "client certificate refused: it names instance %s, and Hello says %s", id, instanceID)
+	}
+	n, err := tx.NodeByAnyInstanceID(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", status.Errorf(codes.Unauthenticated, "client certificate refused: no node has instance id %s", id)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	serial := agentca.Serial(cert)
+	if serial != n.Details.AgentCertSerial && serial != n.Details.AgentCertPrevSerial {
+		return nil, "", status.Errorf(codes.Unauthenticated, "client certificate refused: serial %s of instance %s is superseded (the node holds %s)",
+			serial, id, cmp.Or(n.Details.AgentCertSerial, "none"))
+	}
+	return n, serial, nil
+}
+
+// capable refuses an agent too old for this server.
+func capable(h *agentproto.Hello) error {
+	if h.CapabilityVersion < agentproto.MinAgentCapability {
+		return status.Errorf(codes.FailedPrecondition,
+			"the agent of instance %s speaks capability version %d; this server needs at least %d (client certificates): run the server's hale binary on the node",
+			h.InstanceId, h.CapabilityVersion, agentproto.MinAgentCapability)
+	}
+	return nil
+}
+
+// sign issues a client certificate within a store transaction, as a gRPC status on error.
+func (s *Server) sign(csr []byte, instanceID string) (*x509.Certificate, error) {
+	if len(csr) == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "instance %s sent no certificate signing request", instanceID)
+	}
+	cert, err := s.cfg.CA.Sign(csr, instanceID)
+	switch {
+	case errors.Is(err, agentca.ErrRevoked):
+		return nil, status.Errorf(codes.Unauthenticated, "%v", err)
+	case err != nil:
+		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	return cert, nil
+}
+
+// enroll is a node's first connection, over TLS without a client certificate: it presents the
+// one-time bootstrap token its provider gave it (spent here) and a CSR, and gets its client
+// certificate. An agent from before certificates presents its node secret instead, once.
+func (s *Server) enroll(ctx context.Context, h *agentproto.Hello) (*agentproto.Welcome, error) {
 	welcome := &agentproto.Welcome{HeartbeatIntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), ServerCapabilityVersion: agentproto.CapabilityVersion}
-	var sess *session
+	var serial string
 	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
 		n, err := tx.NodeByAnyInstanceID(h.InstanceId)
 		if errors.Is(err, store.ErrNotFound) {
@@ -237,19 +357,74 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *
 			return err
 		}
 		switch {
-		case h.NodeSecret != "" && sameHash(h.NodeSecret, n.Details.NodeSecretHash):
-		case h.BootstrapToken != "" && sameHash(h.BootstrapToken, n.Details.AgentTokenHash):
-			secret, secretHash := NewToken()
-			welcome.NodeSecret = secret
-			n.Details.NodeSecretHash = secretHash
+		case h.BootstrapToken != "" && n.InstanceID == h.InstanceId && sameHash(h.BootstrapToken, n.Details.AgentTokenHash):
 			n.Details.AgentTokenHash = "" // one time only
+		case h.NodeSecret != "" && n.InstanceID == h.InstanceId && sameHash(h.NodeSecret, n.Details.NodeSecretHash):
+			n.Details.NodeSecretHash = "" // moved to a certificate
+		case h.BootstrapToken != "":
+			return status.Errorf(codes.Unauthenticated, "instance %s presented a bootstrap token that is not valid: spent (a token registers once) or not the instance's", h.InstanceId)
 		default:
-			return status.Errorf(codes.Unauthenticated, "instance %s presented neither its bootstrap token nor its node secret", h.InstanceId)
+			return status.Errorf(codes.Unauthenticated, "instance %s presented neither a client certificate nor a bootstrap token", h.InstanceId)
 		}
-		if h.CapabilityVersion < agentproto.MinAgentCapability {
-			return status.Errorf(codes.FailedPrecondition,
-				"the agent of instance %s speaks capability version %d; this server needs at least %d (log acknowledgements): run the server's hale binary on the node",
-				h.InstanceId, h.CapabilityVersion, agentproto.MinAgentCapability)
+		if err := capable(h); err != nil {
+			return err
+		}
+		cert, err := s.sign(h.Csr, h.InstanceId)
+		if err != nil {
+			return err
+		}
+		welcome.Certificate, serial = cert.Raw, agentca.Serial(cert)
+		n.Details.AgentCertSerial, n.Details.AgentCertPrevSerial = serial, ""
+		return tx.UpdateNode(n)
+	})
+	if err != nil {
+		return nil, asStatus(err, "enroll "+h.InstanceId)
+	}
+	s.log.Info("agent enrolled: client certificate issued", "instance_id", h.InstanceId, "serial", serial)
+	return welcome, nil
+}
+
+// renew issues a session's agent a new client certificate for a new key (RenewCertificate).
+// The certificate the session was opened with stays valid beside it, so an agent that does
+// not get the answer comes back with the one it has.
+func (s *Server) renew(ctx context.Context, sess *session, csr []byte) (*x509.Certificate, error) {
+	var issued *x509.Certificate
+	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeByAnyInstanceID(sess.instanceID)
+		if err != nil {
+			return err
+		}
+		if issued, err = s.sign(csr, sess.instanceID); err != nil {
+			return err
+		}
+		n.Details.AgentCertSerial, n.Details.AgentCertPrevSerial = agentca.Serial(issued), sess.serial
+		return tx.UpdateNode(n)
+	})
+	if err != nil {
+		return nil, asStatus(err, "renew "+sess.instanceID)
+	}
+	s.log.Info("client certificate renewed", "instance_id", sess.instanceID, "serial", agentca.Serial(issued), "from", sess.serial)
+	return issued, nil
+}
+
+func asStatus(err error, what string) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}
+
+// register opens a session for an agent that presented its client certificate.
+func (s *Server) register(ctx context.Context, h *agentproto.Hello, cert *x509.Certificate) (*session, *agentproto.Welcome, error) {
+	welcome := &agentproto.Welcome{HeartbeatIntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), ServerCapabilityVersion: agentproto.CapabilityVersion}
+	var sess *session
+	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		n, serial, err := s.verify(tx, cert, h.InstanceId)
+		if err != nil {
+			return err
+		}
+		if err := capable(h); err != nil {
+			return err
 		}
 		// A new boot, unless the agent reports the boot id it had: then only the agent
 		// restarted, and the boot (what a reboot repair and a fault episode look at) is the same.
@@ -265,15 +440,12 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello) (*session, *
 		if err != nil {
 			return err
 		}
-		sess = &session{instanceID: h.InstanceId, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
+		sess = &session{instanceID: h.InstanceId, serial: serial, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
 			send: make(chan *agentproto.ServerMessage, 16), done: make(chan struct{}), lastSeen: time.Now()}
 		return nil
 	})
 	if err != nil {
-		if _, ok := status.FromError(err); ok {
-			return nil, nil, err
-		}
-		return nil, nil, status.Errorf(codes.Internal, "register %s: %v", h.InstanceId, err)
+		return nil, nil, asStatus(err, "register "+h.InstanceId)
 	}
 	s.log.Info("agent connected", "instance_id", h.InstanceId, "hostname", h.Hostname, "capability_version", h.CapabilityVersion)
 	return sess, welcome, nil

@@ -9,32 +9,51 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/store/sqlite"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fixture is a real store, a real gRPC agent server on loopback and nodes with tokens.
+// fixture is a real store, a real agent CA, a real gRPC agent server over TLS on loopback and
+// nodes with tokens.
 type fixture struct {
 	st      *sqlite.Store
 	srv     *agentserver.Server
+	ca      *agentca.CA
+	caFile  string
+	clock   *testClock   // the CA's
+	accepts atomic.Int32 // TCP connections the agent listener accepted
 	addr    string
 	tokens  map[string]string // instance id -> bootstrap token
 	notify  chan string
 	cluster string
 }
 
+// fixtureOptions change a fixture: the client certificates' lifetime, an AutoResume answer.
+type fixtureOptions struct {
+	lifetime   time.Duration
+	autoResume func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error)
+}
+
 func newFixture(t testing.TB, nodes int, interval time.Duration) *fixture {
+	return newFixtureWith(t, nodes, interval, fixtureOptions{})
+}
+
+func newFixtureWith(t testing.TB, nodes int, interval time.Duration, o fixtureOptions) *fixture {
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "hale.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,15 +82,25 @@ func newFixture(t testing.TB, nodes int, interval time.Duration) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: interval, MissedHeartbeats: 3, ReconnectGrace: interval, Logger: quiet,
-		Notify: func(id string) { f.notify <- id }})
+	f.clock = &testClock{}
+	caDir := filepath.Join(t.TempDir(), "agent-ca")
+	if f.ca, err = agentca.Open(caDir, agentca.Options{ClientLifetime: o.lifetime, Now: f.clock.now}); err != nil {
+		t.Fatal(err)
+	}
+	f.caFile = f.ca.CertPath()
+	f.srv = agentserver.New(agentserver.Config{Store: st, CA: f.ca, HeartbeatInterval: interval, MissedHeartbeats: 3, ReconnectGrace: interval, Logger: quiet,
+		Notify: func(id string) { f.notify <- id }, OnAutoResume: o.autoResume})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	tlsCfg, err := f.ca.ServerTLS([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
 	agentproto.RegisterAgentServer(g, f.srv)
-	go g.Serve(ln)
+	go g.Serve(countingListener{ln, &f.accepts})
 	ctx, cancel := context.WithCancel(context.Background())
 	go f.srv.Watch(ctx)
 	t.Cleanup(func() { cancel(); g.Stop() })
@@ -87,7 +116,7 @@ func (f *fixture) startAgent(t testing.TB, id, dir string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		agent.Run(ctx, agent.Config{Server: f.addr, InstanceID: id, InstanceType: "ml.g5.12xlarge", StateDir: filepath.Join(dir, "state"),
-			BootstrapTokenFile: tokenFile, BootIDFile: filepath.Join(dir, "boot_id"), Logger: quiet})
+			BootstrapTokenFile: tokenFile, CAFile: f.caFile, BootIDFile: filepath.Join(dir, "boot_id"), Logger: quiet})
 		close(done)
 	}()
 	return func() { cancel(); <-done }
@@ -125,19 +154,15 @@ func TestRegistrationHeartbeatsAndCommands(t *testing.T) {
 	waitFor(t, "registration", func() bool { return f.srv.Connected(id) })
 	waitFor(t, "inventory", func() bool { n := node(t, f.st, id); return n.Details.Inventory != nil })
 	n := node(t, f.st, id)
-	if n.Details.AgentTokenHash != "" || n.Details.NodeSecretHash == "" {
-		t.Fatalf("after registration: token hash %q, secret hash %q", n.Details.AgentTokenHash, n.Details.NodeSecretHash)
+	if n.Details.AgentTokenHash != "" || n.Details.AgentCertSerial == "" {
+		t.Fatalf("after registration: token hash %q, certificate serial %q", n.Details.AgentTokenHash, n.Details.AgentCertSerial)
 	}
 	if inv := n.Details.Inventory; len(inv.Accelerators) != 4 || !inv.Accelerators[0].Simulated || inv.CPUs <= 0 {
 		t.Fatalf("inventory %+v", inv)
 	}
 
 	// The spent token is refused.
-	conn, _ := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	defer conn.Close()
-	stream, _ := agentproto.NewAgentClient(conn).Connect(context.Background())
-	stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: &agentproto.Hello{InstanceId: id, BootstrapToken: f.tokens[id]}}})
-	if _, err := stream.Recv(); err == nil || !strings.Contains(err.Error(), "Unauthenticated") {
+	if _, err := f.enroll(t, id, agentproto.CapabilityVersion); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "spent") {
 		t.Fatalf("reusing the bootstrap token: %v", err)
 	}
 
@@ -168,7 +193,7 @@ func TestRegistrationHeartbeatsAndCommands(t *testing.T) {
 	if f.srv.Reachable(id) {
 		t.Fatal("a silent node is reachable")
 	}
-	// Restarted, it registers with its node secret (the token is gone).
+	// Restarted, it registers with its client certificate (the token is spent).
 	stop = f.startAgent(t, id, agentDir)
 	defer stop()
 	waitFor(t, "re-registration", func() bool { return f.srv.Reachable(id) })

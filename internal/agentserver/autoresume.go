@@ -2,7 +2,6 @@ package agentserver
 
 import (
 	"context"
-	"errors"
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/store"
@@ -10,33 +9,32 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// AutoResume authenticates the asking node by its node secret (as Connect does) and hands the
-// question to Config.OnAutoResume with the node's cluster: a node only ever learns about the
-// nodes of its own cluster.
+// AutoResume authenticates the asking node by its client certificate (as Connect does: the
+// instance id is the certificate's, whatever the request says) and hands the question to
+// Config.OnAutoResume with the node's cluster: a node only ever learns about the nodes of its
+// own cluster.
 func (s *Server) AutoResume(ctx context.Context, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	if s.cfg.OnAutoResume == nil {
 		return nil, status.Error(codes.Unimplemented, "this hale server does not answer auto-resume")
 	}
+	cert, err := s.peerCertificate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cert == nil {
+		return nil, status.Error(codes.Unauthenticated, "auto-resume: the node presented no client certificate")
+	}
 	var clusterID string
-	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
-		n, err := tx.NodeByAnyInstanceID(req.InstanceId)
-		if errors.Is(err, store.ErrNotFound) {
-			return status.Errorf(codes.NotFound, "no node has instance id %s", req.InstanceId)
-		}
+	err = s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		n, _, err := s.verify(tx, cert, "")
 		if err != nil {
 			return err
 		}
-		if req.NodeSecret == "" || !sameHash(req.NodeSecret, n.Details.NodeSecretHash) {
-			return status.Errorf(codes.Unauthenticated, "instance %s did not present its node secret", req.InstanceId)
-		}
-		clusterID = n.ClusterID
+		req.InstanceId, clusterID = cert.Subject.CommonName, n.ClusterID
 		return nil
 	})
 	if err != nil {
-		if _, ok := status.FromError(err); ok {
-			return nil, err
-		}
-		return nil, status.Errorf(codes.Internal, "auto-resume: %v", err)
+		return nil, asStatus(err, "auto-resume")
 	}
 	switch req.Kind {
 	case "diagnose", "status", "requeue":

@@ -78,7 +78,7 @@ func BenchmarkAgents1000(b *testing.B) {
 		os.MkdirAll(adir, 0o700)
 		os.WriteFile(filepath.Join(adir, "token"), []byte(token), 0o600)
 		go agent.Run(ctx, agent.Config{Server: agentAddr, InstanceID: id, StateDir: filepath.Join(adir, "state"),
-			BootstrapTokenFile: filepath.Join(adir, "token"), Logger: quiet})
+			BootstrapTokenFile: filepath.Join(adir, "token"), CAFile: filepath.Join(data, "agent-ca", "ca.crt"), Logger: quiet})
 	}
 	start := time.Now()
 	for registered(b, data) < agents {
@@ -117,7 +117,7 @@ func procUsage(pid int) (cpu time.Duration, rss int64) {
 	return cpu, rss
 }
 
-// registered counts the nodes whose agents registered (their node secret is stored).
+// registered counts the nodes whose agents registered (their certificate's serial is stored).
 func registered(b *testing.B, data string) int {
 	st, err := sqlite.Open(filepath.Join(data, "hale.db"))
 	if err != nil {
@@ -128,7 +128,7 @@ func registered(b *testing.B, data string) int {
 	st.Read(context.Background(), func(tx store.Tx) error {
 		nodes, err := tx.NodesOf("benchbenchbe")
 		for _, x := range nodes {
-			if x.Details.NodeSecretHash != "" {
+			if x.Details.AgentCertSerial != "" {
 				n++
 			}
 		}

@@ -1,6 +1,7 @@
 package agentserver_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,8 @@ func TestTooOldAgentIsRefused(t *testing.T) {
 	id := "i-00000000000000000"
 	old := uint32(agentproto.MinAgentCapability - 1)
 	_, _, err := f.hello(t, id, old)
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "capability version 5") || !strings.Contains(err.Error(), "at least 6") {
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("capability version %d", old)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("at least %d", agentproto.MinAgentCapability)) {
 		t.Fatalf("an agent of capability %d: %v", old, err)
 	}
 	if f.srv.Connected(id) {

@@ -8,27 +8,7 @@ import (
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/store"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
-
-// hello opens a session by hand, as an agent of that capability version would, and returns
-// the stream and the server's answer to Hello.
-func (f *fixture) hello(t *testing.T, id string, capability uint32) (agentproto.Agent_ConnectClient, *agentproto.ServerMessage, error) {
-	t.Helper()
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	stream, err := agentproto.NewAgentClient(conn).Connect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream.Send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Hello{Hello: &agentproto.Hello{InstanceId: id, BootstrapToken: f.tokens[id], CapabilityVersion: capability}}})
-	m, err := stream.Recv()
-	return stream, m, err
-}
 
 // A batch of log lines is acknowledged once stored, and a batch sent again (its agent never
 // saw the acknowledgement: the server died after storing it) is stored once (issue 12: a

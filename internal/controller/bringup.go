@@ -108,7 +108,7 @@ func (r *round) launch(n *store.Node) error {
 	}
 	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
 		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
-		DNSDomain: dnsDomain(r.cl.ARN)}
+		DNSDomain: dnsDomain(r.cl.ARN), AgentServer: r.c.cfg.AgentServer, AgentCA: r.c.cfg.AgentCA}
 	old, quarantine := n.Details.OldInstanceID, n.Details.Quarantine
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
@@ -118,7 +118,7 @@ func (r *round) launch(n *store.Node) error {
 					r.c.log.Error("quarantine", "instance_id", old, "error", err)
 				}
 			}
-			if err := r.c.cfg.Provider.Terminate(ctx, old); err != nil {
+			if err := r.c.terminate(ctx, old, "instance replaced by "+spec.InstanceID); err != nil {
 				r.c.launched(ctx, spec, nil, fmt.Errorf("terminating the instance it replaces, %s: %w", old, err))
 				return
 			}

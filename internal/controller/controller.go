@@ -84,6 +84,24 @@ type Config struct {
 	// early when ctx is done; a real sleep when nil. Tests run rounds on a clock they move.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration)
+	// AgentServer and AgentCA go into every LaunchSpec: where the instance's agent connects
+	// and the CA certificate (PEM) it verifies the server with (docs/security.md).
+	AgentServer string
+	AgentCA     []byte
+	// Revoke is told each instance the reconcilers terminate (replaced, removed, or owned by
+	// no node) before it goes: its agent's client certificates are revoked (agentca.CA.Revoke).
+	// Nil: nothing to revoke.
+	Revoke func(instanceID, reason string)
+}
+
+// terminate revokes an instance's agent certificates and ends the instance through the
+// provider. The revocation comes first: the instance is meant to be gone either way, and a
+// termination that fails and is retried must not leave its agent a way back in.
+func (c *Controller) terminate(ctx context.Context, id, reason string) error {
+	if c.cfg.Revoke != nil {
+		c.cfg.Revoke(id, reason)
+	}
+	return c.cfg.Provider.Terminate(ctx, id)
 }
 
 // sleep waits d on the controller's clock (Config.Sleep) before a background job's next try.
@@ -310,7 +328,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 			continue
 		}
 		c.log.Warn("reaping an instance no node owns", "instance_id", in.ID, "cluster_id", in.ClusterID)
-		if err := c.cfg.Provider.Terminate(ctx, in.ID); err != nil {
+		if err := c.terminate(ctx, in.ID, "instance owned by no node"); err != nil {
 			c.log.Error("reap", "instance_id", in.ID, "error", err)
 		}
 	}

@@ -79,7 +79,7 @@ func (r *round) terminate(n *store.Node, why string) error {
 				continue
 			}
 			r.c.cfg.Agents.Disconnect(id)
-			if err := r.c.cfg.Provider.Terminate(ctx, id); err != nil {
+			if err := r.c.terminate(ctx, id, "instance terminated"); err != nil {
 				r.c.log.Error("terminate", "instance_id", id, "error", err)
 				return
 			}

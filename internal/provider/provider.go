@@ -68,9 +68,15 @@ type LaunchSpec struct {
 	// A replacement passes the old instance's address, so the node keeps its hostname.
 	IP     string
 	Mounts []Mount
-	// AgentToken is the one-time bootstrap token the instance's agent registers with.
+	// AgentToken is the one-time bootstrap token the instance's agent enrolls with.
 	AgentToken string
-	// AgentCA is the PEM certificate of the CA the agent verifies the server with.
+	// AgentServer is the host:port the instance's agent connects to (hale agent --server): the
+	// server's --agent-listen address; empty leaves it to the provider (the local provider: its
+	// bridge address and agent port).
+	AgentServer string
+	// AgentCA is the server's agent CA certificate (PEM): the agent verifies the server against
+	// it and nothing else (hale agent --ca-file). Every provider puts it on the node beside the
+	// token. It is public: no secret is in it.
 	AgentCA []byte
 	// DNSDomain makes the node's full name <hostname>.<DNSDomain> (us-west-2.compute.internal,
 	// as EC2 names private hosts); it resolves on the cluster's nodes.

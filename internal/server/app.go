@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/google/uuid"
+	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/auth"
@@ -31,6 +33,7 @@ import (
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/store/sqlite"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -58,16 +61,22 @@ type Options struct {
 	// Provider is "" (none: clusters wait in Creating) or "local" (namespaces on this machine;
 	// needs root).
 	Provider string
-	// AgentPort is where agents connect, on the provider's agent address (the local bridge).
+	// AgentPort is where agents connect, on the provider's agent address (the local bridge),
+	// when AgentListen is not set.
 	AgentPort int
-	// AgentListen, when set, is the host:port to serve agents on, whatever the provider (for
-	// agents the server does not launch itself, and for benchmarks).
+	// AgentListen, when set, is the host:port to serve agents on, whatever the provider: where
+	// agents on other machines connect. Its address is what agents are given (hale agent
+	// --server) and what the server's certificate names; an unspecified host (0.0.0.0) gives
+	// them the provider's agent address, or this machine's first address.
 	AgentListen string
 	// Hosts is the static provider's hosts file; KnownHosts the known_hosts file it checks host
 	// keys against (default ~/.ssh/known_hosts), AcceptNewHostKeys adds unknown hosts' keys.
 	Hosts             string
 	KnownHosts        string
 	AcceptNewHostKeys bool
+	// AgentCertLifetime is how long agents' client certificates are valid (0:
+	// agentca.DefaultClientLifetime); agents renew theirs when a third is left.
+	AgentCertLifetime time.Duration
 	// LocalSubnet and LocalBridge configure the local provider's network.
 	LocalSubnet string
 	LocalBridge string
@@ -120,6 +129,9 @@ type App struct {
 	Agents   *agentserver.Server
 	// AgentEndpoint is where agents connect ("" without a provider).
 	AgentEndpoint string
+	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca): it issues the agents' client
+	// certificates, and Revoke shuts an instance out (a provider's quarantine).
+	AgentCA *agentca.CA
 	// ObjectStore is the directory lifecycle script buckets are read from.
 	ObjectStore string
 
@@ -200,7 +212,10 @@ func Start(o Options) (*App, error) {
 	onAutoResume := func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 		return ctl.AutoResume(ctx, clusterID, req)
 	}
-	a.Agents = agentserver.New(agentserver.Config{Store: st, HeartbeatInterval: o.HeartbeatInterval,
+	if a.AgentCA, err = agentca.Open(filepath.Join(o.DataDir, "agent-ca"), agentca.Options{ClientLifetime: o.AgentCertLifetime}); err != nil {
+		return fail(err)
+	}
+	a.Agents = agentserver.New(agentserver.Config{Store: st, CA: a.AgentCA, HeartbeatInterval: o.HeartbeatInterval,
 		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding,
 		OnAutoResume: onAutoResume, Logger: log})
 	var agentLn net.Listener
@@ -216,18 +231,10 @@ func Start(o Options) (*App, error) {
 			return fail(err)
 		}
 		a.Provider = p
-		a.AgentEndpoint = net.JoinHostPort(p.AgentAddress(), fmt.Sprint(o.AgentPort))
-		if agentLn, err = net.Listen("tcp", a.AgentEndpoint); err != nil {
-			return fail(fmt.Errorf("listen for agents on %s: %w", a.AgentEndpoint, err))
-		}
 	case "static":
 		if o.AgentListen == "" {
 			return fail(errors.New("the static provider needs --agent-listen HOST:PORT: an address of this machine the hosts reach, where their agents connect"))
 		}
-		if agentLn, err = net.Listen("tcp", o.AgentListen); err != nil {
-			return fail(fmt.Errorf("listen for agents on %s: %w", o.AgentListen, err))
-		}
-		a.AgentEndpoint = agentLn.Addr().String()
 		if o.Hosts == "" {
 			return fail(errors.New("the static provider needs --hosts FILE: the machines it may use (docs/own-machines.md)"))
 		}
@@ -236,7 +243,7 @@ func Start(o Options) (*App, error) {
 			return fail(err)
 		}
 		p, err := static.New(static.Config{Root: filepath.Join(o.DataDir, "static"), Inventory: inv, KnownHosts: o.KnownHosts,
-			AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: a.AgentEndpoint, AgentBinary: o.AgentBinary, Logger: log})
+			AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: o.AgentListen, AgentBinary: o.AgentBinary, Logger: log})
 		if err != nil {
 			return fail(err)
 		}
@@ -244,11 +251,21 @@ func Start(o Options) (*App, error) {
 	default:
 		return fail(fmt.Errorf("unknown provider %q (hale has: local, static)", o.Provider))
 	}
-	if o.AgentListen != "" && agentLn == nil {
-		if agentLn, err = net.Listen("tcp", o.AgentListen); err != nil {
-			return fail(fmt.Errorf("listen for agents on %s: %w", o.AgentListen, err))
+	agentListen := o.AgentListen
+	if agentListen == "" && a.Provider != nil {
+		agentListen = net.JoinHostPort(a.Provider.AgentAddress(), fmt.Sprint(o.AgentPort))
+	}
+	var agentTLS *tls.Config
+	if agentListen != "" {
+		if agentLn, err = net.Listen("tcp", agentListen); err != nil {
+			return fail(fmt.Errorf("listen for agents on %s: %w", agentListen, err))
 		}
-		a.AgentEndpoint = agentLn.Addr().String()
+		var hosts []string
+		a.AgentEndpoint, hosts = agentEndpoint(agentLn.Addr(), a.Provider)
+		if agentTLS, err = a.AgentCA.ServerTLS(hosts); err != nil {
+			agentLn.Close()
+			return fail(err)
+		}
 	}
 	var source lifecycle.Source = lifecycle.DirSource{Root: o.ObjectStore}
 	if o.ObjectStoreEndpoint != "" {
@@ -263,7 +280,14 @@ func Start(o Options) (*App, error) {
 		source = lifecycle.NewS3Source(awsCfg, endpoint)
 		a.ObjectStore = o.ObjectStoreEndpoint
 	}
+	revoke := func(instanceID, reason string) {
+		if err := a.AgentCA.Revoke(instanceID, reason); err != nil {
+			log.Error("revoke the agent certificates of an instance", "instance_id", instanceID, "error", err)
+		}
+		a.Agents.Disconnect(instanceID)
+	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
+		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke,
 		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{
 			eks.New(eks.Config{SimulatedKubelets: o.Provider == "local"}), // Eks clusters (local nodes run no kubelet: kwok plays it)
 			slurm.New(), // every other cluster
@@ -341,7 +365,8 @@ func Start(o Options) (*App, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	if agentLn != nil {
-		a.grpc = grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+		a.grpc = grpc.NewServer(grpc.Creds(credentials.NewTLS(agentTLS)),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 		agentproto.RegisterAgentServer(a.grpc, a.Agents)
 		a.wg.Add(2)
 		go func() {
@@ -371,6 +396,42 @@ func Start(o Options) (*App, error) {
 	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
 		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
+}
+
+// agentEndpoint is the address agents are given for the agent listener at addr, and the names
+// the server's certificate carries for it. A listener on every address (0.0.0.0, [::]) is
+// reached at the provider's agent address (the local bridge), or at this machine's first
+// address without a provider; its certificate names every address of the machine and its
+// hostname.
+func agentEndpoint(addr net.Addr, p provider.Provider) (string, []string) {
+	host, port, _ := net.SplitHostPort(addr.String())
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsUnspecified() {
+		return net.JoinHostPort(host, port), []string{host}
+	}
+	var hosts []string
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				hosts = append(hosts, n.IP.String())
+			}
+		}
+	}
+	if name, err := os.Hostname(); err == nil {
+		hosts = append(hosts, name)
+	}
+	advertise := "127.0.0.1"
+	if p != nil {
+		advertise = p.AgentAddress()
+	} else {
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil && ip.To4() != nil && !ip.IsLoopback() {
+				advertise = h
+				break
+			}
+		}
+	}
+	return net.JoinHostPort(advertise, port), append(hosts, advertise)
 }
 
 func providerName(p string) string {

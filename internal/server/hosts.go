@@ -56,7 +56,11 @@ func pool(p provider.Provider) (*static.Provider, error) {
 func (h *Handler) serveHosts(w http.ResponseWriter, r *http.Request, p provider.Provider) {
 	var ans any
 	err := func() error {
-		key, err := h.cfg.Verifier.Verify(r, nil)
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			return err
+		}
+		key, err := h.cfg.Verifier.Verify(r, body)
 		if err != nil {
 			return err
 		}
@@ -75,7 +79,7 @@ func (h *Handler) serveHosts(w http.ResponseWriter, r *http.Request, p provider.
 			return auth.AccessDenied(key, "sagemaker:UpdateCluster", "*")
 		}
 		var in HostReturn
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.Address == "" {
+		if err := json.Unmarshal(body, &in); err != nil || in.Address == "" {
 			return api.Errorf(api.CodeValidationException, "Address: required (a host of the hosts file)")
 		}
 		hs, err := sp.Return(in.Address)
@@ -93,7 +97,11 @@ func (h *Handler) serveHosts(w http.ResponseWriter, r *http.Request, p provider.
 
 func (h *Handler) serveKernelLog(w http.ResponseWriter, r *http.Request, p provider.Provider) {
 	err := func() error {
-		key, err := h.cfg.Verifier.Verify(r, nil)
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			return err
+		}
+		key, err := h.cfg.Verifier.Verify(r, body)
 		if err != nil {
 			return err
 		}
@@ -105,7 +113,7 @@ func (h *Handler) serveKernelLog(w http.ResponseWriter, r *http.Request, p provi
 			return api.Errorf(api.CodeValidationException, "this server's provider cannot write to its nodes' kernel logs")
 		}
 		var in KernelLogInjection
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.InstanceID == "" || len(in.Lines) == 0 {
+		if err := json.Unmarshal(body, &in); err != nil || in.InstanceID == "" || len(in.Lines) == 0 {
 			return api.Errorf(api.CodeValidationException, "InstanceId and Lines: required")
 		}
 		err = inj.InjectKernelLog(r.Context(), in.InstanceID, in.Lines)

@@ -314,8 +314,15 @@ type NodeDetails struct {
 	Phase          NodePhase `json:",omitempty"`
 	PhaseSince     time.Time `json:",omitzero"`
 	AgentTokenHash string    `json:",omitempty"` // sha256 of the one-time bootstrap token
-	NodeSecretHash string    `json:",omitempty"` // sha256 of the secret the agent reconnects with
-	CommandID      string    `json:",omitempty"` // the lifecycle command sent to the agent
+	// NodeSecretHash: sha256 of the secret agents before client certificates reconnected with;
+	// taken once to move such a node to a certificate, then cleared.
+	NodeSecretHash string `json:",omitempty"`
+	// AgentCertSerial is the serial (hex) of the client certificate the node's agent holds
+	// (internal/agentca); AgentCertPrevSerial the one it renewed from, accepted until the agent
+	// comes back with the new one. Any other certificate of the instance is superseded.
+	AgentCertSerial     string `json:",omitempty"`
+	AgentCertPrevSerial string `json:",omitempty"`
+	CommandID           string `json:",omitempty"` // the lifecycle command sent to the agent
 	// RecordedCommand is the lifecycle command whose result the store holds: equal to
 	// CommandID after the result was recorded, so a result the agent replays later (a reboot,
 	// or a server restart that lost nothing) is told apart from one recorded for the first time

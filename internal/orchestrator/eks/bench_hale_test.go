@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/controller"
@@ -117,8 +119,19 @@ func runHale(cfg benchConfig) int {
 	prov := &benchProvider{cfg: cfg, exe: exe, kube: kubernetes.NewForConfigOrDie(rc), log: log,
 		insts: map[string]*benchInstance{}, gone: map[string]bool{}}
 	defer prov.close()
+	ca, err := agentca.Open(filepath.Join(cfg.Dir, "agent-ca"), agentca.Options{})
+	if err != nil {
+		log.Error("agent CA", "error", err)
+		return 1
+	}
+	host, _, _ := net.SplitHostPort(cfg.AgentListen)
+	tlsCfg, err := ca.ServerTLS([]string{host})
+	if err != nil {
+		log.Error("agent CA", "error", err)
+		return 1
+	}
 	var ctl *controller.Controller
-	agents := agentserver.New(agentserver.Config{Store: st, Logger: log,
+	agents := agentserver.New(agentserver.Config{Store: st, CA: ca, Logger: log,
 		Notify: func(id string) { ctl.Enqueue(id) },
 		OnFinding: func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding) {
 			ctl.HandleFinding(ctx, clusterID, instanceID, f)
@@ -134,7 +147,7 @@ func runHale(cfg benchConfig) int {
 		log.Error("agent listener", "error", err)
 		return 1
 	}
-	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	agentproto.RegisterAgentServer(srv, agents)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -159,7 +172,7 @@ func runHale(cfg benchConfig) int {
 func runAgent(cfg benchConfig) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := agent.Run(ctx, agent.Config{Server: cfg.Server, InstanceID: cfg.InstanceID, StateDir: cfg.StateDir,
+	err := agent.Run(ctx, agent.Config{Server: cfg.Server, InstanceID: cfg.InstanceID, StateDir: cfg.StateDir, CAFile: cfg.CAFile,
 		BootstrapTokenFile: cfg.TokenFile, DHCPort: cfg.DHCPort, KernelLogs: []string{filepath.Join(cfg.StateDir, "kern.log")}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -209,7 +222,7 @@ func (p *benchProvider) Launch(ctx context.Context, spec provider.LaunchSpec) (*
 		return nil, err
 	}
 	data, _ := json.Marshal(benchConfig{Server: p.cfg.AgentListen, InstanceID: spec.InstanceID, StateDir: filepath.Join(dir, "state"),
-		TokenFile: token, DHCPort: p.cfg.DHCPort})
+		TokenFile: token, CAFile: filepath.Join(p.cfg.Dir, "agent-ca", "ca.crt"), DHCPort: p.cfg.DHCPort})
 	cfgPath := filepath.Join(dir, "config.json")
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		return nil, err
@@ -325,6 +338,7 @@ func (p *benchProvider) close() {
 
 type agentPool struct {
 	root, server string
+	caFile       string
 	dhcPort      int
 	mu           sync.Mutex
 	stops        map[string]context.CancelFunc
@@ -344,7 +358,7 @@ func (p *agentPool) start(ctx context.Context, id, token string) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		agent.Run(actx, agent.Config{Server: p.server, InstanceID: id, StateDir: filepath.Join(dir, "state"),
+		agent.Run(actx, agent.Config{Server: p.server, InstanceID: id, StateDir: filepath.Join(dir, "state"), CAFile: p.caFile,
 			BootstrapTokenFile: filepath.Join(dir, "token"), KernelLogs: []string{p.kernelLog(id)}, DHCPort: p.dhcPort,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()

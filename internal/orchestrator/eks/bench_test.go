@@ -148,7 +148,7 @@ func BenchmarkEks1000Repairs(b *testing.B) {
 	hale, stopHale := startHale(b, benchConfig{Dir: haleDir, AgentListen: agentAddr, AdminKubeconfig: cp.AdminKubeconfig(), DHCPort: dhcPort,
 		JoinTimeout: 30 * time.Minute})
 	actx, stopAgents := context.WithCancel(ctx)
-	pool := &agentPool{root: filepath.Join(dir, "agents"), server: agentAddr, dhcPort: dhcPort, stops: map[string]context.CancelFunc{}}
+	pool := &agentPool{root: filepath.Join(dir, "agents"), server: agentAddr, caFile: filepath.Join(haleDir, "agent-ca", "ca.crt"), dhcPort: dhcPort, stops: map[string]context.CancelFunc{}}
 	b.Cleanup(func() { stopAgents(); pool.wg.Wait() })
 	start = time.Now()
 	for _, n := range seeded.nodes {
@@ -166,7 +166,7 @@ func BenchmarkEks1000Repairs(b *testing.B) {
 		st.Read(ctx, func(tx store.Tx) error {
 			ns, err := tx.NodesOf(seeded.clusterID)
 			for _, n := range ns {
-				if n.Details.NodeSecretHash != "" {
+				if n.Details.AgentCertSerial != "" {
 					reg++
 				}
 				if n.Details.Phase == store.PhaseReady {
@@ -417,7 +417,7 @@ type benchConfig struct {
 	DHCPort         int
 	JoinTimeout     time.Duration
 
-	Server, InstanceID, StateDir, TokenFile string
+	Server, InstanceID, StateDir, TokenFile, CAFile string
 }
 
 func TestMain(m *testing.M) {

@@ -19,6 +19,7 @@ package local
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -148,7 +149,9 @@ type record struct {
 	Mounts       []provider.Mount `json:"Mounts,omitempty"`
 	LaunchTime   time.Time        `json:"LaunchTime"`
 	AgentToken   string           `json:"AgentToken,omitempty"`
-	DNSDomain    string           `json:"DnsDomain,omitempty"`
+	// AgentServer is where the agent connects ("" for instances recorded before: the bridge).
+	AgentServer string `json:"AgentServer,omitempty"`
+	DNSDomain   string `json:"DnsDomain,omitempty"`
 	// NetworkNodes and CapacityBlockID are the instance's place in the simulated fabric
 	// (fabric.go), Leaf its leaf's index (-1: none).
 	NetworkNodes    []string `json:"NetworkNodes,omitempty"`
@@ -297,6 +300,7 @@ func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provi
 		// A launch repeated after a server restart comes with a new token; an agent that has
 		// not registered yet reads it on its next attempt.
 		r.AgentToken = spec.AgentToken
+		r.AgentServer = cmp.Or(spec.AgentServer, r.AgentServer)
 		err = p.writeRecord(r)
 	}
 	if err != nil {
@@ -304,6 +308,12 @@ func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provi
 	}
 	if r.AgentToken != "" {
 		if err := os.WriteFile(filepath.Join(p.dir(r.ID), "token"), []byte(r.AgentToken), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	if len(spec.AgentCA) > 0 {
+		// Beside the token, read by the agent at its start (hale agent --ca-file): public.
+		if err := os.WriteFile(filepath.Join(p.dir(r.ID), "ca.crt"), spec.AgentCA, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -346,7 +356,8 @@ func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
 	r := &record{ID: spec.InstanceID, ClusterID: spec.ClusterID, ClusterName: spec.ClusterName, GroupName: spec.GroupName,
 		LogicalID: spec.LogicalID, InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip),
 		Netns: "hale-" + spec.InstanceID, HostVeth: vethName(ip), Mounts: spec.Mounts,
-		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, DNSDomain: spec.DNSDomain, Leaf: -1}
+		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, AgentServer: spec.AgentServer,
+		DNSDomain: spec.DNSDomain, Leaf: -1}
 	if err := p.place(r); err != nil {
 		return nil, err
 	}

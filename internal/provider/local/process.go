@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -294,7 +295,8 @@ func (p *Provider) startAgent(r *record) error {
 	}
 	args := []string{p.cfg.AgentBinary, "agent",
 		"--boot-id-file", bootID,
-		"--server", p.agentServer(),
+		"--server", cmp.Or(r.AgentServer, p.agentServer()),
+		"--ca-file", filepath.Join(dir, "ca.crt"),
 		"--instance-id", r.ID,
 		"--instance-type", r.InstanceType,
 		"--state-dir", "/var/lib/hale-agent",

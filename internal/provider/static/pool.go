@@ -56,6 +56,8 @@ type instRecord struct {
 	Supervisor string `json:"Supervisor"`
 	// AgentCA: the agent was given the server's CA certificate (--ca-file).
 	AgentCA bool `json:"AgentCA,omitempty"`
+	// AgentServer is the agent's --server (the launch's).
+	AgentServer string `json:"AgentServer,omitempty"`
 	// Quarantine, when set, sends the host to Quarantined at termination, with this reason.
 	Quarantine string `json:"Quarantine,omitempty"`
 }

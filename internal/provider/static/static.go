@@ -234,7 +234,7 @@ func (p *Provider) install(ctx context.Context, spec provider.LaunchSpec, hs *Ho
 		return nil, err
 	}
 	hs.Hostname = inst.Hostname
-	p.st.Instances[spec.InstanceID] = &instRecord{Instance: *inst, ClusterName: spec.ClusterName, Address: h.Address, Supervisor: sup, AgentCA: len(spec.AgentCA) > 0}
+	p.st.Instances[spec.InstanceID] = &instRecord{Instance: *inst, ClusterName: spec.ClusterName, Address: h.Address, Supervisor: sup, AgentCA: len(spec.AgentCA) > 0, AgentServer: spec.AgentServer}
 	return inst, p.save()
 }
 
@@ -317,7 +317,11 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 
 // agentArgs is the agent's command line on a host.
 func (p *Provider) agentArgs(spec provider.LaunchSpec) []string {
-	args := []string{BinDir + "/hale", "agent", "--server", p.cfg.AgentServer, "--instance-id", spec.InstanceID,
+	server := spec.AgentServer
+	if server == "" {
+		server = p.cfg.AgentServer
+	}
+	args := []string{BinDir + "/hale", "agent", "--server", server, "--instance-id", spec.InstanceID,
 		"--instance-type", spec.InstanceType, "--state-dir", StateDir, "--bootstrap-token-file", ConfDir + "/bootstrap-token"}
 	if len(spec.AgentCA) > 0 {
 		args = append(args, "--ca-file", ConfDir+"/agent-ca.crt")
@@ -423,7 +427,7 @@ func (p *Provider) Reboot(ctx context.Context, id string) error {
 		return err
 	}
 	p.ssh.forget(h)
-	spec := provider.LaunchSpec{InstanceID: rec.ID, InstanceType: rec.InstanceType}
+	spec := provider.LaunchSpec{InstanceID: rec.ID, InstanceType: rec.InstanceType, AgentServer: rec.AgentServer}
 	go p.awaitBoot(rec, h, strings.TrimSpace(before), spec)
 	return nil
 }

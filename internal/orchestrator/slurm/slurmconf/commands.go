@@ -14,9 +14,11 @@ type Daemon struct {
 	Log  string            // where the agent appends the daemon's own output
 }
 
-// Munged is the node's munge daemon, with the cluster's key.
+// Munged is the node's munge daemon, with the cluster's key. Its socket directory is made
+// first, as munge.service's RuntimeDirectory=munge does: /run is empty after a boot of a host
+// where no munge unit ran (the static provider's hosts; the local provider binds its own).
 func Munged() Daemon {
-	return Daemon{Name: "munged", Log: "/var/log/munge/munged.out", Argv: []string{"munged", "--foreground", "--force",
+	return Daemon{Name: "munged", Log: "/var/log/munge/munged.out", Argv: []string{"sh", "-c", `install -d -m 0755 /run/munge && exec "$0" "$@"`, "munged", "--foreground", "--force",
 		"--key-file=" + MungeKey, "--socket=/run/munge/munge.socket.2", "--pid-file=/run/munge/munged.pid",
 		"--log-file=/var/log/munge/munged.log", "--seed-file=/var/lib/munge/munge.seed"}}
 }
