@@ -60,10 +60,14 @@ func (c *Controller) launched(ctx context.Context, spec provider.LaunchSpec, ins
 		replacement := n.Details.OldInstanceID != ""
 		n.Details.OldInstanceID, n.Details.Quarantine = "", ""
 		n.Details.PrivateIP = inst.IP
-		n.Details.PrivateDNSHostname = inst.Hostname
+		// The API's PrivateDnsHostname is EC2's name of the address (the service model's pattern
+		// ip-a-b-c-d.<region>.compute.internal), whatever the machine calls itself (a host of
+		// the static provider has a hostname of its own: the orchestrator's name below).
+		dnsName := provider.Hostname(inst.IP)
+		n.Details.PrivateDNSHostname = dnsName
 		n.Details.NetworkNodes, n.Details.CapacityBlockID = inst.NetworkNodes, inst.CapacityBlockID
 		if d := dnsDomain(cl.ARN); d != "" {
-			n.Details.PrivateDNSHostname = inst.Hostname + "." + d
+			n.Details.PrivateDNSHostname = dnsName + "." + d
 		}
 		if n.Details.OrchestratorName == "" || replacement {
 			// Its name in its orchestrator from now on: a replacement on another machine (a

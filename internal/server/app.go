@@ -231,6 +231,12 @@ func Start(o Options) (*App, error) {
 			return fail(err)
 		}
 		a.Provider = p
+		// Agents an older hale started speak in clear: restart them with this build's (and the CA).
+		if n, err := p.UpgradeAgents(a.AgentCA.CertPEM()); err != nil {
+			log.Error("restart the agents of an older hale", "error", err)
+		} else if n > 0 {
+			log.Info("restarted the agents an older hale started, with this build and the agent CA", "agents", n)
+		}
 	case "static":
 		if o.AgentListen == "" {
 			return fail(errors.New("the static provider needs --agent-listen HOST:PORT: an address of this machine the hosts reach, where their agents connect"))

@@ -93,6 +93,9 @@ func TestStaticHosts(t *testing.T) {
 			g = append(g, types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String(spec.name), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
 				InstanceCount: aws.Int32(counts[i]), ExecutionRole: aws.String("arn:aws:iam::123456789012:role/HyperPodRole"), LifeCycleConfig: lc,
 				SlurmConfig: &types.ClusterSlurmConfig{NodeType: spec.typ}})
+			if spec.typ == types.ClusterSlurmNodeTypeCompute {
+				g[len(g)-1].SlurmConfig.PartitionNames = []string{"dev"}
+			}
 		}
 		return g
 	}

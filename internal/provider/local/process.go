@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -280,7 +281,11 @@ func AgentCommand(netns string, argv ...string) []string {
 
 // startAgent starts hale agent in the instance's namespaces, logging to agent.log. The agent is
 // not tied to the server's life: a crashed server's agents keep running and reconnect.
-func (p *Provider) startAgent(r *record) error {
+func (p *Provider) startAgent(r *record) error { return p.startAgentIn(r, false) }
+
+// startAgentIn starts the agent; sameBoot keeps the node's boot id (an agent restart, not a
+// boot).
+func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 	dir := p.dir(r.ID)
 	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -290,8 +295,10 @@ func (p *Provider) startAgent(r *record) error {
 	// Nodes share the host's kernel, so the kernel's boot id says nothing of a node's boot:
 	// each start of a node's agent here is its boot, with an id of its own.
 	bootID := filepath.Join(dir, "boot_id")
-	if err := os.WriteFile(bootID, []byte(uuid.NewString()+"\n"), 0o644); err != nil {
-		return err
+	if _, err := os.Stat(bootID); !sameBoot || err != nil {
+		if err := os.WriteFile(bootID, []byte(uuid.NewString()+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	args := []string{p.cfg.AgentBinary, "agent",
 		"--boot-id-file", bootID,
@@ -343,4 +350,45 @@ func killNetns(ctx context.Context, ns string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// UpgradeAgents restarts, with this build, the agents an older hale started without the agent
+// CA (no --ca-file on their command line): they speak the agent protocol in clear, which this
+// server no longer serves. Each is stopped with SIGTERM (it stops its daemons and says Goodbye)
+// and started again in the same boot (its boot id kept: the server sees an agent restart, not a
+// reboot, and repairs nothing), trusting ca. It returns how many it restarted.
+func (p *Provider) UpgradeAgents(ca []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs, err := p.records()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		dir := p.dir(r.ID)
+		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
+		if err != nil || syscall.Kill(pid, 0) != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || bytes.Contains(cmdline, []byte("--ca-file")) {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
+			return n, err
+		}
+		syscall.Kill(pid, syscall.SIGTERM)
+		for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if err := p.startAgentIn(r, true); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
