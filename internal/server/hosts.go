@@ -10,6 +10,7 @@ import (
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/provider/static"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // Endpoints of the static provider's host pool, behind `hale hosts list` and `hale hosts
@@ -56,11 +57,7 @@ func pool(p provider.Provider) (*static.Provider, error) {
 func (h *Handler) serveHosts(w http.ResponseWriter, r *http.Request, p provider.Provider) {
 	var ans any
 	err := func() error {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			return err
-		}
-		key, err := h.cfg.Verifier.Verify(r, body)
+		key, body, err := h.verifiedBody(r)
 		if err != nil {
 			return err
 		}
@@ -97,11 +94,7 @@ func (h *Handler) serveHosts(w http.ResponseWriter, r *http.Request, p provider.
 
 func (h *Handler) serveKernelLog(w http.ResponseWriter, r *http.Request, p provider.Provider) {
 	err := func() error {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			return err
-		}
-		key, err := h.cfg.Verifier.Verify(r, body)
+		key, body, err := h.verifiedBody(r)
 		if err != nil {
 			return err
 		}
@@ -123,4 +116,15 @@ func (h *Handler) serveKernelLog(w http.ResponseWriter, r *http.Request, p provi
 		return err
 	}()
 	writeJSON(w, h, struct{}{}, err)
+}
+
+// verifiedBody reads a request's body (at most 1 MiB) and verifies its SigV4 signature, which
+// covers the body: hale's own endpoints, as the API's.
+func (h *Handler) verifiedBody(r *http.Request) (*store.AccessKey, []byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := h.cfg.Verifier.Verify(r, body)
+	return key, body, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/haleproject/hale/api"
@@ -36,11 +35,7 @@ type Repairs interface {
 func (h *Handler) serveRepairs(w http.ResponseWriter, r *http.Request, repairs Repairs) {
 	var ans *controller.RepairsStatus
 	err := func() error {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-		if err != nil {
-			return err
-		}
-		key, err := h.cfg.Verifier.Verify(r, body)
+		key, body, err := h.verifiedBody(r)
 		if err != nil {
 			return err
 		}
