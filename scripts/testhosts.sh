@@ -4,6 +4,7 @@
 #   scripts/testhosts.sh up N [--instance-type T] [--out FILE]   create N hosts, write a hosts file
 #   scripts/testhosts.sh down                                     remove every test host
 #   scripts/testhosts.sh list                                     one line per host
+#   scripts/testhosts.sh poweroff I | poweron I                    host I loses power, gets it back
 #
 # Each host is what a small Linux server looks like to hale, reached only over SSH:
 #   - a network namespace halehost-<i> on its own bridge (haleth0, 10.223.0.0/24; this machine is
@@ -66,8 +67,10 @@ fresh() {
   cat /proc/sys/kernel/random/uuid > /proc/sys/kernel/random/boot_id
 }
 fresh
-reboot=0
+# USR1: reboot. USR2: power off (everything ends; the host stays down until USR1 powers it on).
+reboot=0 off=0
 trap 'reboot=1' USR1
+trap 'reboot=1 off=1' USR2
 trap 'kill -KILL -1; exit 0' TERM
 while :; do
   /usr/sbin/sshd -D -f /etc/ssh/sshd_config -E /var/log/sshd.log &
@@ -75,6 +78,11 @@ while :; do
   while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done
   kill -KILL -1 2>/dev/null
   wait 2>/dev/null
+  if [ "$off" = 1 ]; then
+    reboot=0 off=0
+    while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done
+    off=0
+  fi
   fresh
 done
 EOF
@@ -209,6 +217,17 @@ down() {
   echo "testhosts: down"
 }
 
+# signal_host I SIG: the host's PID 1 is the child of the unshare recorded in its pid file.
+signal_host() {
+  local d
+  d=$(host_dir "$1")
+  [ -f "$d/pid" ] || die "no host $1"
+  local init
+  init=$(pgrep -P "$(cat "$d/pid")" | head -1)
+  [ -n "$init" ] || die "host $1 is not running"
+  kill "-$2" "$init"
+}
+
 list() {
   [ -d "$STATE" ] || return 0
   for d in "$STATE"/host-*; do
@@ -220,5 +239,9 @@ case "${1:-}" in
   up) shift; up "${1:-}" "${@:2}" ;;
   down) down ;;
   list) list ;;
-  *) die "usage: $0 up N [--instance-type T] [--out FILE] | down | list" ;;
+  # A host that loses power and stays down (as a machine whose reboot never comes back), and
+  # its power coming back. I is the host's number (host-I, address .10+I).
+  poweroff) signal_host "${2:?host number}" USR2 ;;
+  poweron) signal_host "${2:?host number}" USR1 ;;
+  *) die "usage: $0 up N [--instance-type T] [--out FILE] | down | list | poweroff I | poweron I" ;;
 esac

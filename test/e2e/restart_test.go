@@ -331,13 +331,21 @@ func binaryServer(t testing.TB, dir string) (*env, *exec.Cmd, func() *exec.Cmd) 
 // binaryServerOf is binaryServer running the binary *bin names at each start, so a test can
 // start a data directory's server with another build (an upgrade).
 func binaryServerOf(t testing.TB, dir string, bin *string) (*env, *exec.Cmd, func() *exec.Cmd) {
+	return binaryServerWith(t, dir, bin, nil)
+}
+
+// binaryServerWith is binaryServerOf with other provider flags than the local provider's
+// (nil: the local provider on the test's own network).
+func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []string) (*env, *exec.Cmd, func() *exec.Cmd) {
 	o := options(t, dir)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
+	if providerArgs == nil {
+		providerArgs = []string{"--provider", "local", "--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore}
+	}
 	run := func() *exec.Cmd {
-		cmd := exec.Command(*bin, "server", "--data-dir", dir, "--listen", addr, "--provider", "local",
-			"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore)
+		cmd := exec.Command(*bin, append([]string{"server", "--data-dir", dir, "--listen", addr}, providerArgs...)...)
 		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {

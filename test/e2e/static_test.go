@@ -4,10 +4,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,13 +21,14 @@ import (
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/provider/static"
+	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
 )
 
 // testBed is scripts/testhosts.sh run for one test: its own directory, bridge, subnet and
 // namespace names, so it never meets a test bed of a person's on this machine.
 type testBed struct {
-	t     *testing.T
+	t     testing.TB
 	env   []string
 	dir   string
 	hosts string // the hosts file it wrote
@@ -32,7 +36,10 @@ type testBed struct {
 
 const bedNet = "10.224.0"
 
-func newTestBed(t *testing.T, n int) *testBed {
+func newTestBed(t *testing.T, n int) *testBed { return newTestBedB(t, n) }
+
+// newTestBedB is newTestBed for a test or a benchmark.
+func newTestBedB(t testing.TB, n int) *testBed {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +57,7 @@ func newTestBed(t *testing.T, n int) *testBed {
 	run("down") // one a killed run left
 	b.hosts = filepath.Join(t.TempDir(), "hosts.json")
 	t.Cleanup(func() { run("down") })
-	run("up", "5", "--out", b.hosts)
+	run("up", fmt.Sprint(n), "--out", b.hosts)
 	return b
 }
 
@@ -69,37 +76,9 @@ func (b *testBed) ssh(addr, command string) (string, error) {
 // cluster cleans hale's files off the hosts. A host key that differs from known_hosts is
 // refused naming both fingerprints.
 func TestStaticHosts(t *testing.T) {
-	bed := newTestBed(t, 5)
-	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
-	o := options(t, dir)
-	o.Provider, o.Hosts, o.KnownHosts, o.AcceptNewHostKeys = "static", bed.hosts, filepath.Join(dir, "known_hosts"), true
-	o.AgentListen = bedNet + ".1:7391"
-	o.ObjectStore, _ = filepath.Abs("../../examples/s3")
-	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
-	sp := e.App.Provider.(*static.Provider)
+	e, bed, sp, o := startStatic(t, 5, nil)
 	ctx := context.Background()
-
-	groups := func(counts ...int32) []types.ClusterInstanceGroupSpecification {
-		lc := &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String("s3://sagemaker-hale-lifecycle/base-config/"), OnCreate: aws.String("on_create.sh")}
-		g := []types.ClusterInstanceGroupSpecification{}
-		for i, spec := range []struct {
-			name string
-			typ  types.ClusterSlurmNodeType
-		}{{"controller", types.ClusterSlurmNodeTypeController}, {"login", types.ClusterSlurmNodeTypeLogin}, {"worker", types.ClusterSlurmNodeTypeCompute}} {
-			if i >= len(counts) {
-				break
-			}
-			g = append(g, types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String(spec.name), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
-				InstanceCount: aws.Int32(counts[i]), ExecutionRole: aws.String("arn:aws:iam::123456789012:role/HyperPodRole"), LifeCycleConfig: lc,
-				SlurmConfig: &types.ClusterSlurmConfig{NodeType: spec.typ}})
-			if spec.typ == types.ClusterSlurmNodeTypeCompute {
-				g[len(g)-1].SlurmConfig.PartitionNames = []string{"dev"}
-			}
-		}
-		return g
-	}
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("own"), InstanceGroups: groups(1, 1, 2),
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("own"), InstanceGroups: staticGroups(1, 1, 2),
 		Orchestrator: &types.ClusterOrchestrator{Slurm: &types.ClusterOrchestratorSlurmConfig{SlurmConfigStrategy: types.ClusterSlurmConfigStrategyManaged}},
 		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
 		t.Fatal(err)
@@ -197,7 +176,7 @@ func TestStaticHosts(t *testing.T) {
 	}
 
 	// The pool is dry: a new cluster fails, saying how many hosts of which type are missing.
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("dry"), InstanceGroups: groups(1),
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("dry"), InstanceGroups: staticGroups(1),
 		Orchestrator: &types.ClusterOrchestrator{Slurm: &types.ClusterOrchestratorSlurmConfig{SlurmConfigStrategy: types.ClusterSlurmConfigStrategyManaged}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +192,22 @@ func TestStaticHosts(t *testing.T) {
 	}
 
 	// An operator returns the host; deleting the cluster returns the rest, cleaned.
-	if h, err := sp.Return(victim.Address); err != nil || h.State != static.Available {
-		t.Fatalf("return %s: %v (%s)", victim.Address, err, h.State)
+	// Through the CLI, as an operator: the list in JSON, then the return.
+	listed, err := exec.Command(haleBin, "hosts", "list", "--output", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("hale hosts list: %v\n%s", err, listed)
+	}
+	var list struct{ Hosts []static.HostStatus }
+	if err := json.Unmarshal(listed, &list); err != nil || len(list.Hosts) != 5 {
+		t.Fatalf("hale hosts list --output json: %v, %d hosts\n%s", err, len(list.Hosts), listed)
+	}
+	for _, h := range list.Hosts {
+		if h.Address == victim.Address && h.State != static.Quarantined {
+			t.Errorf("hale hosts list shows %s as %s", h.Address, h.State)
+		}
+	}
+	if out, err := exec.Command(haleBin, "hosts", "return", victim.Address).CombinedOutput(); err != nil || !strings.Contains(string(out), "Available") {
+		t.Fatalf("hale hosts return %s: %v\n%s", victim.Address, err, out)
 	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("own")}); err != nil {
 		t.Fatal(err)
@@ -255,6 +248,55 @@ func TestStaticHosts(t *testing.T) {
 	}
 }
 
+// startStatic starts a server with the static provider on a test bed of n hosts; edit, when
+// given, changes its options first.
+func startStatic(t *testing.T, n int, edit func(*server.Options)) (*env, *testBed, *static.Provider, server.Options) {
+	bed := newTestBed(t, n)
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	o.Provider, o.Hosts, o.KnownHosts, o.AcceptNewHostKeys = "static", bed.hosts, filepath.Join(dir, "known_hosts"), true
+	o.AgentListen = bedNet + ".1:7391"
+	o.ObjectStore, _ = filepath.Abs("../../examples/s3")
+	if edit != nil {
+		edit(&o)
+	}
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	return e, bed, e.App.Provider.(*static.Provider), o
+}
+
+// staticGroups are a Slurm cluster's groups of ml.c5.xlarge with the example lifecycle
+// scripts: counts of controller, login and worker (partition dev) nodes, as many as given.
+func staticGroups(counts ...int32) []types.ClusterInstanceGroupSpecification {
+	lc := &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String("s3://sagemaker-hale-lifecycle/base-config/"), OnCreate: aws.String("on_create.sh")}
+	g := []types.ClusterInstanceGroupSpecification{}
+	for i, spec := range []struct {
+		name string
+		typ  types.ClusterSlurmNodeType
+	}{{"controller", types.ClusterSlurmNodeTypeController}, {"login", types.ClusterSlurmNodeTypeLogin}, {"worker", types.ClusterSlurmNodeTypeCompute}} {
+		if i >= len(counts) || counts[i] == 0 {
+			continue
+		}
+		g = append(g, types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String(spec.name), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
+			InstanceCount: aws.Int32(counts[i]), ExecutionRole: aws.String("arn:aws:iam::123456789012:role/HyperPodRole"), LifeCycleConfig: lc,
+			SlurmConfig: &types.ClusterSlurmConfig{NodeType: spec.typ}})
+		if spec.typ == types.ClusterSlurmNodeTypeCompute {
+			g[len(g)-1].SlurmConfig.PartitionNames = []string{"dev"}
+		}
+	}
+	return g
+}
+
+// hostOf is the pool's host of an instance.
+func hostOf(sp *static.Provider, instanceID string) static.HostStatus {
+	for _, h := range sp.Hosts() {
+		if h.InstanceID == instanceID {
+			return h
+		}
+	}
+	return static.HostStatus{}
+}
+
 // waitFor polls cond every half second until it holds, failing the test after within.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -265,4 +307,251 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// TestStaticHostNeverReturns: a worker's host is rebooted for an Xid 48 (a Reboot-class fault)
+// and never comes back (it loses power); after the boot timeout hale replaces the node with the
+// spare host and quarantines the dead one.
+func TestStaticHostNeverReturns(t *testing.T) {
+	e, bed, sp, _ := startStatic(t, 3, func(o *server.Options) { o.BootTimeout = 20 * time.Second })
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("gone"), InstanceGroups: staticGroups(1, 0, 1),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("gone", types.ClusterStatusInservice, 3*time.Minute)
+	var worker static.HostStatus
+	for _, n := range e.nodes("gone") {
+		if aws.ToString(n.InstanceGroupName) == "worker" {
+			worker = hostOf(sp, aws.ToString(n.InstanceId))
+		}
+	}
+	// This host's next reboot is a power loss: its reboot command halts it.
+	if out, err := bed.ssh(worker.Address, `printf '#!/bin/sh\nkill -USR2 1\n' > /usr/sbin/reboot`); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := e.App.Provider.(provider.KernelLogInjector).InjectKernelLog(ctx, worker.InstanceID, []string{local.XidLine(local.Fault{Xid: 48})}); err != nil {
+		t.Fatal(err)
+	}
+	var spare static.HostStatus
+	waitFor(t, 3*time.Minute, "the worker replaced on the spare host after its reboot never came back", func() bool {
+		for _, n := range e.nodes("gone") {
+			if aws.ToString(n.InstanceGroupName) == "worker" && aws.ToString(n.InstanceId) != worker.InstanceID && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+				spare = hostOf(sp, aws.ToString(n.InstanceId))
+				return true
+			}
+		}
+		return false
+	})
+	if spare.Address == worker.Address {
+		t.Fatalf("the replacement is on the dead host %s", spare.Address)
+	}
+	if _, err := bed.ssh(worker.Address, "true"); err == nil {
+		t.Fatalf("host %s answers SSH: it was to stay down", worker.Address)
+	}
+	for _, h := range sp.Hosts() {
+		if h.Address == worker.Address && h.State != static.Quarantined {
+			t.Errorf("the dead host is %s (%s), want Quarantined", h.State, h.Reason)
+		}
+	}
+	ev := e.events("gone")
+	if !strings.Contains(ev, "Instance "+worker.InstanceID+" is rebooting") {
+		t.Errorf("no reboot of %s in the events:\n%s", worker.InstanceID, ev)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("gone")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("gone", 2*time.Minute)
+}
+
+// TestStaticBurstPause: the same Xid on most workers at once (a driver rollout, not broken
+// hardware) drains them and replaces none: one Error event names the fault and the nodes.
+// `hale repairs resume` lifts the pause, and repairs proceed one node at a time (25 % of 5).
+func TestStaticBurstPause(t *testing.T) {
+	e, _, sp, _ := startStatic(t, 6, nil)
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("burst"), InstanceGroups: staticGroups(1, 0, 4),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("burst", types.ClusterStatusInservice, 3*time.Minute)
+	before := map[string]string{}
+	var workers []string
+	for _, n := range e.nodes("burst") {
+		before[aws.ToString(n.NodeLogicalId)] = aws.ToString(n.InstanceId)
+		if aws.ToString(n.InstanceGroupName) == "worker" {
+			workers = append(workers, aws.ToString(n.InstanceId))
+		}
+	}
+	inj := e.App.Provider.(provider.KernelLogInjector)
+	for _, id := range workers[:3] {
+		if err := inj.InjectKernelLog(ctx, id, []string{local.XidLine(local.Fault{Xid: 79})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, time.Minute, "an Error event pausing automatic repair", func() bool {
+		return strings.Contains(e.events("burst"), "Automatic repair paused")
+	})
+	time.Sleep(10 * time.Second) // what would have been replaced by now is not
+	ev := e.events("burst")
+	if c := strings.Count(ev, "Automatic repair paused"); c != 1 {
+		t.Errorf("%d pause events, want 1:\n%s", c, ev)
+	}
+	for _, n := range e.nodes("burst") {
+		if before[aws.ToString(n.NodeLogicalId)] != aws.ToString(n.InstanceId) {
+			t.Errorf("node %s was replaced during the pause", aws.ToString(n.NodeLogicalId))
+		}
+	}
+	for _, h := range sp.Hosts() {
+		if h.State == static.Quarantined {
+			t.Errorf("host %s was quarantined during the pause", h.Address)
+		}
+	}
+	if out, err := exec.Command(haleBin, "repairs", "resume", "--cluster-name", "burst").CombinedOutput(); err != nil {
+		t.Fatalf("hale repairs resume: %v\n%s", err, out)
+	}
+	// One repair at a time: the spare takes the first; the pool is then dry for the next.
+	waitFor(t, 3*time.Minute, "a worker replaced on the spare host after the resume", func() bool {
+		for _, n := range e.nodes("burst") {
+			id := aws.ToString(n.InstanceId)
+			if before[aws.ToString(n.NodeLogicalId)] != id && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("burst")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("burst", 2*time.Minute)
+}
+
+// BenchmarkStaticHosts measures the static provider on 17 test-bed hosts: a cluster of 16
+// (a controller and 15 workers) from CreateCluster to InService (over SSH: facts, the binary's
+// copy, token and CA, agent, enrollment over TLS, lifecycle scripts, slurmctld and slurmd), then
+// an Xid 79 on a worker to the node Running on the spare host.
+//
+//	go test -tags e2e ./test/e2e -run '^$' -bench StaticHosts -benchtime 1x
+func BenchmarkStaticHosts(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		benchStaticOnce(b)
+	}
+}
+
+func benchStaticOnce(b *testing.B) {
+	bed := newTestBedB(b, 17)
+	dir := b.TempDir()
+	b.Setenv("HALE_DATA_DIR", dir)
+	o := options(b, dir)
+	o.Provider, o.Hosts, o.KnownHosts, o.AcceptNewHostKeys = "static", bed.hosts, filepath.Join(dir, "known_hosts"), true
+	o.AgentListen = bedNet + ".1:7391"
+	o.ObjectStore, _ = filepath.Abs("../../examples/s3")
+	e := &env{Env: servertest.Start(b, o), t: b, scripts: o.ObjectStore}
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("bench"), InstanceGroups: staticGroups(1, 0, 15),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		b.Fatal(err)
+	}
+	e.waitStatus("bench", types.ClusterStatusInservice, 5*time.Minute)
+	b.ReportMetric(time.Since(start).Seconds(), "s-to-InService")
+	var victim string
+	for _, n := range e.nodes("bench") {
+		if aws.ToString(n.InstanceGroupName) == "worker" {
+			victim = aws.ToString(n.NodeLogicalId) + " " + aws.ToString(n.InstanceId)
+			break
+		}
+	}
+	logical, id, _ := strings.Cut(victim, " ")
+	start = time.Now()
+	if err := e.App.Provider.(provider.KernelLogInjector).InjectKernelLog(ctx, id, []string{local.XidLine(local.Fault{Xid: 79})}); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		done := false
+		for _, n := range e.nodes("bench") {
+			if aws.ToString(n.NodeLogicalId) == logical && aws.ToString(n.InstanceId) != id && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
+				done = true
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not replaced within 3 minutes", logical)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "s-fault-to-Running-on-spare")
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("bench")}); err != nil {
+		b.Fatal(err)
+	}
+	e.waitGone("bench", 3*time.Minute)
+}
+
+// TestStaticServerKilledMidReplacement: the real hale binary, run with the static provider, is
+// killed with SIGKILL while it replaces a worker for an Xid 79 (injected with hale debug
+// inject-fault, through the server, over SSH); after the restart the replacement converges
+// once: one new instance on the spare host, the bad host Quarantined, no host held twice.
+func TestStaticServerKilledMidReplacement(t *testing.T) {
+	bed := newTestBed(t, 3)
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	s3, _ := filepath.Abs("../../examples/s3")
+	e, srv, run := binaryServerWith(t, dir, &haleBin, []string{"--provider", "static", "--hosts", bed.hosts, "--known-hosts", filepath.Join(dir, "known_hosts"),
+		"--accept-new-host-keys", "--agent-listen", bedNet + ".1:7391", "--object-store", s3})
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("fix"), InstanceGroups: staticGroups(1, 0, 1),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("fix", types.ClusterStatusInservice, 3*time.Minute)
+	worker := byGroup(e.nodes("fix"), "worker")[0]
+	if out, err := exec.Command(haleBin, "debug", "inject-fault", "--cluster-name", "fix", "--node-id", *worker.NodeLogicalId, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
+		t.Fatalf("hale debug inject-fault: %v\n%s", err, out)
+	}
+	eventually(t, time.Minute, "the replacement under way", func() (bool, string) {
+		ev := e.events("fix")
+		return strings.Contains(ev, "is being replaced by"), ev
+	})
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	run()
+	eventually(t, 2*time.Minute, "the repair done", func() (bool, string) {
+		ev := e.events("fix")
+		return strings.Contains(ev, " done in "), ev
+	})
+	ev := e.events("fix")
+	if n := strings.Count(ev, "is being replaced by"); n != 1 {
+		t.Errorf("%d replacements, want 1:\n%s", n, ev)
+	}
+	nodes := byGroup(e.nodes("fix"), "worker")
+	if len(nodes) != 1 || *nodes[0].InstanceId == *worker.InstanceId || nodes[0].InstanceStatus.Status != types.ClusterInstanceStatusRunning {
+		t.Fatalf("after the repair: %+v", nodes)
+	}
+	listed, err := exec.Command(haleBin, "hosts", "list", "--output", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("hale hosts list: %v\n%s", err, listed)
+	}
+	var list struct{ Hosts []static.HostStatus }
+	if err := json.Unmarshal(listed, &list); err != nil {
+		t.Fatal(err)
+	}
+	states := map[static.HostState]int{}
+	for _, h := range list.Hosts {
+		states[h.State]++
+		if h.State == static.InUse && h.InstanceID != *nodes[0].InstanceId && !strings.HasPrefix(h.LogicalID, "controller") {
+			t.Errorf("host %s is held by %s (%s), not the replacement", h.Address, h.InstanceID, h.LogicalID)
+		}
+	}
+	if states[static.InUse] != 2 || states[static.Quarantined] != 1 {
+		t.Errorf("hosts after the repair: %v, want 2 InUse and 1 Quarantined:\n%s", states, listed)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("fix")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("fix", 2*time.Minute)
 }

@@ -192,6 +192,13 @@ func (p *Provider) reserve(spec provider.LaunchSpec) (*HostStatus, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	groupKey := spec.ClusterID + "/" + spec.GroupName
+	// A launch of this instance that a server restart interrupted holds its host already: the
+	// set-up starts again there (it is idempotent), never on a second host.
+	for _, h := range p.cfg.Inventory.Hosts {
+		if hs := p.st.Hosts[h.Address]; hs != nil && hs.State == InUse && hs.InstanceID == spec.InstanceID {
+			return hs, nil
+		}
+	}
 	for _, h := range p.cfg.Inventory.Hosts {
 		hs := p.st.Hosts[h.Address]
 		if hs == nil || hs.State != Available || (h.InstanceType != "" && h.InstanceType != spec.InstanceType) {
