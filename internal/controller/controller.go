@@ -79,6 +79,11 @@ type Config struct {
 	BurstNodes     int
 	BurstShare     float64
 	BurstWindow    time.Duration
+	// BurstHold is how long an automatic repair for a health finding waits, its node
+	// drained, before anything is done to the node: the findings of a burst arrive over a
+	// moment, and the pause must see them all before the first node is replaced. Zero means
+	// DefaultBurstHold; below zero, no hold.
+	BurstHold time.Duration
 	// Now is the clock the records are stamped with (phases, events, repairs); time.Now when
 	// nil. Sleep is how background work waits before its next try (a poll, a retry), ending
 	// early when ctx is done; a real sleep when nil. Tests run rounds on a clock they move.
@@ -196,6 +201,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.BurstWindow <= 0 {
 		cfg.BurstWindow = DefaultBurstWindow
+	}
+	if cfg.BurstHold == 0 {
+		cfg.BurstHold = DefaultBurstHold
 	}
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
 		inflight: map[jobKey]bool{}, ctx: context.Background()}

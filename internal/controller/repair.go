@@ -169,6 +169,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			rp.Message = why
 			return r.repairTo(rp, n, store.RepairWaiting, "waiting again: automatic repairs paused")
 		}
+		if r.burstHeld(rp) {
+			return nil // the rest of a burst may be on its way (DefaultBurstHold)
+		}
 		dead := n.Details.Unreachable || !r.c.cfg.Agents.Connected(n.InstanceID) || n.Details.Phase == store.PhaseFailed
 		if rp.Source == "heartbeat" {
 			// A node that went quiet for a moment is not replaced: it must stay silent a while.

@@ -46,6 +46,11 @@ const (
 	DefaultBurstNodes  = 3
 	DefaultBurstShare  = 0.02
 	DefaultBurstWindow = 10 * time.Minute
+	// DefaultBurstHold: 2 s between a health finding's drain and the first thing done to its
+	// node. Findings of one cause on many nodes come within a second or two of each other
+	// (a driver's Xid on each node's kernel log, reported as it is read); without the hold the
+	// first node would be replaced before the pause could count the others.
+	DefaultBurstHold = 2 * time.Second
 )
 
 // automatic reports whether hale started the repair itself (a health finding, a node that
@@ -82,6 +87,21 @@ func (r *round) repairTurn() (bool, string) {
 			busy, len(r.nodes), cap, 100*r.c.cfg.RepairMaxShare)
 	}
 	return true, ""
+}
+
+// burstHeld says whether an automatic repair for a health finding is still within its hold
+// (Config.BurstHold), and asks for a round when the hold ends.
+func (r *round) burstHeld(rp *store.Repair) bool {
+	if rp.Source != "health" {
+		return false
+	}
+	wait := r.c.cfg.BurstHold - r.now.Sub(rp.CreatedAt)
+	if wait <= 0 {
+		return false
+	}
+	id := r.cl.ID
+	time.AfterFunc(wait, func() { r.c.Enqueue(id) })
+	return true
 }
 
 // repairWait puts an automatic repair whose turn has not come in Waiting, its node drained,

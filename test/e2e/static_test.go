@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,6 +127,16 @@ func TestStaticHosts(t *testing.T) {
 		return false
 	})
 
+	// A job on the worker that breaks: Slurm requeues it when hale takes the node out.
+	job, err := bed.ssh(ctlAddr, "sbatch --parsable -N1 -w "+victim.Hostname+" -o /dev/null --wrap 'sleep 600'")
+	if err != nil {
+		t.Fatalf("sbatch: %v\n%s", err, job)
+	}
+	job = strings.TrimSpace(job)
+	waitFor(t, 30*time.Second, "the job running on "+victim.Hostname, func() bool {
+		out, _ := bed.ssh(ctlAddr, "squeue -h -j "+job+" -o %T")
+		return strings.TrimSpace(out) == "RUNNING"
+	})
 	// An Xid 79 on a worker: the spare replaces it, the bad host is quarantined.
 	xid := local.XidLine(local.Fault{Xid: 79})
 	if err := e.App.Provider.(provider.KernelLogInjector).InjectKernelLog(ctx, victim.InstanceID, []string{xid}); err != nil {
@@ -150,6 +162,10 @@ func TestStaticHosts(t *testing.T) {
 	if spare.Address == victim.Address || spare.Hostname == victim.Hostname {
 		t.Fatalf("the replacement is on the same host: %+v", spare)
 	}
+	eventually(t, time.Minute, "the repair done (the node back in Slurm under the spare's name)", func() (bool, string) {
+		ev := e.events("own")
+		return strings.Contains(ev, " done in "), ev
+	})
 	d, err := e.SDK.DescribeClusterNode(ctx, &sagemaker.DescribeClusterNodeInput{ClusterName: aws.String("own"), NodeId: aws.String(spare.InstanceID)})
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +178,9 @@ func TestStaticHosts(t *testing.T) {
 		return err == nil && strings.Contains(conf, "NodeName="+spare.Hostname+" ") && strings.Contains(conf, "NodeAddr="+spare.Address) &&
 			!strings.Contains(conf, "NodeName="+victim.Hostname+" ")
 	})
+	if out, _ := bed.ssh(ctlAddr, "scontrol show job "+job); !strings.Contains(out, "Restarts=1") {
+		t.Errorf("job %s was not requeued when its node was replaced:\n%s", job, out)
+	}
 	var bad static.HostStatus
 	for _, h := range sp.Hosts() {
 		if h.Address == victim.Address {
@@ -554,4 +573,66 @@ func TestStaticServerKilledMidReplacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("fix", 2*time.Minute)
+}
+
+// TestStaticAgentPortCapture: a capture of the agent port on the test bed's bridge while two
+// hosts enroll, run their lifecycle scripts and heartbeat: every connection in both directions
+// starts with a TLS handshake record, and neither a bootstrap token, nor an agent's private
+// key, nor the word PRIVATE appears in any byte.
+func TestStaticAgentPortCapture(t *testing.T) {
+	e, bed, sp, _ := startStatic(t, 2, nil)
+	capt := startCapture(t, "hale-eth", 7391)
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("wire"), InstanceGroups: staticGroups(1, 0, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("wire", types.ClusterStatusInservice, 3*time.Minute)
+	time.Sleep(3 * time.Second) // heartbeats
+	capt.stop()
+	var secrets [][]byte
+	for _, h := range sp.Hosts() {
+		tok, err := bed.ssh(h.Address, "cat "+static.ConfDir+"/bootstrap-token")
+		if err != nil || len(strings.TrimSpace(tok)) < 32 {
+			t.Fatalf("the bootstrap token on %s: %v %q", h.Address, err, tok)
+		}
+		secrets = append(secrets, []byte(strings.TrimSpace(tok)))
+		id, err := bed.ssh(h.Address, "cat "+static.StateDir+"/identity.pem")
+		if err != nil {
+			t.Fatalf("the agent's identity on %s: %v %s", h.Address, err, id)
+		}
+		for rest := []byte(id); ; {
+			var blk *pem.Block
+			if blk, rest = pem.Decode(rest); blk == nil {
+				break
+			}
+			if strings.Contains(blk.Type, "PRIVATE KEY") {
+				secrets = append(secrets, blk.Bytes)
+			}
+		}
+	}
+	if len(secrets) != 4 {
+		t.Fatalf("found %d secrets on the hosts, want a token and a private key on each of 2", len(secrets))
+	}
+	secrets = append(secrets, []byte("PRIVATE"))
+	capt.mu.Lock()
+	defer capt.mu.Unlock()
+	if len(capt.toServer) < 2 {
+		t.Fatalf("captured %d connections to the agent port, want at least 2 (one per host)", len(capt.toServer))
+	}
+	for dir, streams := range map[string]map[string][]byte{"agent→server": capt.toServer, "server→agent": capt.toClient} {
+		for conn, b := range streams {
+			if len(b) < 5 || b[0] != 0x16 || b[1] != 0x03 {
+				t.Errorf("%s %s does not start with a TLS handshake record: % x", dir, conn, b[:min(len(b), 8)])
+			}
+			for _, s := range secrets {
+				if bytes.Contains(b, s) {
+					t.Errorf("%s %s carries a secret in clear (%d bytes)", dir, conn, len(s))
+				}
+			}
+		}
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("wire")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("wire", 2*time.Minute)
 }

@@ -199,9 +199,9 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	if r.role(n) != "compute" {
 		return false, "back in service, Running"
 	}
-	if rp.NodeName == "" {
-		rp.NodeName = orchestrator.NodeName(n)
-	}
+	// The name it is back under: a replacement on another machine (the static provider's
+	// spare host) has that machine's hostname, not the name it was drained under.
+	rp.NodeName = orchestrator.NodeName(n)
 	if rp.InService {
 		return false, "back in service in Slurm as " + rp.NodeName + " (" + rp.ServiceState + "), Running"
 	}
