@@ -34,6 +34,12 @@ NS=${HALE_TESTHOSTS_NETNS:-halehost}
 OVERLAYS=(etc opt usr var root home)
 
 die() { echo "testhosts: $*" >&2; exit 1; }
+# The hosts outlive this script: they must not hold what it was given (a flock's lock file, a
+# pipe to a caller that waits for its end), so every descriptor above 2 is closed here.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
 [ "$(id -u)" -eq 0 ] || die "needs root (network and mount namespaces)"
 [ -x /usr/sbin/sshd ] || die "sshd not found: install openssh-server (scripts/setup.sh does, without starting it)"
 
@@ -145,7 +151,7 @@ up() {
     done
     [ -n "$ok" ] || die "sshd of $a does not answer"
   done
-  echo "testhosts: ${#hosts[@]} hosts up ($NET.11-); hosts file $out; known_hosts $STATE/known_hosts"
+  echo "testhosts: ${#hosts[@]} hosts up (${hosts[0]} to ${hosts[${#hosts[@]}-1]}); hosts file $out; known_hosts $STATE/known_hosts; key $STATE/id_ed25519"
 }
 
 make_host() {

@@ -34,11 +34,13 @@ func newInjectFaultCommand() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "inject-fault --cluster-name NAME (--node-id ID | --job JOBID [--batch-host]) (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk)",
-		Short: "Break a node of a local-provider cluster the way hardware breaks, and watch hale repair it",
-		Long: `Inject a fault into a node of a local-provider cluster, through the paths hale's agent
-watches on every node:
+		Short: "Break a node the way hardware breaks, and watch hale repair it",
+		Long: `Inject a fault into a node, through the paths hale's agent watches on every node. On the
+local provider's nodes every kind below works; on the static provider's hosts --xid and
+--log-line do (written to the host's /dev/kmsg over SSH, through the server):
 
-  --xid N [--gpu K]  an NVRM Xid line for GPU K in the node's kernel log (/var/log/messages)
+  --xid N [--gpu K]  an NVRM Xid line for GPU K in the node's kernel log (a local node's
+                     /var/log/messages, a host's /dev/kmsg)
   --log-line LINE    any kernel log line (a GSP timeout, an I/O error, ...)
   --kill-agent       SIGKILL the node's agent: its heartbeats stop, the node is dead
   --kill-slurmd      SIGKILL slurmd: the agent starts it again (three times a minute is a crash loop)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/provider/static"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/spf13/cobra"
 )
@@ -21,12 +22,14 @@ func newExecCommand() *cobra.Command {
 	var cluster, node, dataDir string
 	cmd := &cobra.Command{
 		Use:   "exec --cluster-name NAME --node-id ID [-- COMMAND [ARG...]]",
-		Short: "Run a command (default: a login shell) on a node of a local-provider cluster",
+		Short: "Run a command (default: a login shell) on a node (local provider: its namespaces; static: over SSH)",
 		Long: `Run a command on a node, inside its network, UTS and mount namespaces: it sees the node's
 hostname, address, /opt/ml, /fsx and the rest as the node's own processes do. --node-id takes an
 instance id, a hostname (ip-a-b-c-d), a logical id (<group>-<n>) or, on an Eks cluster, the
 Kubernetes Node's name (hyperpod-<instance id>). Without a command it starts a login shell. It works for
-clusters of the local provider on the server's machine, as root.`,
+clusters of the local provider on the server's machine, as root. On a host of the static
+provider it runs ssh as hale logs in there (the hosts file's key, port and user, and the
+server's known_hosts file).`,
 		Example: `  hale exec --cluster-name demo --node-id ip-10-222-0-10
   hale exec --cluster-name demo --node-id i-0123456789abcdef0 -- cat /opt/ml/config/resource_config.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,7 +93,11 @@ func nodeCommand(dataDir, id string, args []string) ([]string, error) {
 	dir := filepath.Join(dataDir, "local", "instances", id)
 	b, err := os.ReadFile(filepath.Join(dir, "agent.pid"))
 	if err != nil {
-		return nil, fmt.Errorf("node %s is not a local-provider node of the server at %s (%v)", id, dataDir, err)
+		// A host of the static provider: over SSH, as hale reaches it.
+		if argv, serr := static.SSHCommand(filepath.Join(dataDir, "static"), id, args); serr == nil {
+			return argv, nil
+		}
+		return nil, fmt.Errorf("node %s is neither a local-provider node nor a static-provider host of the server at %s (%v)", id, dataDir, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || syscall.Kill(pid, 0) != nil {

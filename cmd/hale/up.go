@@ -31,7 +31,8 @@ func newUpCommand() *cobra.Command {
 		Use:   "up FILE",
 		Short: "Start a server and bring a cluster up from a CreateCluster JSON file, in one command",
 		Long: `Start a hale server with its embedded store and the local provider (every node a set of
-Linux namespaces on this machine; needs root), create the cluster described by FILE (the
+Linux namespaces on this machine; needs root) or, with --provider static --hosts FILE
+--agent-listen HOST:PORT, your own hosts over SSH (docs/own-machines.md), create the cluster described by FILE (the
 document 'aws sagemaker create-cluster --cli-input-json' takes), show each node's progress,
 and at InService say how to reach the cluster, then print its events as they happen
 (scaling, replacements, faults, repairs, resumed jobs), one line each. Ctrl-C, or 'hale down'
@@ -45,7 +46,8 @@ operator; built by scripts/k8s-tools.sh), registered under the name, region and 
 FILE's Orchestrator.Eks.ClusterArn, and stops it at the end; 'hale update-kubeconfig' gives
 kubectl a context for it.`,
 		Example: `  sudo hale up examples/cluster.json
-  sudo hale up examples/eks-cluster.json`,
+  sudo hale up examples/eks-cluster.json
+  sudo hale up examples/static-cluster.json --provider static --hosts hosts.yaml --known-hosts known_hosts --agent-listen 10.0.0.10:7071`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if os.Geteuid() != 0 {
@@ -145,7 +147,7 @@ kubectl a context for it.`,
 	f.StringVar(&o.DataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "directory for the database, credentials and nodes (env HALE_DATA_DIR)")
 	f.StringVar(&o.Region, "region", "us-west-2", "region written into cluster ARNs")
 	f.StringVar(&o.AccountID, "account-id", "123456789012", "account id written into cluster ARNs")
-	f.StringVar(&nodesFrom, "nodes-from", "local", "where nodes come from: local (namespaces on this machine)")
+	f.StringVar(&nodesFrom, "nodes-from", "local", "where nodes come from: local (namespaces on this machine); for your own hosts give --provider static")
 	addProviderFlags(f, &o)
 	return cmd
 }

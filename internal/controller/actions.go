@@ -93,7 +93,11 @@ func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source
 
 // replace retires the node's instance for a new one with the same address, hostname and logical
 // id (HyperPod's replacement): the node goes back to Pending under a new instance id.
-func (r *round) replace(n *store.Node, why string) error {
+func (r *round) replace(n *store.Node, why string) error { return r.replaceFor(n, why, "") }
+
+// replaceFor is replace with the evidence of the finding it is for (kept as the reason a
+// machine that outlives its instance is quarantined).
+func (r *round) replaceFor(n *store.Node, why, evidence string) error {
 	if takeOut := r.or.Leave(n, orchestrator.Replaced, "replacing instance "+n.InstanceID+" ("+why+")"); takeOut != nil {
 		r.work = append(r.work, r.c.background(key(jobTakeOut, n.InstanceID), r.cl.ID, takeOut))
 	}
@@ -103,6 +107,9 @@ func (r *round) replace(n *store.Node, why string) error {
 		// A machine replaced for a fault is suspect; one whose launch failed is not.
 		if !strings.HasPrefix(why, retryLaunch) {
 			n.Details.Quarantine = fmt.Sprintf("instance %s of cluster %s replaced: %s", old, r.cl.Name, why)
+			if evidence != "" {
+				n.Details.Quarantine += "; evidence: " + evidence
+			}
 		}
 	}
 	n.InstanceID = provider.NewInstanceID()
@@ -110,6 +117,12 @@ func (r *round) replace(n *store.Node, why string) error {
 	n.Details.Inventory, n.Details.Unreachable = nil, false
 	if err := r.setPhase(n, store.PhasePending, fmt.Sprintf("Replacing %s (%s)", old, why)); err != nil {
 		return err
+	}
+	if _, pool := r.c.cfg.Provider.(provider.Quarantiner); pool {
+		// Machines that outlive instances (the static provider's hosts): the replacement is
+		// another machine, with its own address.
+		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s of group %s (at %s) is being replaced by %s on another host (%s); the node keeps its logical id %s.",
+			old, n.GroupName, n.Details.PrivateIP, n.InstanceID, why, n.LogicalID)
 	}
 	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s of group %s is being replaced by %s (%s); the node keeps its address %s and logical id %s.",
 		old, n.GroupName, n.InstanceID, why, n.Details.PrivateIP, n.LogicalID)

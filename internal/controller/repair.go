@@ -211,7 +211,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		}
 		if rp.Action == string(health.Replace) {
 			old := n.InstanceID
-			if err := r.replace(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
+			if err := r.replaceFor(n, "repair "+rp.ID+": "+rp.Fault, rp.Evidence); err != nil {
 				return err
 			}
 			rp.NewInstanceID = n.InstanceID

@@ -1,6 +1,7 @@
 package static
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -32,6 +33,8 @@ const (
 type HostStatus struct {
 	Address      string            `json:"Address"`
 	Port         int               `json:"Port"`
+	User         string            `json:"User,omitempty"`
+	KeyFile      string            `json:"KeyFile,omitempty"` // the path of the SSH key hale logs in with
 	State        HostState         `json:"State"`
 	InstanceType string            `json:"InstanceType,omitempty"`
 	Labels       map[string]string `json:"Labels,omitempty"`
@@ -64,8 +67,11 @@ type instRecord struct {
 
 // poolState is DATA_DIR/static/pool.json.
 type poolState struct {
-	Hosts     map[string]*HostStatus `json:"Hosts"`     // by address
-	Instances map[string]*instRecord `json:"Instances"` // by instance id
+	// KnownHosts is the known_hosts file the hosts' keys are checked against (for `hale exec`,
+	// which logs in as hale does).
+	KnownHosts string                 `json:"KnownHosts,omitempty"`
+	Hosts      map[string]*HostStatus `json:"Hosts"`     // by address
+	Instances  map[string]*instRecord `json:"Instances"` // by instance id
 }
 
 func (p *Provider) statePath() string { return filepath.Join(p.cfg.Root, "pool.json") }
@@ -98,7 +104,7 @@ func (p *Provider) load() error {
 			hs = &HostStatus{Address: h.Address, State: Available, Since: time.Now().UTC()}
 			st.Hosts[h.Address] = hs
 		}
-		hs.Port, hs.InstanceType, hs.Labels = h.Port, h.InstanceType, h.Labels
+		hs.Port, hs.User, hs.KeyFile, hs.InstanceType, hs.Labels = h.Port, h.User, h.KeyFile, h.InstanceType, h.Labels
 	}
 	for a, hs := range st.Hosts {
 		if !inFile[a] {
@@ -109,6 +115,7 @@ func (p *Provider) load() error {
 			delete(st.Hosts, a)
 		}
 	}
+	st.KnownHosts = p.cfg.KnownHosts
 	p.st = st
 	return p.save()
 }
@@ -194,4 +201,37 @@ func (p *Provider) Quarantine(id, evidence string) error {
 	}
 	rec.Quarantine = evidence
 	return p.save()
+}
+
+// SSHCommand is the ssh command line that logs in to the host of instance id as hale does (its
+// key, port, user and known_hosts file), read from the pool's state under root
+// (DATA_DIR/static), with args as the remote command (none: a login shell). It is
+// provider.ErrNotFound when no host of the pool runs the instance.
+func SSHCommand(root, id string, args []string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "pool.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", provider.ErrNotFound, err)
+	}
+	var st poolState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
+	for _, hs := range st.Hosts {
+		if hs.InstanceID != id || hs.State != InUse {
+			continue
+		}
+		argv := []string{"ssh", "-p", fmt.Sprint(hs.Port), "-o", "BatchMode=yes"}
+		if hs.KeyFile != "" {
+			argv = append(argv, "-i", hs.KeyFile)
+		}
+		if st.KnownHosts != "" {
+			argv = append(argv, "-o", "UserKnownHostsFile="+st.KnownHosts)
+		}
+		if len(args) == 0 {
+			argv = append(argv, "-t")
+		}
+		argv = append(argv, cmp.Or(hs.User, DefaultUser)+"@"+hs.Address)
+		return append(argv, args...), nil
+	}
+	return nil, fmt.Errorf("%w: no host of the pool under %s runs instance %s", provider.ErrNotFound, root, id)
 }
