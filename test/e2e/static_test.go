@@ -186,6 +186,9 @@ func TestStaticHosts(t *testing.T) {
 	if out, _ := bed.ssh(ctlAddr, "squeue -h -j "+job+" -o %T"); strings.TrimSpace(out) == "RUNNING" {
 		t.Errorf("job %s still runs on the replaced node", job)
 	}
+	if rc, err := bed.ssh(spare.Address, "cat /opt/ml/config/resource_config.json"); err != nil || !strings.Contains(rc, spare.Address) || strings.Contains(rc, victim.Address) {
+		t.Errorf("the spare's resource_config.json does not name it in place of %s (%v):\n%s", victim.Address, err, rc)
+	}
 	var bad static.HostStatus
 	for _, h := range sp.Hosts() {
 		if h.Address == victim.Address {
