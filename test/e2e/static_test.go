@@ -36,7 +36,8 @@ type testBed struct {
 	hosts string // the hosts file it wrote
 }
 
-const bedNet = "10.224.0"
+// bedNet is the test bed's /24: outside the 10.201-10.255 /16s network() gives each test.
+const bedNet = "10.199.0"
 
 func newTestBed(t *testing.T, n int) *testBed { return newTestBedB(t, n) }
 
