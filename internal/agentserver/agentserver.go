@@ -84,6 +84,7 @@ type Server struct {
 type session struct {
 	instanceID string
 	serial     string // of the client certificate the session was opened with
+	version    uint32 // the agent's capability version (Hello)
 	clusterID  string
 	logGroup   string
 	send       chan *agentproto.ServerMessage
@@ -440,7 +441,7 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello, cert *x509.C
 		if err != nil {
 			return err
 		}
-		sess = &session{instanceID: h.InstanceId, serial: serial, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
+		sess = &session{instanceID: h.InstanceId, serial: serial, version: h.CapabilityVersion, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
 			send: make(chan *agentproto.ServerMessage, 16), done: make(chan struct{}), lastSeen: time.Now()}
 		return nil
 	})
@@ -460,6 +461,26 @@ func (s *Server) attach(sess *session) {
 	s.sessions[sess.instanceID] = sess
 	delete(s.silent, sess.instanceID)
 	delete(s.goodbyes, sess.instanceID)
+}
+
+// SessionStats is what the server's metrics show of the agents: how many are connected, by
+// the protocol capability version they announced, and the longest time since one spoke.
+type SessionStats struct {
+	ByVersion  map[uint32]int
+	MaxSilence time.Duration
+}
+
+// Stats returns the agents' SessionStats now.
+func (s *Server) Stats() SessionStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := SessionStats{ByVersion: map[uint32]int{}}
+	now := time.Now()
+	for _, sess := range s.sessions {
+		st.ByVersion[sess.version]++
+		st.MaxSilence = max(st.MaxSilence, now.Sub(sess.lastSeen))
+	}
+	return st
 }
 
 // Goodbye is the reason the node's agent gave when it last stopped cleanly, "" when it did not

@@ -89,6 +89,8 @@ type Config struct {
 	// early when ctx is done; a real sleep when nil. Tests run rounds on a clock they move.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration)
+	// Observer, when set, is told how repairs go (the server's metrics).
+	Observer Observer
 	// AgentServer and AgentCA go into every LaunchSpec: where the instance's agent connects
 	// and the CA certificate (PEM) it verifies the server with (docs/security.md).
 	AgentServer string
@@ -341,6 +343,13 @@ func (c *Controller) adopt(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Observer is told, after each round's commit, of each repair's drain and end, with the time
+// since its finding (or request).
+type Observer interface {
+	RepairDrained(action string, sinceFault time.Duration)
+	RepairEnded(action, outcome string, sinceFault time.Duration)
 }
 
 // reconcile moves one cluster a step towards its desired state.

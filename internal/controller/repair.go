@@ -90,6 +90,17 @@ func waits(rp *store.Repair) int {
 // repairTo moves the repair to a state, recording what happened on its timeline.
 func (r *round) repairTo(rp *store.Repair, n *store.Node, state store.RepairState, what string) error {
 	failpoint.Hit("repair:" + string(state))
+	if o := r.c.cfg.Observer; o != nil {
+		// Told once the round's transaction is committed (r.work), so a round that is rolled
+		// back and run again counts nothing twice.
+		action, since := rp.Action, r.now.Sub(rp.CreatedAt)
+		if rp.State == store.RepairDraining && state != store.RepairDraining {
+			r.work = append(r.work, func() { o.RepairDrained(action, since) })
+		}
+		if !state.Open() && rp.State.Open() {
+			r.work = append(r.work, func() { o.RepairEnded(action, string(state), since) })
+		}
+	}
 	rp.State = state
 	rp.UpdatedAt = r.now
 	if what != "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/internal/kubeplane"
+	"github.com/haleproject/hale/internal/metrics"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/orchestrator/slurm"
@@ -69,6 +70,10 @@ type Options struct {
 	// --server) and what the server's certificate names; an unspecified host (0.0.0.0) gives
 	// them the provider's agent address, or this machine's first address.
 	AgentListen string
+	// MetricsToken, when set, is the bearer token /metrics requires; MetricsListen, when set,
+	// serves /metrics on that host:port too (for a Prometheus that should not reach the API).
+	MetricsToken  string
+	MetricsListen string
 	// Hosts is the static provider's hosts file; KnownHosts the known_hosts file it checks host
 	// keys against (default ~/.ssh/known_hosts), AcceptNewHostKeys adds unknown hosts' keys.
 	Hosts             string
@@ -126,7 +131,11 @@ type App struct {
 	Service         *service.Service
 	// Provider is the provider in use (nil without one); Agents the agent server.
 	Provider provider.Provider
-	Agents   *agentserver.Server
+	// Metrics is the server's Prometheus metrics, served at /metrics (docs/observability.md);
+	// MetricsURL is where --metrics-listen serves them too ("" without it).
+	Metrics    *metrics.Server
+	MetricsURL string
+	Agents     *agentserver.Server
 	// AgentEndpoint is where agents connect ("" without a provider).
 	AgentEndpoint string
 	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca): it issues the agents' client
@@ -135,16 +144,17 @@ type App struct {
 	// ObjectStore is the directory lifecycle script buckets are read from.
 	ObjectStore string
 
-	srv       *http.Server
-	grpc      *grpc.Server
-	cancel    context.CancelFunc
-	closeOnce sync.Once
-	closeErr  error
-	lock      *dataDirLock
-	dataDir   string
-	kube      *kubeplane.ControlPlane // the local control plane (--kubernetes local)
-	wg        sync.WaitGroup
-	log       *slog.Logger
+	srv        *http.Server
+	metricsSrv *http.Server // --metrics-listen
+	grpc       *grpc.Server
+	cancel     context.CancelFunc
+	closeOnce  sync.Once
+	closeErr   error
+	lock       *dataDirLock
+	dataDir    string
+	kube       *kubeplane.ControlPlane // the local control plane (--kubernetes local)
+	wg         sync.WaitGroup
+	log        *slog.Logger
 }
 
 // Start opens the store in o.DataDir, makes sure an admin access key exists (creating one on
@@ -207,6 +217,7 @@ func Start(o Options) (*App, error) {
 	var ctl *controller.Controller
 	notify := func(id string) { ctl.Enqueue(id) }
 	onFinding := func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding) {
+		a.Metrics.ObserveFinding(f.GetFault(), f.GetAction())
 		ctl.HandleFinding(ctx, clusterID, instanceID, f)
 	}
 	onAutoResume := func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
@@ -218,6 +229,7 @@ func Start(o Options) (*App, error) {
 	a.Agents = agentserver.New(agentserver.Config{Store: st, CA: a.AgentCA, HeartbeatInterval: o.HeartbeatInterval,
 		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding,
 		OnAutoResume: onAutoResume, Logger: log})
+	a.Metrics = metrics.New(st, a.Agents)
 	var agentLn net.Listener
 	switch o.Provider {
 	case "":
@@ -293,7 +305,7 @@ func Start(o Options) (*App, error) {
 		a.Agents.Disconnect(instanceID)
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
-		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke,
+		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics,
 		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{
 			eks.New(eks.Config{SimulatedKubelets: o.Provider == "local"}), // Eks clusters (local nodes run no kubelet: kwok plays it)
 			slurm.New(), // every other cluster
@@ -322,7 +334,8 @@ func Start(o Options) (*App, error) {
 		})
 		return k, err
 	}}
-	handler := New(Config{Service: a.Service, Verifier: verifier, Logger: log, Rate: o.Rate, Burst: o.Burst, CheckResponses: o.CheckResponses})
+	handler := New(Config{Service: a.Service, Verifier: verifier, Logger: log, Rate: o.Rate, Burst: o.Burst, CheckResponses: o.CheckResponses,
+		Observe: a.Metrics.ObserveRequest})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+LogsPath, func(w http.ResponseWriter, r *http.Request) {
@@ -365,6 +378,8 @@ func Start(o Options) (*App, error) {
 		}
 		handler.serveRepairs(w, r, ctl)
 	})
+	// Prometheus cannot sign requests with SigV4: /metrics takes a bearer token, or nothing.
+	mux.Handle("GET /metrics", a.Metrics.Handler(o.MetricsToken))
 	mux.Handle("/", handler)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
@@ -399,6 +414,25 @@ func Start(o Options) (*App, error) {
 			log.Error("serve", "error", err)
 		}
 	}()
+	if o.MetricsListen != "" {
+		ml, err := net.Listen("tcp", o.MetricsListen)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("listen for metrics on %s: %w", o.MetricsListen, err)
+		}
+		mm := http.NewServeMux()
+		mm.Handle("GET /metrics", a.Metrics.Handler(o.MetricsToken))
+		a.metricsSrv = &http.Server{Handler: mm, ReadHeaderTimeout: 10 * time.Second}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if err := a.metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serve metrics", "error", err)
+			}
+		}()
+		a.MetricsURL = "http://" + ml.Addr().String() + "/metrics"
+		log.Info("metrics", "endpoint", a.MetricsURL)
+	}
 	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
 		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
@@ -491,6 +525,9 @@ func (a *App) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err := a.srv.Shutdown(ctx)
+		if a.metricsSrv != nil {
+			err = errors.Join(err, a.metricsSrv.Shutdown(ctx))
+		}
 		if a.grpc != nil {
 			a.grpc.Stop() // agent streams never end by themselves; agents reconnect to the next server
 		}

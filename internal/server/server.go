@@ -57,6 +57,9 @@ type Config struct {
 	// CheckResponses validates every answer against the model before it is sent and turns a
 	// violation into an InternalFailure (tests turn it on to keep hale honest about its shapes).
 	CheckResponses bool
+	// Observe, when set, is told each request's operation (one of the API's, or "unknown"),
+	// its error code ("" for success) and how long it took (the server's metrics).
+	Observe func(operation, code string, d time.Duration)
 }
 
 // Handler serves the SageMaker API.
@@ -106,6 +109,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		code = h.writeError(w, status, e)
 	} else {
 		status = h.writeJSON(w, reqID, opName, out)
+	}
+	if h.cfg.Observe != nil {
+		op := "unknown" // a client's made-up name is not a label value
+		if api.LookupOperation(opName) != nil {
+			op = opName
+		}
+		h.cfg.Observe(op, code, time.Since(start))
 	}
 	attrs := []any{"request_id", reqID, "operation", opName, "status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 	if code != "" {

@@ -102,6 +102,8 @@ type Tx interface {
 	OpenRepairs(clusterID string) ([]*Repair, error)
 	// RepairsOf returns a node's repairs created since a time, oldest first.
 	RepairsOf(clusterID, logicalID string, since time.Time) ([]*Repair, error)
+	// RepairCounts counts the cluster's repairs (all it keeps) by action and state.
+	RepairCounts(clusterID string) (map[RepairCount]int, error)
 	// Repair returns one repair by id; ErrNotFound.
 	Repair(id string) (*Repair, error)
 
@@ -632,6 +634,12 @@ type Repair struct {
 	Message       string `json:",omitempty"` // why it failed or was held
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+}
+
+// RepairCount is a key of RepairCounts: a repair's action and state.
+type RepairCount struct {
+	Action string
+	State  RepairState
 }
 
 // RepairStep is one line of a repair's timeline.

@@ -127,7 +127,7 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // Close closes the SSH connections.
-func (p *Provider) Close() { p.ssh.close() }
+func (p *Provider) Close() error { p.ssh.close(); return nil }
 
 // Name returns "static".
 func (p *Provider) Name() string { return "static" }

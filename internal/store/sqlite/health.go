@@ -110,3 +110,21 @@ func (t *tx) repairs(q string, args ...any) ([]*store.Repair, error) {
 	}
 	return out, mapErr(rows.Err())
 }
+
+func (t *tx) RepairCounts(clusterID string) (map[store.RepairCount]int, error) {
+	rows, err := t.query(`SELECT COALESCE(json_extract(body, '$.Action'), ''), state, COUNT(*) FROM repairs WHERE cluster_id = ? GROUP BY 1, 2`, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[store.RepairCount]int{}
+	for rows.Next() {
+		var k store.RepairCount
+		var n int
+		if err := rows.Scan(&k.Action, &k.State, &n); err != nil {
+			return nil, mapErr(err)
+		}
+		out[k] = n
+	}
+	return out, mapErr(rows.Err())
+}

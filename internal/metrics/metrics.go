@@ -1,0 +1,212 @@
+// Package metrics is the server's Prometheus metrics (docs/observability.md), with
+// prometheus/client_golang: what the API serves, what the store holds (clusters, groups, nodes
+// and repairs by status, read at each scrape so a restarted server loses nothing), the health
+// findings agents report, and the agents' sessions. Names, labels and units follow Prometheus'
+// conventions: a hale_ prefix, _total counters, _seconds durations, bounded label values.
+package metrics
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Agents is what the metrics read of the agent server.
+type Agents interface {
+	Stats() agentserver.SessionStats
+}
+
+// Server holds the server's metrics in a registry of its own.
+type Server struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	findings *prometheus.CounterVec
+	drained  *prometheus.HistogramVec
+	ended    *prometheus.HistogramVec
+}
+
+// New registers the server's metrics; st and agents are read at each scrape (agents may be
+// nil: a server without agents).
+func New(st store.Store, agents Agents) *Server {
+	m := &Server{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hale_api_requests_total",
+		Help: "SageMaker API requests served, by operation and error code (\"\" for success; the SageMaker error type otherwise).",
+	}, []string{"operation", "code"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hale_api_request_duration_seconds",
+		Help:    "Time to answer a SageMaker API request, by operation.",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+	}, []string{"operation"})
+	m.findings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hale_health_findings_total",
+		Help: "Health findings agents reported, by fault type (the catalog's, e.g. gpu.bus_lost) and the action it asks (Ignore, ResetGPU, Reboot, Replace).",
+	}, []string{"fault", "action"})
+	// Repairs take from seconds (a drain) to minutes (a replacement on a real machine).
+	repairBuckets := []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800}
+	m.drained = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hale_repair_fault_to_drained_seconds",
+		Help:    "Time from a repair's finding (or request) to its node drained in its orchestrator, by action.",
+		Buckets: repairBuckets,
+	}, []string{"action"})
+	m.ended = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hale_repair_fault_to_end_seconds",
+		Help:    "Time from a repair's finding (or request) to its end, by action and outcome: Done is the node back in service; Failed, Cancelled, Quarantined the others.",
+		Buckets: repairBuckets,
+	}, []string{"action", "outcome"})
+	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended,
+		&storeCollector{st: st}, &agentCollector{agents: agents},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the registry the metrics are in (tests gather from it).
+func (m *Server) Registry() *prometheus.Registry { return m.reg }
+
+// ObserveRequest counts one API request. operation must be one of the API's (the caller
+// maps anything else to "unknown", so clients cannot grow the label set).
+func (m *Server) ObserveRequest(operation, code string, d time.Duration) {
+	m.requests.WithLabelValues(operation, code).Inc()
+	m.duration.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// ObserveFinding counts one health finding.
+func (m *Server) ObserveFinding(fault, action string) {
+	m.findings.WithLabelValues(fault, action).Inc()
+}
+
+// RepairDrained observes a repair's drain (controller.Observer).
+func (m *Server) RepairDrained(action string, sinceFault time.Duration) {
+	m.drained.WithLabelValues(action).Observe(sinceFault.Seconds())
+}
+
+// RepairEnded observes a repair's end (controller.Observer).
+func (m *Server) RepairEnded(action, outcome string, sinceFault time.Duration) {
+	m.ended.WithLabelValues(action, outcome).Observe(sinceFault.Seconds())
+}
+
+// Handler serves the metrics in Prometheus' text format. With a token, a request must carry
+// "Authorization: Bearer <token>" (Prometheus' bearer_token / authorization setting); it is
+// never SigV4, which Prometheus cannot sign.
+func (m *Server) Handler(token string) http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hale metrics"`)
+			http.Error(w, "hale metrics need Authorization: Bearer <the server's --metrics-token>", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var (
+	clustersDesc = prometheus.NewDesc("hale_clusters", "Clusters by status (SageMaker's ClusterStatus).", []string{"status"}, nil)
+	groupsDesc   = prometheus.NewDesc("hale_instance_groups", "Instance groups by cluster and status (SageMaker's InstanceGroupStatus).", []string{"cluster", "status"}, nil)
+	nodesDesc    = prometheus.NewDesc("hale_nodes", "Nodes by cluster, instance group and status (SageMaker's ClusterInstanceStatus).", []string{"cluster", "instance_group", "status"}, nil)
+	repairsDesc  = prometheus.NewDesc("hale_repairs", "Repairs the store keeps, by cluster, action (ResetGPU, Reboot, Replace) and state (Done, Failed, Cancelled, Quarantined, or one under way).", []string{"cluster", "action", "state"}, nil)
+	scrapeErr    = prometheus.NewDesc("hale_store_scrape_errors_total", "Scrapes whose read of the store failed (the store metrics are then missing).", nil, nil)
+)
+
+// storeCollector reads the store at each scrape: one transaction, a few grouped counts per
+// cluster, so a scrape's cost grows with clusters, not nodes.
+type storeCollector struct {
+	st     store.Store
+	errors float64
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{clustersDesc, groupsDesc, nodesDesc, repairsDesc, scrapeErr} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []prometheus.Metric
+	err := c.st.Read(ctx, func(tx store.Tx) error {
+		out = out[:0]
+		cls, err := tx.ListClusters(store.ClusterQuery{Limit: 1 << 20})
+		if err != nil {
+			return err
+		}
+		byStatus := map[string]float64{}
+		for _, cl := range cls {
+			byStatus[string(cl.Status)]++
+			groups, err := tx.Groups(cl.ID)
+			if err != nil {
+				return err
+			}
+			gs := map[string]float64{}
+			for _, g := range groups {
+				gs[string(g.State.Status)]++
+			}
+			for s, n := range gs {
+				out = append(out, prometheus.MustNewConstMetric(groupsDesc, prometheus.GaugeValue, n, cl.Name, s))
+			}
+			counts, err := tx.NodeCounts(cl.ID)
+			if err != nil {
+				return err
+			}
+			for g, byS := range counts {
+				for s, n := range byS {
+					out = append(out, prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(n), cl.Name, g, string(s)))
+				}
+			}
+			repairs, err := tx.RepairCounts(cl.ID)
+			if err != nil {
+				return err
+			}
+			for k, n := range repairs {
+				out = append(out, prometheus.MustNewConstMetric(repairsDesc, prometheus.GaugeValue, float64(n), cl.Name, k.Action, string(k.State)))
+			}
+		}
+		for s, n := range byStatus {
+			out = append(out, prometheus.MustNewConstMetric(clustersDesc, prometheus.GaugeValue, n, s))
+		}
+		return nil
+	})
+	if err != nil {
+		c.errors++
+	} else {
+		for _, m := range out {
+			ch <- m
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErr, prometheus.CounterValue, c.errors)
+}
+
+var (
+	agentsDesc  = prometheus.NewDesc("hale_agents_connected", "Agents with a session now, by the agent protocol capability version they announced.", []string{"version"}, nil)
+	silenceDesc = prometheus.NewDesc("hale_agent_heartbeat_lag_max_seconds", "The longest time since a connected agent last spoke (a heartbeat is due every --heartbeat-interval).", nil, nil)
+)
+
+type agentCollector struct{ agents Agents }
+
+func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) { ch <- agentsDesc; ch <- silenceDesc }
+
+func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.agents == nil {
+		return
+	}
+	st := c.agents.Stats()
+	for v, n := range st.ByVersion {
+		ch <- prometheus.MustNewConstMetric(agentsDesc, prometheus.GaugeValue, float64(n), strconv.FormatUint(uint64(v), 10))
+	}
+	ch <- prometheus.MustNewConstMetric(silenceDesc, prometheus.GaugeValue, st.MaxSilence.Seconds())
+}
