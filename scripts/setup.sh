@@ -33,11 +33,12 @@ declare -A why=(
   [slurmdbd]="Slurm accounting (sacct): slurmdbd on each cluster's controller node"
   [mariadb-server]="slurmdbd's database, run inside each controller node (never the host's)"
   [openssh-server]="sshd for scripts/testhosts.sh, the test bed of SSH hosts (never run on the host by hale)"
+  [prometheus]="a real Prometheus the tests start on loopback to scrape hale's /metrics (never run as a service)"
 )
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server)
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -79,6 +80,13 @@ if [ ${#missing[@]} -gt 0 ]; then
       munge) units+=(munge.service) ;;
       # The test bed's hosts run their own sshd; installing it must not open the host to SSH.
       openssh-server) units+=(ssh.service ssh.socket) ;;
+      # The tests start Prometheus themselves; its package would run it (and, by its
+      # Recommends, node-exporter) as services.
+      prometheus) units+=(prometheus.service)
+        for u in prometheus-node-exporter.service prometheus-node-exporter-apt.timer prometheus-node-exporter-ipmitool-sensor.timer \
+          prometheus-node-exporter-mellanox-hca-temp.timer prometheus-node-exporter-nvme.timer prometheus-node-exporter-smartmon.timer; do
+          [ -e "/lib/systemd/system/$u" ] && units+=("$u")
+        done ;;
     esac
   done
   if [ ${#units[@]} -gt 0 ] && command -v systemctl >/dev/null 2>&1; then
