@@ -93,11 +93,38 @@ func (p *prometheusServer) query(t *testing.T, q string) (float64, bool) {
 	return v, true
 }
 
+// series asks Prometheus for an instant vector and counts its series whose value is a number
+// (not NaN): what a dashboard panel would draw.
+func (p *prometheusServer) series(q string) (int, error) {
+	resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Status, Error string
+		Data          struct{ Result []struct{ Value [2]any } }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		return 0, err
+	}
+	if ans.Status != "success" {
+		return 0, fmt.Errorf("%s", ans.Error)
+	}
+	n := 0
+	for _, r := range ans.Data.Result {
+		if v := fmt.Sprint(r.Value[1]); v != "NaN" {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // TestPrometheusScrapesHale: a real Prometheus, configured by hale observability
 // prometheus-config with a metrics token, scrapes a server whose cluster comes up and has a
 // GPU fault repaired; asked through its HTTP API it has the nodes by status, the finding, the
 // repair counted Done, and the fault-to-drained and fault-to-back-in-service histograms
-// observed.
+// observed; and every panel of the Grafana dashboards in dashboards/grafana draws a series.
 func TestPrometheusScrapesHale(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("HALE_DATA_DIR", dir)
@@ -118,6 +145,9 @@ func TestPrometheusScrapesHale(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitStatus("prom", types.ClusterStatusInservice, 90*time.Second)
+	if _, err := e.SDK.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: aws.String("no-such")}); err == nil {
+		t.Fatal("DescribeCluster of a missing cluster succeeded") // an API error, for the errors panel
+	}
 	eventually(t, 30*time.Second, "Prometheus has 3 Running nodes", func() (bool, string) {
 		v, ok := prom.query(t, `sum(hale_nodes{cluster="prom",status="Running"})`)
 		return ok && v == 3, fmt.Sprint(v)
@@ -146,6 +176,34 @@ func TestPrometheusScrapesHale(t *testing.T) {
 	}
 	if v, ok := prom.query(t, `histogram_quantile(0.5, sum by (le) (hale_repair_fault_to_end_seconds_bucket{outcome="Done"}))`); !ok || v <= 0 {
 		t.Errorf("median fault to back in service: %v %v", v, ok)
+	}
+	// Every panel of the committed Grafana dashboards shows something after this run.
+	dashboards, _ := filepath.Glob("../../dashboards/grafana/*.json")
+	if len(dashboards) == 0 {
+		t.Fatal("no dashboards under dashboards/grafana")
+	}
+	for _, path := range dashboards {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Title  string
+			Panels []struct {
+				Title   string
+				Targets []struct{ Expr string }
+			}
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				if n, err := prom.series(tg.Expr); err != nil || n == 0 {
+					t.Errorf("dashboard %q, panel %q: %s gives %d series with a value (%v)", d.Title, p.Title, tg.Expr, n, err)
+				}
+			}
+		}
 	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("prom")}); err != nil {
 		t.Fatal(err)
