@@ -44,6 +44,9 @@ type joinWatch struct {
 	samples  int      // DescribeClusterNode answers
 	checked  int      // Running samples checked against Slurm
 	waits    []string // the distinct Pending messages, in order
+	statuses []string // the distinct statuses seen, in order (to explain a run that saw no Pending)
+	errs     int      // DescribeClusterNode errors
+	lastErr  string
 	bad      []string // Running while Slurm did not take jobs on the node
 	waitFrom time.Time
 	running  time.Time // first Running sample after Pending
@@ -62,6 +65,10 @@ func (e *env) watchJoin(cluster, logical, login string) *joinWatch {
 			}
 			d, err := e.SDK.DescribeClusterNode(context.Background(), &sagemaker.DescribeClusterNodeInput{ClusterName: &cluster, NodeLogicalId: &logical})
 			if err != nil {
+				w.mu.Lock()
+				w.errs++
+				w.lastErr = err.Error()
+				w.mu.Unlock()
 				time.Sleep(20 * time.Millisecond) // not recorded yet (a scale-up)
 				continue
 			}
@@ -69,6 +76,9 @@ func (e *env) watchJoin(cluster, logical, login string) *joinWatch {
 			status, msg := nd.InstanceStatus.Status, aws.ToString(nd.InstanceStatus.Message)
 			w.mu.Lock()
 			w.samples++
+			if len(w.statuses) == 0 || w.statuses[len(w.statuses)-1] != string(status)+" "+aws.ToString(nd.InstanceId) {
+				w.statuses = append(w.statuses, string(status)+" "+aws.ToString(nd.InstanceId))
+			}
 			if status == types.ClusterInstanceStatusPending {
 				pending = true
 				if len(w.waits) == 0 || w.waits[len(w.waits)-1] != msg {
@@ -116,7 +126,7 @@ func (w *joinWatch) finish(t *testing.T, what string) {
 	t.Logf("%s: %d samples, %d of them Running and checked against Slurm; seen Pending waiting for Slurm for %s; Pending messages: %q",
 		what, w.samples, w.checked, waited, w.waits)
 	if w.checked == 0 {
-		t.Errorf("%s: the node was never seen Running after Pending", what)
+		t.Errorf("%s: the node was never seen Running after Pending; statuses seen %q; %d describe errors (last: %s)", what, w.statuses, w.errs, w.lastErr)
 	}
 	if len(w.bad) > 0 {
 		t.Errorf("%s: the API said Running while Slurm did not take jobs on the node (%d of %d checked samples):\n  %s",
