@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,7 +127,7 @@ var (
 // cluster, so a scrape's cost grows with clusters, not nodes.
 type storeCollector struct {
 	st     store.Store
-	errors float64
+	errors atomic.Int64 // scrapes may run at once
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -182,13 +183,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		return nil
 	})
 	if err != nil {
-		c.errors++
+		c.errors.Add(1)
 	} else {
 		for _, m := range out {
 			ch <- m
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeErr, prometheus.CounterValue, c.errors)
+	ch <- prometheus.MustNewConstMetric(scrapeErr, prometheus.CounterValue, float64(c.errors.Load()))
 }
 
 var (

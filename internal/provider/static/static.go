@@ -306,7 +306,7 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 			return nil, "", fmt.Errorf("write the agent CA: %w", err)
 		}
 	}
-	if _, err := p.ssh.run(ctx, h, p.startScript(spec, f.supervisor), nil); err != nil {
+	if _, err := p.ssh.run(ctx, h, p.startScript(spec, f.supervisor, len(spec.AgentCA) > 0), nil); err != nil {
 		return nil, "", fmt.Errorf("start the agent: %w", err)
 	}
 	ip := h.Address
@@ -323,14 +323,14 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 }
 
 // agentArgs is the agent's command line on a host.
-func (p *Provider) agentArgs(spec provider.LaunchSpec) []string {
+func (p *Provider) agentArgs(spec provider.LaunchSpec, withCA bool) []string {
 	server := spec.AgentServer
 	if server == "" {
 		server = p.cfg.AgentServer
 	}
 	args := []string{BinDir + "/hale", "agent", "--server", server, "--instance-id", spec.InstanceID,
 		"--instance-type", spec.InstanceType, "--state-dir", StateDir, "--bootstrap-token-file", ConfDir + "/bootstrap-token"}
-	if len(spec.AgentCA) > 0 {
+	if withCA {
 		args = append(args, "--ca-file", ConfDir+"/agent-ca.crt")
 	}
 	return append(args, p.cfg.AgentArgs...)
@@ -341,9 +341,9 @@ func (p *Provider) agentArgs(spec provider.LaunchSpec) []string {
 // the agent leaves the daemons it supervises running), else as hale's supervising loop in a
 // session of its own (restarting the agent a second after it exits), whose session id is in
 // /run/hale-agent.pid. Starting an agent that runs is a no-op.
-func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string) string {
+func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string, withCA bool) string {
 	quoted := make([]string, 0, 16)
-	for _, a := range p.agentArgs(spec) {
+	for _, a := range p.agentArgs(spec, withCA) {
 		quoted = append(quoted, shellQuote(a))
 	}
 	var b strings.Builder
@@ -471,10 +471,7 @@ func (p *Provider) awaitBoot(rec instRecord, h *Host, before string, spec provid
 			return // terminated meanwhile
 		}
 		if cur.Supervisor == "process" {
-			if cur.AgentCA {
-				spec.AgentCA = []byte("on the host") // only says that --ca-file is given
-			}
-			if _, err := p.ssh.run(ctx, h, p.startScript(spec, cur.Supervisor), nil); err != nil {
+			if _, err := p.ssh.run(ctx, h, p.startScript(spec, cur.Supervisor, cur.AgentCA), nil); err != nil {
 				p.log.Warn("static provider: start the agent after a reboot", "address", h.Address, "error", err)
 				continue
 			}
