@@ -81,6 +81,8 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), static (your hosts over SSH: --hosts), or empty for none")
 	f.StringVar(&o.MetricsToken, "metrics-token", "", "require Authorization: Bearer TOKEN on /metrics (Prometheus cannot sign with SigV4; default: /metrics is open)")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics on this host:port too (it is always on the API listener)")
+	f.StringVar(&o.EventsWebhook, "events-webhook", "", "POST every event (EventBridge-shaped: cluster state changes, node health, cluster events) to this URL, one JSON event per request with its id in the Idempotency-Key header; retried until it answers 2xx, kept across restarts")
+	f.StringVar(&o.EventsFile, "events-file", "", "append every event (as --events-webhook sends it) to this file as JSON lines, synced to disk")
 	f.StringVar(&o.Hosts, "hosts", "", "static provider: the hosts file (docs/own-machines.md; check it with hale hosts validate)")
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "static provider: the known_hosts file hosts' keys are checked against (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "static provider: add the key of a host known_hosts does not name (first contact); a changed key is always refused")

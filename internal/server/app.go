@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/eventbridge"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/provider/local"
@@ -74,6 +76,16 @@ type Options struct {
 	// serves /metrics on that host:port too (for a Prometheus that should not reach the API).
 	MetricsToken  string
 	MetricsListen string
+	// EventsWebhook, when set, is a URL every event for other systems is POSTed to (one
+	// EventBridge-shaped JSON event per request, its id in the Idempotency-Key header), retried
+	// until it answers 2xx; EventsFile, when set, is a file they are appended to as JSON lines.
+	// Both may be set (internal/eventbridge, docs/observability.md).
+	EventsWebhook string
+	EventsFile    string
+	// EventsMinBackoff and EventsMaxBackoff bound the wait between a failed delivery and its
+	// retry (zero: eventbridge's defaults).
+	EventsMinBackoff time.Duration
+	EventsMaxBackoff time.Duration
 	// Hosts is the static provider's hosts file; KnownHosts the known_hosts file it checks host
 	// keys against (default ~/.ssh/known_hosts), AcceptNewHostKeys adds unknown hosts' keys.
 	Hosts             string
@@ -136,6 +148,9 @@ type App struct {
 	Metrics    *metrics.Server
 	MetricsURL string
 	Agents     *agentserver.Server
+	// Events delivers the events for other systems (nil without --events-webhook or
+	// --events-file).
+	Events *eventbridge.Deliverer
 	// AgentEndpoint is where agents connect ("" without a provider).
 	AgentEndpoint string
 	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca): it issues the agents' client
@@ -153,6 +168,7 @@ type App struct {
 	lock       *dataDirLock
 	dataDir    string
 	kube       *kubeplane.ControlPlane // the local control plane (--kubernetes local)
+	eventsFile *eventbridge.File       // --events-file, closed last
 	wg         sync.WaitGroup
 	log        *slog.Logger
 }
@@ -196,6 +212,9 @@ func Start(o Options) (*App, error) {
 		dataDir:         o.DataDir,
 	}
 	fail := func(err error) (*App, error) {
+		if a.eventsFile != nil {
+			a.eventsFile.Close()
+		}
 		if c, ok := a.Provider.(interface{ Close() error }); ok {
 			c.Close()
 		}
@@ -206,6 +225,9 @@ func Start(o Options) (*App, error) {
 		st.Close()
 		lock.release()
 		return nil, err
+	}
+	if err := a.startEvents(o, st); err != nil {
+		return fail(err)
 	}
 	if o.ObjectStore == "" {
 		o.ObjectStore = filepath.Join(o.DataDir, "s3")
@@ -401,6 +423,13 @@ func Start(o Options) (*App, error) {
 			a.Agents.Watch(ctx)
 		}()
 	}
+	if a.Events != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.Events.Run(ctx)
+		}()
+	}
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
@@ -436,6 +465,38 @@ func Start(o Options) (*App, error) {
 	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
 		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
+}
+
+// startEvents sets up the events for other systems when a sink is configured: the store
+// publishes every change's event to its outbox in the change's transaction, and a Deliverer
+// (run with the reconcilers) hands them to the sinks. Without a sink nothing is published.
+func (a *App) startEvents(o Options, st *sqlite.Store) error {
+	var sinks []eventbridge.Sink
+	if o.EventsWebhook != "" {
+		u, err := url.Parse(o.EventsWebhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--events-webhook %q: want an http:// or https:// URL", o.EventsWebhook)
+		}
+		sinks = append(sinks, &eventbridge.Webhook{URL: o.EventsWebhook})
+	}
+	if o.EventsFile != "" {
+		a.eventsFile = &eventbridge.File{Path: o.EventsFile}
+		sinks = append(sinks, a.eventsFile)
+	}
+	if len(sinks) == 0 {
+		return nil
+	}
+	pub := &eventbridge.Publisher{}
+	st.SetPublisher(pub)
+	a.Events = eventbridge.New(eventbridge.Config{Store: st, Publisher: pub, Sinks: sinks,
+		MinBackoff: o.EventsMinBackoff, MaxBackoff: o.EventsMaxBackoff, Logger: a.log})
+	if err := a.Events.Prepare(context.Background()); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	for _, s := range sinks {
+		a.log.Info("events for other systems", "sink", s.Name())
+	}
+	return nil
 }
 
 // agentEndpoint is the address agents are given for the agent listener at addr, and the names
@@ -534,6 +595,9 @@ func (a *App) Close() error {
 		a.cancel()
 		a.wg.Wait()
 		a.closeErr = errors.Join(err, a.Store.Close())
+		if a.eventsFile != nil {
+			a.closeErr = errors.Join(a.closeErr, a.eventsFile.Close())
+		}
 		if p, ok := a.Provider.(interface{ Close() error }); ok {
 			a.closeErr = errors.Join(a.closeErr, p.Close())
 		}

@@ -19,6 +19,14 @@ func inService(s api.ClusterInstanceStatus) bool {
 	return false
 }
 
+// ClusterDescription is DescribeCluster's answer for a stored cluster, its groups (tx.Groups) and
+// its nodes' counts by group and status (tx.NodeCounts): the one conversion of a cluster record,
+// which internal/eventbridge's "SageMaker HyperPod Cluster State Change" events reuse. (An Eks
+// cluster's nodes' current Kubernetes labels, which DescribeCluster adds, are not in it.)
+func ClusterDescription(c *store.Cluster, groups []*store.Group, counts map[string]map[api.ClusterInstanceStatus]int) *api.DescribeClusterResponse {
+	return describeCluster(c, groups, counts)
+}
+
 func describeCluster(c *store.Cluster, groups []*store.Group, counts map[string]map[api.ClusterInstanceStatus]int) *api.DescribeClusterResponse {
 	out := &api.DescribeClusterResponse{
 		ClusterArn:           new(c.ARN),
@@ -246,6 +254,10 @@ func eventSummary(e *store.Event) api.ClusterEventSummary {
 		EventLevel:        new(e.Level),
 	}
 }
+
+// EventDetail is DescribeClusterEvent's record of a stored event (its EventDetails member), which
+// internal/eventbridge's "SageMaker HyperPod Cluster Event" events carry.
+func EventDetail(e *store.Event) *api.ClusterEventDetail { return eventDetail(e) }
 
 func eventDetail(e *store.Event) *api.ClusterEventDetail {
 	d := &api.ClusterEventDetail{

@@ -122,6 +122,22 @@ type Tx interface {
 	// ListEvents returns up to q.Limit events of q.ClusterID in q's order, after q.After.
 	ListEvents(q EventQuery) ([]*Event, error)
 
+	// Outbox returns up to limit outbox entries with Seq > after, in Seq order.
+	Outbox(after int64, limit int) ([]OutboxEntry, error)
+	// OutboxEntry returns the outbox entry with that event id; ErrNotFound (never written, or
+	// pruned).
+	OutboxEntry(id string) (*OutboxEntry, error)
+	// OutboxHead is the Seq of the newest outbox entry ever written (0 when none was), pruned
+	// or not.
+	OutboxHead() (int64, error)
+	// OutboxCursor returns the Seq of the last entry a sink delivered; ok is false for a sink
+	// the store has never seen.
+	OutboxCursor(sink string) (seq int64, ok bool, err error)
+	// PutOutboxCursor records that a sink delivered every entry up to seq.
+	PutOutboxCursor(sink string, seq int64) error
+	// PruneOutbox deletes the entries with Seq <= through and says how many went.
+	PruneOutbox(through int64) (int64, error)
+
 	// Tags returns the tags of a resource ARN, sorted by key.
 	Tags(arn string) ([]api.Tag, error)
 	// PutTags adds tags to a resource, overwriting values of keys it already has.

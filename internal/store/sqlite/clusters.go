@@ -41,6 +41,7 @@ func (t *tx) InsertCluster(c *store.Cluster) error {
 		return err
 	}
 	c.Seq, err = res.LastInsertId()
+	t.clusterSeen(c.ID, nil)
 	return err
 }
 
@@ -64,6 +65,15 @@ func (t *tx) UpdateCluster(c *store.Cluster) error {
 	state, err := encode(c.State)
 	if err != nil {
 		return err
+	}
+	if t.pub != nil {
+		if _, seen := t.clustersBefore[c.ID]; !seen {
+			before, err := t.ClusterByID(c.ID)
+			if err != nil {
+				return err
+			}
+			t.clusterSeen(c.ID, before)
+		}
 	}
 	return mustAffect(t.exec(`UPDATE clusters SET status = ?, failure_message = ?, spec = ?, state = ?, updated_at = ? WHERE id = ?`,
 		c.Status, c.FailureMessage, spec, state, ms(c.UpdatedAt), c.ID))

@@ -40,8 +40,17 @@ func (t *tx) AppendEvent(e *store.Event) error {
 	if err != nil {
 		return err
 	}
-	e.Seq, err = res.LastInsertId()
-	return err
+	if e.Seq, err = res.LastInsertId(); err != nil {
+		return err
+	}
+	if t.pub == nil {
+		return nil
+	}
+	entries, err := t.pub.EventAppended(t, e)
+	if err != nil {
+		return err
+	}
+	return t.appendOutbox(entries)
 }
 
 func (t *tx) Event(clusterID, eventID string) (*store.Event, error) {

@@ -55,9 +55,23 @@ func (t *tx) InsertRepair(r *store.Repair) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO repairs (id, cluster_id, logical_id, state, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.ClusterID, r.LogicalID, r.State, ms(r.CreatedAt), ms(r.UpdatedAt), body)
-	return mapErr(err)
+	if _, err = t.exec(`INSERT INTO repairs (id, cluster_id, logical_id, state, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.ClusterID, r.LogicalID, r.State, ms(r.CreatedAt), ms(r.UpdatedAt), body); err != nil {
+		return err
+	}
+	return t.publishRepair(nil, r)
+}
+
+// publishRepair writes the outbox entries of a repair's change (outbox.go).
+func (t *tx) publishRepair(before, after *store.Repair) error {
+	if t.pub == nil {
+		return nil
+	}
+	entries, err := t.pub.RepairChanged(t, before, after)
+	if err != nil {
+		return err
+	}
+	return t.appendOutbox(entries)
 }
 
 func (t *tx) PutRepair(r *store.Repair) error {
@@ -65,7 +79,16 @@ func (t *tx) PutRepair(r *store.Repair) error {
 	if err != nil {
 		return err
 	}
-	return mustAffect(t.exec(`UPDATE repairs SET state = ?, updated_at = ?, body = ? WHERE id = ?`, r.State, ms(r.UpdatedAt), body, r.ID))
+	var before *store.Repair
+	if t.pub != nil {
+		if before, err = t.Repair(r.ID); err != nil {
+			return err
+		}
+	}
+	if err := mustAffect(t.exec(`UPDATE repairs SET state = ?, updated_at = ?, body = ? WHERE id = ?`, r.State, ms(r.UpdatedAt), body, r.ID)); err != nil {
+		return err
+	}
+	return t.publishRepair(before, r)
 }
 
 func (t *tx) OpenRepairs(clusterID string) ([]*store.Repair, error) {

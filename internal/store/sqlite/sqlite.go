@@ -25,6 +25,7 @@ type Store struct {
 	w    *sql.DB // one connection: every write transaction
 	r    *sql.DB // read transactions
 	path string
+	pub  store.Publisher // SetPublisher; nil: no outbox entries are written
 }
 
 var _ store.Store = (*Store)(nil)
@@ -88,18 +89,29 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 	return fn(&tx{q: t, ctx: ctx})
 }
 
-// Write runs fn in the write transaction and commits when it returns nil.
+// Write runs fn in the write transaction and commits when it returns nil. With a Publisher, the
+// outbox entries of the transaction's changes are written in it before the commit (outbox.go).
 func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 	t, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin write: %w", err)
 	}
-	if err := fn(&tx{q: t, ctx: ctx}); err != nil {
+	x := &tx{q: t, ctx: ctx, pub: s.pub}
+	if err := fn(x); err != nil {
 		t.Rollback()
 		return err
 	}
+	if x.pub != nil {
+		if err := x.publishClusters(); err != nil {
+			t.Rollback()
+			return err
+		}
+	}
 	if err := t.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
+	}
+	if x.published {
+		s.pub.Committed()
 	}
 	return nil
 }
@@ -108,6 +120,14 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 type tx struct {
 	q   *sql.Tx
 	ctx context.Context
+
+	// pub is the store's Publisher in a write transaction (nil in reads, or without one);
+	// clustersBefore holds each cluster the transaction changed as it found it (nil: inserted),
+	// in clusterOrder; published: the transaction wrote outbox entries.
+	pub            store.Publisher
+	clustersBefore map[string]*store.Cluster
+	clusterOrder   []string
+	published      bool
 }
 
 func (t *tx) exec(query string, args ...any) (sql.Result, error) {
