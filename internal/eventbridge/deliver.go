@@ -92,7 +92,8 @@ func (d *Deliverer) Prepare(ctx context.Context) error {
 		if r, ok := s.(Resumer); ok {
 			var err error
 			if last, err = r.LastDelivered(); err != nil {
-				return err
+				// Not ours to refuse a start over: the sink may get its last event again.
+				d.log.Warn("events: cannot tell what the sink holds; it may get its last event again", "sink", s.Name(), "error", err)
 			}
 		}
 		err := d.cfg.Store.Write(ctx, func(tx store.Tx) error {
@@ -151,19 +152,27 @@ func (d *Deliverer) runSink(ctx context.Context, s Sink, wake <-chan struct{}) {
 			batch, err = tx.Outbox(cur, d.cfg.Batch)
 			return err
 		})
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			d.log.Error("events: read the outbox", "sink", name, "error", err)
 		}
-		for _, e := range batch {
+		recorded := time.Now()
+		for i, e := range batch {
 			if !d.deliver(ctx, s, e) {
 				return
 			}
-		}
-		if len(batch) > 0 {
-			d.prune(ctx)
-			if len(batch) == d.cfg.Batch {
-				continue
+			// The cursor moves only after a delivery, and at most every CursorEvery within a
+			// batch (a write per event would compete with the reconcilers' writes): a crash
+			// in between delivers those events again after the restart, under the same ids
+			// (the receiver's idempotency key); a Resumer finds them in itself instead.
+			if i == len(batch)-1 || time.Since(recorded) >= CursorEvery {
+				if !d.record(ctx, name, e.Seq) {
+					return
+				}
+				recorded = time.Now()
 			}
+		}
+		if len(batch) == d.cfg.Batch {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -173,12 +182,15 @@ func (d *Deliverer) runSink(ctx context.Context, s Sink, wake <-chan struct{}) {
 	}
 }
 
-// deliver hands e to s until it is taken, then records it; false when ctx ended first.
+// CursorEvery is how often, at most, a sink delivering a batch records how far it got.
+const CursorEvery = 200 * time.Millisecond
+
+// deliver hands e to s until it is taken; false when ctx ended first.
 func (d *Deliverer) deliver(ctx context.Context, s Sink, e store.OutboxEntry) bool {
 	for attempt := 0; ; attempt++ {
 		err := s.Deliver(ctx, e)
 		if err == nil {
-			break
+			return true
 		}
 		if ctx.Err() != nil {
 			return false
@@ -191,17 +203,36 @@ func (d *Deliverer) deliver(ctx context.Context, s Sink, e store.OutboxEntry) bo
 		case <-time.After(wait):
 		}
 	}
-	// The cursor moves only now; a crash before this line delivers e again after the restart
-	// (same id: the receiver's idempotency key), or, for a Resumer, is found in the sink.
+}
+
+// record moves a sink's cursor to seq and, in the same transaction, prunes what every
+// configured sink has delivered, which keeps the outbox as small as the slowest sink's backlog.
+// (A sink no longer configured does not hold it back; if it comes back it resumes from its
+// cursor, missing what was pruned meanwhile.) False when ctx ended first.
+func (d *Deliverer) record(ctx context.Context, sink string, seq int64) bool {
 	for attempt := 0; ; attempt++ {
-		err := d.cfg.Store.Write(ctx, func(tx store.Tx) error { return tx.PutOutboxCursor(s.Name(), e.Seq) })
+		err := d.cfg.Store.Write(ctx, func(tx store.Tx) error {
+			if err := tx.PutOutboxCursor(sink, seq); err != nil {
+				return err
+			}
+			low := seq
+			for _, s := range d.cfg.Sinks {
+				cur, _, err := tx.OutboxCursor(s.Name())
+				if err != nil {
+					return err
+				}
+				low = min(low, cur)
+			}
+			_, err := tx.PruneOutbox(low)
+			return err
+		})
 		if err == nil {
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		d.log.Error("events: record a delivery", "sink", s.Name(), "id", e.ID, "error", err)
+		d.log.Error("events: record a delivery", "sink", sink, "seq", seq, "error", err)
 		select {
 		case <-ctx.Done():
 			return false
@@ -218,30 +249,4 @@ func (d *Deliverer) backoff(attempt int) time.Duration {
 		w = min(d.cfg.MaxBackoff, d.cfg.MinBackoff<<attempt)
 	}
 	return w/2 + rand.N(w/2+1)
-}
-
-// prune deletes the entries every configured sink has delivered, which keeps the outbox as
-// small as the slowest sink's backlog. (A sink no longer configured does not hold it back; if it
-// comes back it resumes from its cursor, missing what was pruned meanwhile.)
-func (d *Deliverer) prune(ctx context.Context) {
-	err := d.cfg.Store.Write(ctx, func(tx store.Tx) error {
-		low := int64(-1)
-		for _, s := range d.cfg.Sinks {
-			cur, _, err := tx.OutboxCursor(s.Name())
-			if err != nil {
-				return err
-			}
-			if low < 0 || cur < low {
-				low = cur
-			}
-		}
-		if low <= 0 {
-			return nil
-		}
-		_, err := tx.PruneOutbox(low)
-		return err
-	})
-	if err != nil && ctx.Err() == nil {
-		d.log.Error("events: prune the outbox", "error", err)
-	}
 }

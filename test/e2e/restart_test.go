@@ -335,8 +335,8 @@ func binaryServerOf(t testing.TB, dir string, bin *string) (*env, *exec.Cmd, fun
 }
 
 // binaryServerWith is binaryServerOf with other provider flags than the local provider's
-// (nil: the local provider on the test's own network).
-func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []string) (*env, *exec.Cmd, func() *exec.Cmd) {
+// (nil: the local provider on the test's own network), and any more flags after them.
+func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []string, more ...string) (*env, *exec.Cmd, func() *exec.Cmd) {
 	o := options(t, dir)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
@@ -345,7 +345,8 @@ func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []stri
 		providerArgs = []string{"--provider", "local", "--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore}
 	}
 	run := func() *exec.Cmd {
-		cmd := exec.Command(*bin, append([]string{"server", "--data-dir", dir, "--listen", addr}, providerArgs...)...)
+		args := append(append([]string{"server", "--data-dir", dir, "--listen", addr}, providerArgs...), more...)
+		cmd := exec.Command(*bin, args...)
 		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
