@@ -1,6 +1,6 @@
 // Package store is hale's persistence: the records the control plane keeps (clusters, instance
-// groups, nodes, node actions, events, tags, access keys) and the Store interface that holds
-// them. store/sqlite is the embedded default.
+// groups, nodes, node actions, events, tags, access keys, the outbox of events for other systems)
+// and the Store interface that holds them. store/sqlite is the embedded default.
 //
 // Every change happens inside Write, one serialized transaction that is durable when Write
 // returns nil: an acknowledged API call survives a crash of the server. Reads run in Read, on a
