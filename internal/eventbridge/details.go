@@ -95,10 +95,12 @@ func asMap(v any) (map[string]any, error) {
 // is hale's record of a node found unhealthy (internal/controller): its opening says the node is
 // unhealthy and what hale will do; a more severe action later says so again; its end says
 // Healthy (Done) or still Unhealthy with nothing more hale will do (Failed, Quarantined).
-// Repairs an operator opened through the API (BatchRebootClusterNodes, BatchReplaceClusterNodes:
-// their fault is "api.repair_request", internal/controller) are not health findings, and a
-// Cancelled repair's node is gone: neither makes an event.
-func nodeHealth(cl *store.Cluster, before, after *store.Repair) *HealthSummary {
+// A repair cancelled on a node that is still there (its agent answers again, an operator put it
+// back in service in its orchestrator) says Healthy too; one cancelled because its node is gone
+// (nodeGone) says nothing. Repairs an operator opened through the API (BatchRebootClusterNodes,
+// BatchReplaceClusterNodes: their fault is "api.repair_request", internal/controller) are not
+// health findings and make no event.
+func nodeHealth(cl *store.Cluster, before, after *store.Repair, nodeGone bool) *HealthSummary {
 	if after.Fault == "api.repair_request" {
 		return nil
 	}
@@ -130,6 +132,16 @@ func nodeHealth(cl *store.Cluster, before, after *store.Repair) *HealthSummary {
 		return &HealthSummary{HealthStatus: "Unhealthy", RepairAction: "None",
 			HealthStatusReason: fmt.Sprintf("The %s for %s failed: %s (repair %s).", actionNoun(after.Action), after.Fault, after.Message, after.ID),
 			Recommendation:     "Look at the node, then replace it (BatchReplaceClusterNodes)."}
+	case store.RepairCancelled:
+		if nodeGone {
+			return nil
+		}
+		why := "it was cancelled"
+		if n := len(after.Timeline); n > 0 {
+			why = after.Timeline[n-1].What
+		}
+		return &HealthSummary{HealthStatus: "Healthy", RepairAction: "None",
+			HealthStatusReason: fmt.Sprintf("The node is in service again without its %s for %s: %s (repair %s).", actionNoun(after.Action), after.Fault, why, after.ID)}
 	case store.RepairQuarantined:
 		return &HealthSummary{HealthStatus: "Unhealthy", RepairAction: "None",
 			HealthStatusReason: fmt.Sprintf("%s It is quarantined: it was replaced too often for %s (repair %s).", detected(after), after.Fault, after.ID),

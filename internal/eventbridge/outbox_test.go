@@ -2,6 +2,7 @@ package eventbridge
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/haleproject/hale/api"
@@ -108,24 +109,26 @@ func TestNodeHealthFromRepairs(t *testing.T) {
 		name          string
 		cl            *store.Cluster
 		before, after *store.Repair
+		gone          bool   // the node is gone or being removed
 		status        string // "" for no event
 		action        string
 	}{
-		{"found, automatic", auto, nil, rp("Replace", "health", store.RepairDraining), "Unhealthy", "Replace"},
-		{"found, NodeRecovery None", manual, nil, rp("Reboot", "health", store.RepairDraining), "Unhealthy", "None"},
-		{"an operator in Slurm, NodeRecovery None", manual, nil, rp("Replace", "slurm", store.RepairDraining), "Unhealthy", "Replace"},
-		{"found, to quarantine", auto, nil, quarantined, "Unhealthy", "None"},
-		{"escalated", auto, rp("Reboot", "health", store.RepairDraining), rp("Replace", "health", store.RepairDraining), "Unhealthy", "Replace"},
-		{"progress", auto, rp("Replace", "health", store.RepairDraining), rp("Replace", "health", store.RepairRepairing), "", ""},
-		{"done", auto, rp("Replace", "health", store.RepairResuming), rp("Replace", "health", store.RepairDone), "Healthy", "None"},
-		{"failed", auto, rp("Replace", "health", store.RepairChecking), rp("Replace", "health", store.RepairFailed), "Unhealthy", "None"},
-		{"quarantined", auto, rp("Replace", "health", store.RepairDraining), rp("Replace", "health", store.RepairQuarantined), "Unhealthy", "None"},
-		{"cancelled: the node is gone", auto, rp("Replace", "health", store.RepairRepairing), rp("Replace", "health", store.RepairCancelled), "", ""},
-		{"rewritten after its end", auto, rp("Replace", "health", store.RepairDone), rp("Replace", "health", store.RepairDone), "", ""},
-		{"BatchReplaceClusterNodes", auto, nil, rp("Replace", "api", store.RepairDraining), "", ""},
-		{"BatchReplaceClusterNodes done", auto, rp("Replace", "api", store.RepairResuming), rp("Replace", "api", store.RepairDone), "", ""},
+		{"found, automatic", auto, nil, rp("Replace", "health", store.RepairDraining), false, "Unhealthy", "Replace"},
+		{"found, NodeRecovery None", manual, nil, rp("Reboot", "health", store.RepairDraining), false, "Unhealthy", "None"},
+		{"an operator in Slurm, NodeRecovery None", manual, nil, rp("Replace", "slurm", store.RepairDraining), false, "Unhealthy", "Replace"},
+		{"found, to quarantine", auto, nil, quarantined, false, "Unhealthy", "None"},
+		{"escalated", auto, rp("Reboot", "health", store.RepairDraining), rp("Replace", "health", store.RepairDraining), false, "Unhealthy", "Replace"},
+		{"progress", auto, rp("Replace", "health", store.RepairDraining), rp("Replace", "health", store.RepairRepairing), false, "", ""},
+		{"done", auto, rp("Replace", "health", store.RepairResuming), rp("Replace", "health", store.RepairDone), false, "Healthy", "None"},
+		{"failed", auto, rp("Replace", "health", store.RepairChecking), rp("Replace", "health", store.RepairFailed), false, "Unhealthy", "None"},
+		{"quarantined", auto, rp("Replace", "health", store.RepairDraining), rp("Replace", "health", store.RepairQuarantined), false, "Unhealthy", "None"},
+		{"cancelled: the node is gone", auto, rp("Replace", "health", store.RepairRepairing), rp("Replace", "health", store.RepairCancelled), true, "", ""},
+		{"cancelled: the node answers again", auto, rp("Replace", "heartbeat", store.RepairWaiting), rp("Replace", "heartbeat", store.RepairCancelled), false, "Healthy", "None"},
+		{"rewritten after its end", auto, rp("Replace", "health", store.RepairDone), rp("Replace", "health", store.RepairDone), false, "", ""},
+		{"BatchReplaceClusterNodes", auto, nil, rp("Replace", "api", store.RepairDraining), false, "", ""},
+		{"BatchReplaceClusterNodes done", auto, rp("Replace", "api", store.RepairResuming), rp("Replace", "api", store.RepairDone), false, "", ""},
 	} {
-		hs := nodeHealth(c.cl, c.before, c.after)
+		hs := nodeHealth(c.cl, c.before, c.after, c.gone)
 		switch {
 		case c.status == "" && hs != nil:
 			t.Errorf("%s: %+v, want no event", c.name, hs)
@@ -134,5 +137,47 @@ func TestNodeHealthFromRepairs(t *testing.T) {
 		case hs != nil && (hs.HealthStatus != c.status || hs.RepairAction != c.action || hs.HealthStatusReason == ""):
 			t.Errorf("%s: %+v, want %s with RepairAction %s", c.name, hs, c.status, c.action)
 		}
+	}
+}
+
+// TestCancelledRepairs: a repair cancelled on a node that is still there (its agent answers
+// again) publishes Healthy; one cancelled because its node is being removed publishes nothing.
+func TestCancelledRepairs(t *testing.T) {
+	f := newFixture(t)
+	f.mustWrite(func(tx store.Tx) error { _, err := f.cluster(tx); return err })
+	repairs := map[string]*store.Repair{}
+	for i, lid := range []string{"gpu-1", "gpu-2"} {
+		rp := &store.Repair{ID: "repair-" + lid, ClusterID: "abcdefghijkl", LogicalID: lid, InstanceID: fmt.Sprintf("i-0000000000000000%d", i+1),
+			Action: "Replace", Fault: "node.unreachable",
+			Source: "heartbeat", Reason: "no heartbeat for 30s", State: store.RepairWaiting, CreatedAt: f.now, UpdatedAt: f.now}
+		repairs[lid] = rp
+		f.mustWrite(func(tx store.Tx) error { return tx.InsertRepair(rp) })
+	}
+	before := len(f.outbox())
+	f.mustWrite(func(tx store.Tx) error {
+		n, err := tx.NodeByLogicalID("abcdefghijkl", "gpu-2")
+		if err != nil {
+			return err
+		}
+		n.Details.Phase = store.PhaseTerminating
+		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		for _, rp := range repairs {
+			rp.State = store.RepairCancelled
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: f.now, What: "the node answers again"})
+			if err := tx.PutRepair(rp); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	out := f.outbox()[before:]
+	if len(out) != 1 {
+		t.Fatalf("%d events for two cancelled repairs, want 1 (the node still there)", len(out))
+	}
+	d := decoded(t, out[0])["detail"].(map[string]any)
+	if hs := d["HealthSummary"].(map[string]any); hs["HealthStatus"] != "Healthy" || d["InstanceId"] != "i-00000000000000001" {
+		t.Errorf("detail %v, want gpu-1 (i-00000000000000001) Healthy", d)
 	}
 }

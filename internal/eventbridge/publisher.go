@@ -2,6 +2,7 @@ package eventbridge
 
 import (
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -76,7 +77,19 @@ func (p *Publisher) RepairChanged(tx store.Tx, before, after *store.Repair) ([]s
 	if err != nil {
 		return nil, err
 	}
-	hs := nodeHealth(cl, before, after)
+	gone := false
+	if after.State == store.RepairCancelled {
+		n, err := tx.NodeByLogicalID(cl.ID, after.LogicalID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			gone = true
+		case err != nil:
+			return nil, err
+		default:
+			gone = n.Details.Phase == store.PhaseTerminating
+		}
+	}
+	hs := nodeHealth(cl, before, after, gone)
 	if hs == nil {
 		return nil, nil
 	}
