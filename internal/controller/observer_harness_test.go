@@ -11,6 +11,13 @@ type recorder struct {
 	mu      sync.Mutex
 	drained []string
 	ended   []string
+	resumed []string
+}
+
+func (o *recorder) JobResumed(action string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resumed = append(o.resumed, action)
 }
 
 func (o *recorder) RepairDrained(action string, _ time.Duration) {

@@ -41,8 +41,12 @@ func (c *Controller) Drift(ctx context.Context, clusterID string) ([]string, err
 }
 
 // AutoResume passes a node's AutoResume call to its cluster's orchestrator; a cluster without
-// one has no job steps to resume.
+// one has no job steps to resume. A "resumed" report is the controller's own (resumed.go): it
+// is about the repairs, whatever the orchestrator.
 func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	if req.Kind == KindResumed {
+		return c.jobResumed(ctx, clusterID, req)
+	}
 	o, err := c.orchestratorByID(ctx, clusterID)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,8 @@ import (
 // Agents is what the metrics read of the agent server.
 type Agents interface {
 	Stats() agentserver.SessionStats
+	// NodeSamples are the connected agents' fresh node metrics samples.
+	NodeSamples() []agentserver.NodeSample
 }
 
 // Server holds the server's metrics in a registry of its own.
@@ -34,6 +36,7 @@ type Server struct {
 	findings *prometheus.CounterVec
 	drained  *prometheus.HistogramVec
 	ended    *prometheus.HistogramVec
+	resumed  *prometheus.HistogramVec
 }
 
 // New registers the server's metrics; st and agents are read at each scrape (agents may be
@@ -65,8 +68,18 @@ func New(st store.Store, agents Agents) *Server {
 		Help:    "Time from a repair's finding (or request) to its end, by action and outcome: Done is the node back in service; Failed, Cancelled, Quarantined the others.",
 		Buckets: repairBuckets,
 	}, []string{"action", "outcome"})
-	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended,
-		&storeCollector{st: st}, &agentCollector{agents: agents},
+	m.resumed = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hale_repair_fault_to_job_resumed_seconds",
+		Help:    "Time from a repair's finding to the job it interrupted running again (srun --auto-resume=1: the step retried, or the requeued job started again), by action.",
+		Buckets: repairBuckets,
+	}, []string{"action"})
+	sc := &storeCollector{st: st}
+	// A nil *agentserver.Server in an Agents is not nil: the collectors test for both.
+	if a, ok := agents.(*agentserver.Server); ok && a == nil {
+		agents = nil
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended, m.resumed,
+		sc, &agentCollector{agents: agents}, &nodeCollector{st: st, agents: agents, errors: &sc.errors},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +107,11 @@ func (m *Server) RepairDrained(action string, sinceFault time.Duration) {
 // RepairEnded observes a repair's end (controller.Observer).
 func (m *Server) RepairEnded(action, outcome string, sinceFault time.Duration) {
 	m.ended.WithLabelValues(action, outcome).Observe(sinceFault.Seconds())
+}
+
+// JobResumed observes a job that a repair's fault interrupted running again (controller.Observer).
+func (m *Server) JobResumed(action string, sinceFault time.Duration) {
+	m.resumed.WithLabelValues(action).Observe(sinceFault.Seconds())
 }
 
 // Handler serves the metrics in Prometheus' text format. With a token, a request must carry
