@@ -30,13 +30,6 @@ import (
 // Xid reaches /metrics before a repair takes the node away.
 const MetricsInterval = 15 * time.Second
 
-// MaxNetInterfaces bounds the interfaces a sample carries (by name order, virtual ones left
-// out), so a node's series stay bounded (docs/observability.md, "Cardinality").
-const MaxNetInterfaces = 16
-
-// MaxGPUs bounds the GPUs a sample carries (the largest instance types have 8 or 16).
-const MaxGPUs = 16
-
 // virtualNIC says whether an interface is a container's or a bridge's rather than the node's:
 // their traffic is already counted on the node's own interfaces.
 func virtualNIC(name string) bool {
@@ -127,8 +120,8 @@ func (a *Agent) sampleNode() *agentproto.NodeMetrics {
 	} else {
 		m.Gpus = a.simulatedGPUMetrics(m.Load1)
 	}
-	if len(m.Gpus) > MaxGPUs {
-		m.Gpus = m.Gpus[:MaxGPUs]
+	if len(m.Gpus) > agentproto.MaxGPUs {
+		m.Gpus = m.Gpus[:agentproto.MaxGPUs]
 	}
 	return m
 }
@@ -168,7 +161,7 @@ func readKernel(m *agentproto.NodeMetrics, mount string) {
 			}
 		}
 		slices.Sort(names)
-		for _, name := range names[:min(len(names), MaxNetInterfaces)] {
+		for _, name := range names[:min(len(names), agentproto.MaxNetInterfaces)] {
 			l := nd[name]
 			m.Net = append(m.Net, &agentproto.NetInterface{Device: name, ReceiveBytes: l.RxBytes, TransmitBytes: l.TxBytes})
 		}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -62,10 +63,16 @@ var (
 var nodeDescs = []*prometheus.Desc{healthDesc, ageDesc, loadDesc, memTotal, memAvail, fsSize, fsAvail, cpuDesc, rxDesc, txDesc,
 	gpuUtil, fbUsed, fbFree, gpuTemp, gpuPower, eccSBE, eccDBE, lastXid, xidTotal}
 
-// SeriesPerNode is the most series one node adds: 17, and 2 per network interface (at most
-// agent.MaxNetInterfaces, 16) and 9 per GPU (at most agent.MaxGPUs, 16). An 8-GPU node with
-// two interfaces has 17 + 4 + 72 = 93.
-func SeriesPerNode(interfaces, gpus int) int { return 17 + 2*interfaces + 9*gpus }
+// SeriesPerNode is how many series a node with this many network interfaces and GPUs adds: 15
+// (health, sample age, load, 2 memory, 2 file system, 8 CPU modes), 2 per interface and 9 per
+// GPU. An 8-GPU node with two interfaces has 15 + 4 + 72 = 91; no node has more than
+// MaxSeriesPerNode.
+func SeriesPerNode(interfaces, gpus int) int { return 15 + 2*interfaces + 9*gpus }
+
+// MaxSeriesPerNode is the bound of a node's series, whatever its agent sends: 191 (the
+// collector shows at most agentproto.MaxNetInterfaces interfaces, agentproto.MaxGPUs GPUs and
+// the 8 agentproto.CPUModes).
+var MaxSeriesPerNode = SeriesPerNode(agentproto.MaxNetInterfaces, agentproto.MaxGPUs)
 
 // nodeCollector joins the agents' samples with the store's nodes at each scrape: one read
 // transaction (the nodes and open repairs of each cluster), then the samples in memory.
@@ -172,15 +179,29 @@ func collectSample(ch chan<- prometheus.Metric, l []string, s agentserver.NodeSa
 	gauge(memAvail, float64(m.MemoryAvailableBytes))
 	gauge(fsSize, float64(m.RootSizeBytes), "/")
 	gauge(fsAvail, float64(m.RootAvailBytes), "/")
+	// The bounds hold whatever the agent sent (a newer or a broken one): known modes, and at
+	// most the protocol's number of interfaces and GPUs, each once.
+	modes := map[string]bool{}
 	for _, c := range m.Cpu {
-		counter(cpuDesc, c.Seconds, c.Mode)
+		if slices.Contains(agentproto.CPUModes, c.Mode) && !modes[c.Mode] {
+			modes[c.Mode] = true
+			counter(cpuDesc, c.Seconds, c.Mode)
+		}
 	}
+	devs := map[string]bool{}
 	for _, n := range m.Net {
-		counter(rxDesc, float64(n.ReceiveBytes), n.Device)
-		counter(txDesc, float64(n.TransmitBytes), n.Device)
+		if len(devs) < agentproto.MaxNetInterfaces && !devs[n.Device] {
+			devs[n.Device] = true
+			counter(rxDesc, float64(n.ReceiveBytes), n.Device)
+			counter(txDesc, float64(n.TransmitBytes), n.Device)
+		}
 	}
+	gpus := map[int32]bool{}
 	for _, g := range m.Gpus {
-		collectGPU(ch, l, g)
+		if len(gpus) < agentproto.MaxGPUs && !gpus[g.Index] {
+			gpus[g.Index] = true
+			collectGPU(ch, l, g)
+		}
 	}
 }
 
