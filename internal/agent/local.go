@@ -43,8 +43,8 @@ func (a *Agent) serveLocal(ctx context.Context) {
 		}
 		req.InstanceId = a.cfg.InstanceID
 		if req.Kind == "resumed" && a.serverCapability() < 10 {
-			// A server before capability 10 does not know the report (it would take it for a
-			// diagnosis): there is nothing to tell it.
+			// A server before capability 10 does not know the report (it refuses the kind):
+			// there is nothing to tell it, and nothing for srun to warn about.
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(&agentproto.AutoResumeResponse{Action: "NONE", Message: "the hale server does not record resumed jobs (capability before 10)"})
 			return

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,6 +98,9 @@ func TestJobResumedOnItsRepairs(t *testing.T) {
 	}
 	if n := len(got.Timeline); n == 0 || got.Timeline[n-1].What != "job 42 step 0 resumed" {
 		t.Errorf("timeline %+v, want it to end with job 42 step 0 resumed", got.Timeline)
+	}
+	if ev := h.events(id); strings.Count(ev, "workers-1: job 42 step 0 resumed") != 1 {
+		t.Errorf("want one event of the job resumed on workers-1:\n%s", ev)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

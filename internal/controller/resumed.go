@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -35,6 +37,10 @@ func (c *Controller) jobResumed(ctx context.Context, clusterID string, req *agen
 	err := c.st.Write(ctx, func(tx store.Tx) error {
 		observed, resp.Repairs = nil, nil
 		now := c.now()
+		cl, err := tx.ClusterByID(clusterID)
+		if err != nil {
+			return err
+		}
 		rps, err := tx.RepairsSince(clusterID, now.Add(-resumedWindow))
 		if err != nil {
 			return err
@@ -55,6 +61,15 @@ func (c *Controller) jobResumed(ctx context.Context, clusterID string, req *agen
 				return err
 			}
 			observed = append(observed, seen{rp.Action, now.Sub(rp.CreatedAt)})
+			// An event too: the repair's own ("done in ...") was recorded before the job ran again.
+			if n, err := tx.NodeByLogicalID(clusterID, rp.LogicalID); err == nil {
+				if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Repair %s of node %s: %s, %s after the fault (%s).",
+					rp.ID, n.LogicalID, what, now.Sub(rp.CreatedAt).Round(time.Millisecond), rp.Fault); err != nil {
+					return err
+				}
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
 			resp.Repairs = append(resp.Repairs, &agentproto.NodeRepair{Node: rp.NodeName, State: string(rp.State), Action: rp.Action, Fault: rp.Fault, InService: rp.InService})
 		}
 		return nil
