@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -98,17 +99,35 @@ func isNodeMetric(name string) bool {
 	return strings.HasPrefix(name, "node_") || strings.HasPrefix(name, "DCGM_") || strings.HasPrefix(name, "hale_node_") || name == "hale_gpu_xid_errors_total"
 }
 
-// seriesByInstance counts the node series of a scrape by their instance_id label.
-func seriesByInstance(t *testing.T, m *metrics.Server) (map[string]int, map[string]float64) {
+// scrape gets /metrics as Prometheus does (gzip) and parses it.
+func scrape(t testing.TB, m *metrics.Server) map[string]*dto.MetricFamily {
 	t.Helper()
-	fams, err := m.Registry().Gather()
+	srv := httptest.NewServer(m.Handler(""))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL) // the client asks for gzip and decompresses
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	if !resp.Uncompressed {
+		t.Error("/metrics was not compressed")
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// seriesByInstance counts the node series of a scrape by their instance_id label, and the
+// nodes by health status.
+func seriesByInstance(t *testing.T, m *metrics.Server) (map[string]int, map[string]float64) {
+	t.Helper()
 	by := map[string]int{}
 	statuses := map[string]float64{}
-	for _, fam := range fams {
-		if !isNodeMetric(fam.GetName()) {
+	for name, fam := range scrape(t, m) {
+		if !isNodeMetric(name) {
 			continue
 		}
 		for _, s := range fam.GetMetric() {
@@ -117,7 +136,7 @@ func seriesByInstance(t *testing.T, m *metrics.Server) (map[string]int, map[stri
 				if l.GetName() == "instance_id" {
 					id = l.GetValue()
 				}
-				if fam.GetName() == "hale_node_health_status" && l.GetName() == "status" {
+				if name == "hale_node_health_status" && l.GetName() == "status" {
 					statuses[l.GetValue()] += s.GetGauge().GetValue()
 				}
 			}
@@ -178,21 +197,15 @@ func TestNodeMetricsNameTheNode(t *testing.T) {
 	f.samples[1].Metrics.Gpus[0].LastXid, f.samples[1].Metrics.Gpus[0].XidCount = 79, 2
 	f.samples = append(f.samples, agentserver.NodeSample{InstanceID: "i-gone", Metrics: sample(1, 1), Received: time.Now()})
 	f.samples = f.samples[1:] // node 0 sent none
-	srv := httptest.NewServer(metrics.New(st, f).Handler(""))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(body, []byte("i-gone")) {
-		t.Error("a sample of a node the store does not have is shown")
+	fams := scrape(t, metrics.New(st, f))
+	for _, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == "i-gone" {
+					t.Error("a sample of a node the store does not have is shown")
+				}
+			}
+		}
 	}
 	xid := fams["DCGM_FI_DEV_XID_ERRORS"]
 	if xid == nil || len(xid.GetMetric()) != 1 {
