@@ -26,7 +26,7 @@ import (
 
 // MetricsInterval is how often the agent samples the node: 15 s, Prometheus' and
 // dcgm-exporter's usual scrape interval (a sample per scrape, and a small stream per node:
-// about 1 KB every 15 s for an 8-GPU node). A new Xid is sent at once (xidSeen), so the last
+// about 1.2 KB every 15 s for an 8-GPU node). A new Xid is sent at once (xidSeen), so the last
 // Xid reaches /metrics before a repair takes the node away.
 const MetricsInterval = 15 * time.Second
 
