@@ -167,10 +167,10 @@ var nodeFamilies = []nodeFamily{
 // MaxSeriesPerNode.
 func SeriesPerNode(interfaces, gpus int) int { return 15 + 2*interfaces + 9*gpus }
 
-// MaxSeriesPerNode is the bound of a node's series, whatever its agent sends: 191 (the
-// collector shows at most agentproto.MaxNetInterfaces interfaces, agentproto.MaxGPUs GPUs and
-// the 8 agentproto.CPUModes).
-var MaxSeriesPerNode = SeriesPerNode(agentproto.MaxNetInterfaces, agentproto.MaxGPUs)
+// MaxSeriesPerNode is the bound of a node's series, whatever its agent sends: 191 (/metrics
+// shows at most agentproto.MaxNetInterfaces interfaces, agentproto.MaxGPUs GPUs and the 8
+// agentproto.CPUModes); SeriesPerNode of those.
+const MaxSeriesPerNode = 15 + 2*agentproto.MaxNetInterfaces + 9*agentproto.MaxGPUs
 
 // nodeMetrics joins the agents' samples with the store's nodes at each scrape: one read
 // transaction (the nodes and open repairs of each cluster), then the samples in memory. It is no
@@ -232,8 +232,8 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 				if name == "" {
 					name = n.LogicalID
 				}
-				out = append(out, &nodeView{labels: []*dto.LabelPair{pair("cluster", cl.Name), pair("instance_group", n.GroupName),
-					pair("instance_id", n.InstanceID), pair("node", name)}, status: nodeHealth(n, repairOf[n.LogicalID])})
+				out = append(out, &nodeView{labels: []*dto.LabelPair{pair(nodeLabels[0], cl.Name), pair(nodeLabels[1], n.GroupName),
+					pair(nodeLabels[2], n.InstanceID), pair(nodeLabels[3], name)}, status: nodeHealth(n, repairOf[n.LogicalID])})
 			}
 		}
 		return nil

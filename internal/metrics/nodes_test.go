@@ -173,7 +173,7 @@ func TestNodeSeriesAreBoundedAt10000Nodes(t *testing.T) {
 	want := metrics.SeriesPerNode(2, 8)
 	for id, c := range by {
 		if id == fmt.Sprintf("i-%017d", 7) {
-			if c != metrics.MaxSeriesPerNode {
+			if c != metrics.MaxSeriesPerNode || metrics.MaxSeriesPerNode != metrics.SeriesPerNode(agentproto.MaxNetInterfaces, agentproto.MaxGPUs) {
 				t.Errorf("the node that sent 40 interfaces and 32 GPUs has %d series, want the bound %d", c, metrics.MaxSeriesPerNode)
 			}
 			continue
