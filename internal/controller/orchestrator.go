@@ -134,6 +134,12 @@ func (h host) Admit(tx store.Tx, cl *store.Cluster, n *store.Node, why string) e
 	return instanceEvent(tx, cl, n, h.c.now(), api.ClusterEventLevelInfo, "Instance %s is Running: %s.", n.InstanceID, why)
 }
 
+// JobResumed implements orchestrator.Host (resumed.go).
+func (h host) JobResumed(ctx context.Context, clusterID, job string) error {
+	_, err := h.c.jobResumed(ctx, clusterID, &agentproto.AutoResumeRequest{Kind: KindResumed, JobId: job})
+	return err
+}
+
 func (h host) RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error {
 	_, err := requestRepair(tx, cl, n, action, source, why, h.c.now())
 	return err
