@@ -24,8 +24,8 @@ import (
 // prometheus/procfs, node-exporter's own reader) and statfs; the GPUs' from NVML where the
 // driver is, the simulated devices otherwise.
 
-// MetricsInterval is how often the agent samples the node: 15 s, Prometheus' and
-// dcgm-exporter's usual scrape interval (a sample per scrape, and a small stream per node:
+// MetricsInterval is how often the agent samples the node: 15 s, the usual Prometheus scrape
+// interval (a sample per scrape, and a small stream per node:
 // about 1.2 KB every 15 s for an 8-GPU node). A new Xid is sent at once (xidSeen), so the last
 // Xid reaches /metrics before a repair takes the node away.
 const MetricsInterval = 15 * time.Second
@@ -49,7 +49,7 @@ func virtualNIC(name string) bool {
 // a simulated GPU, the ECC errors the injected Xids stand for.
 type gpuCounters struct {
 	mu   sync.Mutex
-	byGP map[int]*gpuCount
+	byGPU map[int]*gpuCount
 }
 
 type gpuCount struct {
@@ -65,13 +65,13 @@ func (a *Agent) xidSeen(gpu int, xid int32) {
 		return
 	}
 	a.gpuCounts.mu.Lock()
-	if a.gpuCounts.byGP == nil {
-		a.gpuCounts.byGP = map[int]*gpuCount{}
+	if a.gpuCounts.byGPU == nil {
+		a.gpuCounts.byGPU = map[int]*gpuCount{}
 	}
-	c := a.gpuCounts.byGP[gpu]
+	c := a.gpuCounts.byGPU[gpu]
 	if c == nil {
 		c = &gpuCount{}
-		a.gpuCounts.byGP[gpu] = c
+		a.gpuCounts.byGPU[gpu] = c
 	}
 	c.xids++
 	c.lastXid = xid
@@ -85,7 +85,7 @@ func (a *Agent) xidSeen(gpu int, xid int32) {
 func (a *Agent) gpuCount(gpu int) gpuCount {
 	a.gpuCounts.mu.Lock()
 	defer a.gpuCounts.mu.Unlock()
-	if c := a.gpuCounts.byGP[gpu]; c != nil {
+	if c := a.gpuCounts.byGPU[gpu]; c != nil {
 		return *c
 	}
 	return gpuCount{}
