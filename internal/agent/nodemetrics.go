@@ -48,7 +48,7 @@ func virtualNIC(name string) bool {
 // since it started (NVML has no Xid counter: DCGM counts them from the same events), and, for
 // a simulated GPU, the ECC errors the injected Xids stand for.
 type gpuCounters struct {
-	mu   sync.Mutex
+	mu    sync.Mutex
 	byGPU map[int]*gpuCount
 }
 
