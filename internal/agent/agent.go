@@ -88,10 +88,22 @@ type Agent struct {
 	// devState and nvml belong to the health monitors (monitor.go, nvml.go).
 	devState deviceState
 	nvml     *nvmlMonitor
+	// gpuCounts counts the GPUs' Xids for the node metrics (nodemetrics.go).
+	gpuCounts gpuCounters
 	// caPEM is the CA the server is verified against; id the node's client certificate and
 	// key (nil until enrolled), replaced by renewals.
 	caPEM []byte
 	id    *tls.Certificate
+	// serverCap is the capability version of the server of the last session's Welcome.
+	serverCap uint32
+}
+
+// serverCapability is the capability version the server announced in the last Welcome (0
+// before the first session).
+func (a *Agent) serverCapability() uint32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.serverCap
 }
 
 // maxPending bounds the log messages kept while disconnected.
@@ -239,6 +251,7 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	sendq := make(chan *agentproto.AgentMessage, 64)
 	a.mu.Lock()
 	a.sendq = sendq
+	a.serverCap = w.ServerCapabilityVersion
 	backlog := a.pending
 	a.pending = nil
 	a.mu.Unlock()
@@ -278,6 +291,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	for _, m := range backlog {
 		a.send(m)
 	}
+	// A server older than capability 10 skips the samples (a message it does not know has no
+	// case in its session loop); the stream is small enough not to be worth holding back.
+	go a.sendMetrics(ctx)
 	var renewal renewal
 	go func() {
 		interval := time.Duration(w.HeartbeatIntervalMs) * time.Millisecond

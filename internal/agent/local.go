@@ -42,6 +42,13 @@ func (a *Agent) serveLocal(ctx context.Context) {
 			return
 		}
 		req.InstanceId = a.cfg.InstanceID
+		if req.Kind == "resumed" && a.serverCapability() < 10 {
+			// A server before capability 10 does not know the report (it refuses the kind):
+			// there is nothing to tell it, and nothing for srun to warn about.
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(&agentproto.AutoResumeResponse{Action: "NONE", Message: "the hale server does not record resumed jobs (capability before 10)"})
+			return
+		}
 		if a.identity() == nil {
 			http.Error(w, "this node has not registered with its hale server yet", http.StatusServiceUnavailable)
 			return

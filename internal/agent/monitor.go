@@ -46,6 +46,7 @@ func (a *Agent) report(f health.Finding, monitor string) {
 		appendLine(filepath.Join(a.cfg.StateDir, "findings.log"), b)
 	}
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Finding{Finding: pf}})
+	a.xidSeen(int(pf.Gpu), pf.Xid)
 }
 
 // ProtoFinding is a finding as the agent sends it to the server (monitor names the monitor

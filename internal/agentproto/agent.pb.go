@@ -37,6 +37,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Finding
 	//	*AgentMessage_Goodbye
 	//	*AgentMessage_Renew
+	//	*AgentMessage_Metrics
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -151,6 +152,15 @@ func (x *AgentMessage) GetRenew() *RenewCertificate {
 	return nil
 }
 
+func (x *AgentMessage) GetMetrics() *NodeMetrics {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Metrics); ok {
+			return x.Metrics
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -191,6 +201,11 @@ type AgentMessage_Renew struct {
 	Renew *RenewCertificate `protobuf:"bytes,8,opt,name=renew,proto3,oneof"`
 }
 
+type AgentMessage_Metrics struct {
+	// metrics is a sample of the node's metrics, every NodeMetrics interval (capability 10).
+	Metrics *NodeMetrics `protobuf:"bytes,9,opt,name=metrics,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -206,6 +221,8 @@ func (*AgentMessage_Finding) isAgentMessage_Msg() {}
 func (*AgentMessage_Goodbye) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Renew) isAgentMessage_Msg() {}
+
+func (*AgentMessage_Metrics) isAgentMessage_Msg() {}
 
 type ServerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2030,10 +2047,397 @@ func (x *RunChecks) GetMinBandwidthMbps() float64 {
 	return 0
 }
 
+// NodeMetrics is one sample of the node's metrics, read inside the node: the kernel's counters
+// (/proc, statfs) under node-exporter's names and units, and each GPU's under DCGM's (NVML on a
+// machine with NVIDIA's driver, the agent's simulated devices otherwise). The server keeps the
+// latest per node and exposes it on its /metrics (docs/observability.md).
+type NodeMetrics struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	SampledUnixMs        int64                  `protobuf:"varint,1,opt,name=sampled_unix_ms,json=sampledUnixMs,proto3" json:"sampled_unix_ms,omitempty"`
+	IntervalMs           uint32                 `protobuf:"varint,2,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`                                 // the agent's sampling interval: a sample older than a few is stale
+	Load1                float64                `protobuf:"fixed64,3,opt,name=load1,proto3" json:"load1,omitempty"`                                                            // node_load1
+	MemoryTotalBytes     uint64                 `protobuf:"varint,4,opt,name=memory_total_bytes,json=memoryTotalBytes,proto3" json:"memory_total_bytes,omitempty"`             // node_memory_MemTotal_bytes
+	MemoryAvailableBytes uint64                 `protobuf:"varint,5,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"` // node_memory_MemAvailable_bytes
+	RootSizeBytes        uint64                 `protobuf:"varint,6,opt,name=root_size_bytes,json=rootSizeBytes,proto3" json:"root_size_bytes,omitempty"`                      // node_filesystem_size_bytes{mountpoint="/"}
+	RootAvailBytes       uint64                 `protobuf:"varint,7,opt,name=root_avail_bytes,json=rootAvailBytes,proto3" json:"root_avail_bytes,omitempty"`                   // node_filesystem_avail_bytes{mountpoint="/"}
+	Cpu                  []*CPUMode             `protobuf:"bytes,8,rep,name=cpu,proto3" json:"cpu,omitempty"`                                                                  // node_cpu_seconds_total, summed over the CPUs
+	Net                  []*NetInterface        `protobuf:"bytes,9,rep,name=net,proto3" json:"net,omitempty"`                                                                  // node_network_{receive,transmit}_bytes_total
+	Gpus                 []*GPUMetrics          `protobuf:"bytes,10,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *NodeMetrics) Reset() {
+	*x = NodeMetrics{}
+	mi := &file_agent_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeMetrics) ProtoMessage() {}
+
+func (x *NodeMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeMetrics.ProtoReflect.Descriptor instead.
+func (*NodeMetrics) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *NodeMetrics) GetSampledUnixMs() int64 {
+	if x != nil {
+		return x.SampledUnixMs
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetIntervalMs() uint32 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetLoad1() float64 {
+	if x != nil {
+		return x.Load1
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetMemoryTotalBytes() uint64 {
+	if x != nil {
+		return x.MemoryTotalBytes
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetMemoryAvailableBytes() uint64 {
+	if x != nil {
+		return x.MemoryAvailableBytes
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetRootSizeBytes() uint64 {
+	if x != nil {
+		return x.RootSizeBytes
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetRootAvailBytes() uint64 {
+	if x != nil {
+		return x.RootAvailBytes
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetCpu() []*CPUMode {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetNet() []*NetInterface {
+	if x != nil {
+		return x.Net
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetGpus() []*GPUMetrics {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+// CPUMode is the seconds all CPUs spent in one mode since boot (user, nice, system, idle,
+// iowait, irq, softirq, steal).
+type CPUMode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Seconds       float64                `protobuf:"fixed64,2,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CPUMode) Reset() {
+	*x = CPUMode{}
+	mi := &file_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CPUMode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CPUMode) ProtoMessage() {}
+
+func (x *CPUMode) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CPUMode.ProtoReflect.Descriptor instead.
+func (*CPUMode) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CPUMode) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *CPUMode) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+// NetInterface is one network interface's byte counters since boot.
+type NetInterface struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Device        string                 `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	ReceiveBytes  uint64                 `protobuf:"varint,2,opt,name=receive_bytes,json=receiveBytes,proto3" json:"receive_bytes,omitempty"`
+	TransmitBytes uint64                 `protobuf:"varint,3,opt,name=transmit_bytes,json=transmitBytes,proto3" json:"transmit_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetInterface) Reset() {
+	*x = NetInterface{}
+	mi := &file_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetInterface) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetInterface) ProtoMessage() {}
+
+func (x *NetInterface) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetInterface.ProtoReflect.Descriptor instead.
+func (*NetInterface) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NetInterface) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *NetInterface) GetReceiveBytes() uint64 {
+	if x != nil {
+		return x.ReceiveBytes
+	}
+	return 0
+}
+
+func (x *NetInterface) GetTransmitBytes() uint64 {
+	if x != nil {
+		return x.TransmitBytes
+	}
+	return 0
+}
+
+// GPUMetrics is one GPU's reading, fields named after DCGM's (dcgm-exporter's default
+// counters), in DCGM's units.
+type GPUMetrics struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Index          int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                                              // label gpu
+	Uuid           string                 `protobuf:"bytes,2,opt,name=uuid,proto3" json:"uuid,omitempty"`                                                 // label UUID
+	Model          string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`                                               // label modelName
+	Device         string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`                                             // label device: nvidia0 ...
+	GpuUtil        float64                `protobuf:"fixed64,5,opt,name=gpu_util,json=gpuUtil,proto3" json:"gpu_util,omitempty"`                          // DCGM_FI_DEV_GPU_UTIL, percent
+	FbUsedMib      float64                `protobuf:"fixed64,6,opt,name=fb_used_mib,json=fbUsedMib,proto3" json:"fb_used_mib,omitempty"`                  // DCGM_FI_DEV_FB_USED, MiB
+	FbFreeMib      float64                `protobuf:"fixed64,7,opt,name=fb_free_mib,json=fbFreeMib,proto3" json:"fb_free_mib,omitempty"`                  // DCGM_FI_DEV_FB_FREE, MiB
+	GpuTempC       float64                `protobuf:"fixed64,8,opt,name=gpu_temp_c,json=gpuTempC,proto3" json:"gpu_temp_c,omitempty"`                     // DCGM_FI_DEV_GPU_TEMP, degrees C
+	PowerUsageW    float64                `protobuf:"fixed64,9,opt,name=power_usage_w,json=powerUsageW,proto3" json:"power_usage_w,omitempty"`            // DCGM_FI_DEV_POWER_USAGE, W
+	EccSbeVolTotal uint64                 `protobuf:"varint,10,opt,name=ecc_sbe_vol_total,json=eccSbeVolTotal,proto3" json:"ecc_sbe_vol_total,omitempty"` // DCGM_FI_DEV_ECC_SBE_VOL_TOTAL
+	EccDbeVolTotal uint64                 `protobuf:"varint,11,opt,name=ecc_dbe_vol_total,json=eccDbeVolTotal,proto3" json:"ecc_dbe_vol_total,omitempty"` // DCGM_FI_DEV_ECC_DBE_VOL_TOTAL
+	LastXid        int32                  `protobuf:"varint,12,opt,name=last_xid,json=lastXid,proto3" json:"last_xid,omitempty"`                          // DCGM_FI_DEV_XID_ERRORS: the last Xid (0: none since the agent started)
+	XidCount       uint64                 `protobuf:"varint,13,opt,name=xid_count,json=xidCount,proto3" json:"xid_count,omitempty"`                       // Xid errors since the agent started (hale_gpu_xid_errors_total)
+	Simulated      bool                   `protobuf:"varint,14,opt,name=simulated,proto3" json:"simulated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GPUMetrics) Reset() {
+	*x = GPUMetrics{}
+	mi := &file_agent_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUMetrics) ProtoMessage() {}
+
+func (x *GPUMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUMetrics.ProtoReflect.Descriptor instead.
+func (*GPUMetrics) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GPUMetrics) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *GPUMetrics) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GPUMetrics) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *GPUMetrics) GetGpuUtil() float64 {
+	if x != nil {
+		return x.GpuUtil
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFbUsedMib() float64 {
+	if x != nil {
+		return x.FbUsedMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFbFreeMib() float64 {
+	if x != nil {
+		return x.FbFreeMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetGpuTempC() float64 {
+	if x != nil {
+		return x.GpuTempC
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetPowerUsageW() float64 {
+	if x != nil {
+		return x.PowerUsageW
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetEccSbeVolTotal() uint64 {
+	if x != nil {
+		return x.EccSbeVolTotal
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetEccDbeVolTotal() uint64 {
+	if x != nil {
+		return x.EccDbeVolTotal
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetLastXid() int32 {
+	if x != nil {
+		return x.LastXid
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetXidCount() uint64 {
+	if x != nil {
+		return x.XidCount
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSimulated() bool {
+	if x != nil {
+		return x.Simulated
+	}
+	return false
+}
+
 // AutoResumeRequest asks about the Slurm nodes of a job step. Kind "diagnose": did the step
 // fail because of a fault of one of them (the server waits a moment for findings still on
 // their way)? Kind "status": how far are the repairs of these nodes? Kind "requeue": requeue the
-// job (its step cannot be shrunk and expanded), from the asking node's agent.
+// job (its step cannot be shrunk and expanded), from the asking node's agent. Kind "resumed"
+// (capability 10): the job runs again after a fault (its step retried on the repaired nodes, or
+// the requeued job started again); the server records it on the repairs that interrupted it.
 type AutoResumeRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId      string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // the asking node (the server takes it from the client certificate)
@@ -2050,7 +2454,7 @@ type AutoResumeRequest struct {
 
 func (x *AutoResumeRequest) Reset() {
 	*x = AutoResumeRequest{}
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2466,7 @@ func (x *AutoResumeRequest) String() string {
 func (*AutoResumeRequest) ProtoMessage() {}
 
 func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2479,7 @@ func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeRequest.ProtoReflect.Descriptor instead.
 func (*AutoResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AutoResumeRequest) GetInstanceId() string {
@@ -2147,7 +2551,7 @@ type AutoResumeResponse struct {
 
 func (x *AutoResumeResponse) Reset() {
 	*x = AutoResumeResponse{}
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2563,7 @@ func (x *AutoResumeResponse) String() string {
 func (*AutoResumeResponse) ProtoMessage() {}
 
 func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2576,7 @@ func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeResponse.ProtoReflect.Descriptor instead.
 func (*AutoResumeResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AutoResumeResponse) GetAction() string {
@@ -2219,7 +2623,7 @@ type NodeRepair struct {
 
 func (x *NodeRepair) Reset() {
 	*x = NodeRepair{}
-	mi := &file_agent_proto_msgTypes[26]
+	mi := &file_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2635,7 @@ func (x *NodeRepair) String() string {
 func (*NodeRepair) ProtoMessage() {}
 
 func (x *NodeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[26]
+	mi := &file_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2648,7 @@ func (x *NodeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRepair.ProtoReflect.Descriptor instead.
 func (*NodeRepair) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeRepair) GetNode() string {
@@ -2293,7 +2697,7 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\rhale.agent.v1\"\xbf\x03\n" +
+	"\vagent.proto\x12\rhale.agent.v1\"\xf7\x03\n" +
 	"\fAgentMessage\x12,\n" +
 	"\x05hello\x18\x01 \x01(\v2\x14.hale.agent.v1.HelloH\x00R\x05hello\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.hale.agent.v1.HeartbeatH\x00R\theartbeat\x128\n" +
@@ -2302,7 +2706,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x04logs\x18\x05 \x01(\v2\x17.hale.agent.v1.LogLinesH\x00R\x04logs\x122\n" +
 	"\afinding\x18\x06 \x01(\v2\x16.hale.agent.v1.FindingH\x00R\afinding\x122\n" +
 	"\agoodbye\x18\a \x01(\v2\x16.hale.agent.v1.GoodbyeH\x00R\agoodbye\x127\n" +
-	"\x05renew\x18\b \x01(\v2\x1f.hale.agent.v1.RenewCertificateH\x00R\x05renewB\x05\n" +
+	"\x05renew\x18\b \x01(\v2\x1f.hale.agent.v1.RenewCertificateH\x00R\x05renew\x126\n" +
+	"\ametrics\x18\t \x01(\v2\x1a.hale.agent.v1.NodeMetricsH\x00R\ametricsB\x05\n" +
 	"\x03msg\"\xa4\x02\n" +
 	"\rServerMessage\x122\n" +
 	"\awelcome\x18\x01 \x01(\v2\x16.hale.agent.v1.WelcomeH\x00R\awelcome\x122\n" +
@@ -2462,7 +2867,45 @@ const file_agent_proto_rawDesc = "" +
 	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds\x12\x14\n" +
 	"\x05peers\x18\x03 \x03(\tR\x05peers\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12,\n" +
-	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps\"\xf9\x01\n" +
+	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps\"\xaa\x03\n" +
+	"\vNodeMetrics\x12&\n" +
+	"\x0fsampled_unix_ms\x18\x01 \x01(\x03R\rsampledUnixMs\x12\x1f\n" +
+	"\vinterval_ms\x18\x02 \x01(\rR\n" +
+	"intervalMs\x12\x14\n" +
+	"\x05load1\x18\x03 \x01(\x01R\x05load1\x12,\n" +
+	"\x12memory_total_bytes\x18\x04 \x01(\x04R\x10memoryTotalBytes\x124\n" +
+	"\x16memory_available_bytes\x18\x05 \x01(\x04R\x14memoryAvailableBytes\x12&\n" +
+	"\x0froot_size_bytes\x18\x06 \x01(\x04R\rrootSizeBytes\x12(\n" +
+	"\x10root_avail_bytes\x18\a \x01(\x04R\x0erootAvailBytes\x12(\n" +
+	"\x03cpu\x18\b \x03(\v2\x16.hale.agent.v1.CPUModeR\x03cpu\x12-\n" +
+	"\x03net\x18\t \x03(\v2\x1b.hale.agent.v1.NetInterfaceR\x03net\x12-\n" +
+	"\x04gpus\x18\n" +
+	" \x03(\v2\x19.hale.agent.v1.GPUMetricsR\x04gpus\"7\n" +
+	"\aCPUMode\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
+	"\aseconds\x18\x02 \x01(\x01R\aseconds\"r\n" +
+	"\fNetInterface\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\x12#\n" +
+	"\rreceive_bytes\x18\x02 \x01(\x04R\freceiveBytes\x12%\n" +
+	"\x0etransmit_bytes\x18\x03 \x01(\x04R\rtransmitBytes\"\xad\x03\n" +
+	"\n" +
+	"GPUMetrics\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
+	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
+	"\x06device\x18\x04 \x01(\tR\x06device\x12\x19\n" +
+	"\bgpu_util\x18\x05 \x01(\x01R\agpuUtil\x12\x1e\n" +
+	"\vfb_used_mib\x18\x06 \x01(\x01R\tfbUsedMib\x12\x1e\n" +
+	"\vfb_free_mib\x18\a \x01(\x01R\tfbFreeMib\x12\x1c\n" +
+	"\n" +
+	"gpu_temp_c\x18\b \x01(\x01R\bgpuTempC\x12\"\n" +
+	"\rpower_usage_w\x18\t \x01(\x01R\vpowerUsageW\x12)\n" +
+	"\x11ecc_sbe_vol_total\x18\n" +
+	" \x01(\x04R\x0eeccSbeVolTotal\x12)\n" +
+	"\x11ecc_dbe_vol_total\x18\v \x01(\x04R\x0eeccDbeVolTotal\x12\x19\n" +
+	"\blast_xid\x18\f \x01(\x05R\alastXid\x12\x1b\n" +
+	"\txid_count\x18\r \x01(\x04R\bxidCount\x12\x1c\n" +
+	"\tsimulated\x18\x0e \x01(\bR\tsimulated\"\xf9\x01\n" +
 	"\x11AutoResumeRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1f\n" +
@@ -2506,7 +2949,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),       // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil),      // 1: hale.agent.v1.ServerMessage
@@ -2532,12 +2975,16 @@ var file_agent_proto_goTypes = []any{
 	(*LogLine)(nil),            // 21: hale.agent.v1.LogLine
 	(*Finding)(nil),            // 22: hale.agent.v1.Finding
 	(*RunChecks)(nil),          // 23: hale.agent.v1.RunChecks
-	(*AutoResumeRequest)(nil),  // 24: hale.agent.v1.AutoResumeRequest
-	(*AutoResumeResponse)(nil), // 25: hale.agent.v1.AutoResumeResponse
-	(*NodeRepair)(nil),         // 26: hale.agent.v1.NodeRepair
-	nil,                        // 27: hale.agent.v1.Daemon.EnvEntry
-	nil,                        // 28: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                        // 29: hale.agent.v1.RunLifecycle.EnvEntry
+	(*NodeMetrics)(nil),        // 24: hale.agent.v1.NodeMetrics
+	(*CPUMode)(nil),            // 25: hale.agent.v1.CPUMode
+	(*NetInterface)(nil),       // 26: hale.agent.v1.NetInterface
+	(*GPUMetrics)(nil),         // 27: hale.agent.v1.GPUMetrics
+	(*AutoResumeRequest)(nil),  // 28: hale.agent.v1.AutoResumeRequest
+	(*AutoResumeResponse)(nil), // 29: hale.agent.v1.AutoResumeResponse
+	(*NodeRepair)(nil),         // 30: hale.agent.v1.NodeRepair
+	nil,                        // 31: hale.agent.v1.Daemon.EnvEntry
+	nil,                        // 32: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                        // 33: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	5,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
@@ -2548,35 +2995,39 @@ var file_agent_proto_depIdxs = []int32{
 	22, // 5: hale.agent.v1.AgentMessage.finding:type_name -> hale.agent.v1.Finding
 	7,  // 6: hale.agent.v1.AgentMessage.goodbye:type_name -> hale.agent.v1.Goodbye
 	2,  // 7: hale.agent.v1.AgentMessage.renew:type_name -> hale.agent.v1.RenewCertificate
-	6,  // 8: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
-	11, // 9: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
-	7,  // 10: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
-	4,  // 11: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
-	3,  // 12: hale.agent.v1.ServerMessage.certificate:type_name -> hale.agent.v1.Certificate
-	10, // 13: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
-	15, // 14: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
-	16, // 15: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
-	18, // 16: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
-	13, // 17: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
-	14, // 18: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
-	23, // 19: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
-	12, // 20: hale.agent.v1.Command.reset_gpu:type_name -> hale.agent.v1.ResetGPU
-	27, // 21: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	28, // 22: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	29, // 23: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
-	17, // 24: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
-	22, // 25: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
-	21, // 26: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	26, // 27: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
-	0,  // 28: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	24, // 29: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
-	1,  // 30: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	25, // 31: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
-	30, // [30:32] is the sub-list for method output_type
-	28, // [28:30] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	24, // 8: hale.agent.v1.AgentMessage.metrics:type_name -> hale.agent.v1.NodeMetrics
+	6,  // 9: hale.agent.v1.ServerMessage.welcome:type_name -> hale.agent.v1.Welcome
+	11, // 10: hale.agent.v1.ServerMessage.command:type_name -> hale.agent.v1.Command
+	7,  // 11: hale.agent.v1.ServerMessage.goodbye:type_name -> hale.agent.v1.Goodbye
+	4,  // 12: hale.agent.v1.ServerMessage.log_ack:type_name -> hale.agent.v1.LogAck
+	3,  // 13: hale.agent.v1.ServerMessage.certificate:type_name -> hale.agent.v1.Certificate
+	10, // 14: hale.agent.v1.Inventory.accelerators:type_name -> hale.agent.v1.Accelerator
+	15, // 15: hale.agent.v1.Command.run_lifecycle:type_name -> hale.agent.v1.RunLifecycle
+	16, // 16: hale.agent.v1.Command.write_files:type_name -> hale.agent.v1.WriteFiles
+	18, // 17: hale.agent.v1.Command.run:type_name -> hale.agent.v1.RunCommand
+	13, // 18: hale.agent.v1.Command.daemon:type_name -> hale.agent.v1.Daemon
+	14, // 19: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
+	23, // 20: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
+	12, // 21: hale.agent.v1.Command.reset_gpu:type_name -> hale.agent.v1.ResetGPU
+	31, // 22: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	32, // 23: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	33, // 24: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	17, // 25: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
+	22, // 26: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
+	21, // 27: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
+	25, // 28: hale.agent.v1.NodeMetrics.cpu:type_name -> hale.agent.v1.CPUMode
+	26, // 29: hale.agent.v1.NodeMetrics.net:type_name -> hale.agent.v1.NetInterface
+	27, // 30: hale.agent.v1.NodeMetrics.gpus:type_name -> hale.agent.v1.GPUMetrics
+	30, // 31: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 32: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	28, // 33: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 34: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	29, // 35: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	34, // [34:36] is the sub-list for method output_type
+	32, // [32:34] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2593,6 +3044,7 @@ func file_agent_proto_init() {
 		(*AgentMessage_Finding)(nil),
 		(*AgentMessage_Goodbye)(nil),
 		(*AgentMessage_Renew)(nil),
+		(*AgentMessage_Metrics)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),
@@ -2616,7 +3068,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

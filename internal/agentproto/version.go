@@ -26,7 +26,10 @@ package agentproto
 //	   internal/agentca); the node secret is retired (AutoResume is authenticated by the
 //	   client certificate).
 //	9: the ResetGPU command (a GPU reset in place, before a reboot).
-const CapabilityVersion = 9
+//	10: NodeMetrics (the agent samples the node's and its GPUs' metrics; a server takes none
+//	    from an older agent and shows none for it); AutoResumeRequest kind "resumed" (an older
+//	    server refuses it, so the agent sends it only to a server of 10 or later).
+const CapabilityVersion = 10
 
 // MinAgentCapability is the oldest agent this server accepts: before 8 an agent has no client
 // certificate (and before 6 it loses log lines whenever the server restarts). An older agent is

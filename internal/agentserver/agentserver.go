@@ -90,6 +90,10 @@ type session struct {
 	send       chan *agentproto.ServerMessage
 	done       chan struct{}
 	lastSeen   time.Time
+	// metrics is the latest NodeMetrics sample the agent sent, received at metricsAt; it goes
+	// with the session, so a node whose agent is gone has none.
+	metrics   *agentproto.NodeMetrics
+	metricsAt time.Time
 }
 
 // New returns a Server.
@@ -211,6 +215,10 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 			s.seen(sess)
 			switch msg := m.Msg.(type) {
 			case *agentproto.AgentMessage_Heartbeat:
+			case *agentproto.AgentMessage_Metrics:
+				s.mu.Lock()
+				sess.metrics, sess.metricsAt = msg.Metrics, time.Now()
+				s.mu.Unlock()
 			case *agentproto.AgentMessage_Inventory:
 				s.saveInventory(stream.Context(), sess, msg.Inventory)
 			case *agentproto.AgentMessage_Result:
@@ -481,6 +489,43 @@ func (s *Server) Stats() SessionStats {
 		st.MaxSilence = max(st.MaxSilence, now.Sub(sess.lastSeen))
 	}
 	return st
+}
+
+// NodeSample is the latest NodeMetrics sample of a connected agent.
+type NodeSample struct {
+	InstanceID string
+	ClusterID  string
+	Metrics    *agentproto.NodeMetrics
+	Received   time.Time
+}
+
+// StaleSamples is how many of its sampling intervals a sample is shown for: one that old means
+// the agent stopped sampling (it is hung, or the session is about to be found silent).
+const StaleSamples = 3
+
+// NodeSamples returns the latest sample of every agent with a session whose sample is fresh:
+// received within StaleSamples of its sampling interval. Agents older than capability 10, and
+// those that have not sent one yet, have none.
+func (s *Server) NodeSamples() []NodeSample {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]NodeSample, 0, len(s.sessions))
+	for id, sess := range s.sessions {
+		m := sess.metrics
+		if m == nil {
+			continue
+		}
+		interval := time.Duration(m.IntervalMs) * time.Millisecond
+		if interval <= 0 {
+			interval = 15 * time.Second
+		}
+		if now.Sub(sess.metricsAt) > StaleSamples*interval {
+			continue
+		}
+		out = append(out, NodeSample{InstanceID: id, ClusterID: sess.clusterID, Metrics: m, Received: sess.metricsAt})
+	}
+	return out
 }
 
 // Goodbye is the reason the node's agent gave when it last stopped cleanly, "" when it did not

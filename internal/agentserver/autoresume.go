@@ -37,9 +37,9 @@ func (s *Server) AutoResume(ctx context.Context, req *agentproto.AutoResumeReque
 		return nil, asStatus(err, "auto-resume")
 	}
 	switch req.Kind {
-	case "diagnose", "status", "requeue":
+	case "diagnose", "status", "requeue", "resumed":
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "auto-resume: kind %q is not diagnose, status or requeue", req.Kind)
+		return nil, status.Errorf(codes.InvalidArgument, "auto-resume: kind %q is not diagnose, status, requeue or resumed", req.Kind)
 	}
 	return s.cfg.OnAutoResume(ctx, clusterID, req)
 }

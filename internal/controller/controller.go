@@ -346,10 +346,12 @@ func (c *Controller) adopt(ctx context.Context) error {
 }
 
 // Observer is told, after each round's commit, of each repair's drain and end, with the time
-// since its finding (or request).
+// since its finding (or request); and, after the commit that records it, of each job the
+// repair's fault interrupted running again (JobResumed; auto-resume's report, see resumed.go).
 type Observer interface {
 	RepairDrained(action string, sinceFault time.Duration)
 	RepairEnded(action, outcome string, sinceFault time.Duration)
+	JobResumed(action string, sinceFault time.Duration)
 }
 
 // reconcile moves one cluster a step towards its desired state.

@@ -1,9 +1,15 @@
 package controller
 
 import (
+	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // recorder is an Observer that keeps what it was told.
@@ -11,6 +17,13 @@ type recorder struct {
 	mu      sync.Mutex
 	drained []string
 	ended   []string
+	resumed []string
+}
+
+func (o *recorder) JobResumed(action string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resumed = append(o.resumed, action)
 }
 
 func (o *recorder) RepairDrained(action string, _ time.Duration) {
@@ -43,5 +56,55 @@ func TestObserverSeesEachRepairOnce(t *testing.T) {
 	defer o.mu.Unlock()
 	if len(o.drained) != 1 || o.drained[0] != "Replace" || len(o.ended) != 1 || o.ended[0] != "Replace Done" {
 		t.Errorf("observed drained %v, ended %v; want one Replace drained and one Replace Done", o.drained, o.ended)
+	}
+}
+
+// TestJobResumedOnItsRepairs: auto-resume's "resumed" report of a job goes on the timeline of
+// the repair that waited for it (and only that one), is told to the Observer once with the
+// repair's action, and a second report of the same job finds nothing left to record.
+func TestJobResumedOnItsRepairs(t *testing.T) {
+	h := newHarness(t)
+	o := &recorder{}
+	h.configure = func(c *Config) { c.Observer = o }
+	h.start()
+	id := h.create("c", spec("workers", 2))
+	h.until(id, 20, "InService", h.running(id, 2))
+	old := h.node(id, "workers-1").InstanceID
+	h.m.kill(old)
+	h.until(id, 40, "workers-1 replaced", func() bool {
+		return h.node(id, "workers-1").InstanceID != old && h.running(id, 2)() && len(h.openRepairs(id)) == 0
+	})
+	rps := h.repairs(id)
+	if len(rps) != 1 {
+		t.Fatalf("%d repairs, want 1", len(rps))
+	}
+	rp := rps[0]
+	rp.ResumeJobs = []string{"41", "42"} // what diagnoses that answered RETRYSTEP for both jobs left
+	if err := h.st.Write(context.Background(), func(tx store.Tx) error { return tx.PutRepair(rp) }); err != nil {
+		t.Fatal(err)
+	}
+	resumed := &agentproto.AutoResumeRequest{Kind: KindResumed, JobId: "42", StepId: "0"}
+	resp, err := h.c.AutoResume(context.Background(), id, resumed)
+	if err != nil || len(resp.Repairs) != 1 {
+		t.Fatalf("resumed: %v %v", resp, err)
+	}
+	again, err := h.c.AutoResume(context.Background(), id, resumed)
+	if err != nil || len(again.Repairs) != 0 {
+		t.Errorf("the same job resumed again: %v %v, want nothing recorded", again, err)
+	}
+	got := h.repairs(id)[0]
+	if !slices.Equal(got.ResumeJobs, []string{"41"}) {
+		t.Errorf("jobs still waiting %v, want [41]", got.ResumeJobs)
+	}
+	if n := len(got.Timeline); n == 0 || got.Timeline[n-1].What != "job 42 step 0 resumed" {
+		t.Errorf("timeline %+v, want it to end with job 42 step 0 resumed", got.Timeline)
+	}
+	if ev := h.events(id); strings.Count(ev, "workers-1: job 42 step 0 resumed") != 1 {
+		t.Errorf("want one event of the job resumed on workers-1:\n%s", ev)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !slices.Equal(o.resumed, []string{"Replace"}) {
+		t.Errorf("observed resumed %v, want one Replace", o.resumed)
 	}
 }

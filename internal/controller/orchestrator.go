@@ -41,8 +41,12 @@ func (c *Controller) Drift(ctx context.Context, clusterID string) ([]string, err
 }
 
 // AutoResume passes a node's AutoResume call to its cluster's orchestrator; a cluster without
-// one has no job steps to resume.
+// one has no job steps to resume. A "resumed" report is the controller's own (resumed.go): it
+// is about the repairs, whatever the orchestrator.
 func (c *Controller) AutoResume(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
+	if req.Kind == KindResumed {
+		return c.jobResumed(ctx, clusterID, req)
+	}
 	o, err := c.orchestratorByID(ctx, clusterID)
 	if err != nil {
 		return nil, err
@@ -128,6 +132,12 @@ func (h host) Admit(tx store.Tx, cl *store.Cluster, n *store.Node, why string) e
 		return err
 	}
 	return instanceEvent(tx, cl, n, h.c.now(), api.ClusterEventLevelInfo, "Instance %s is Running: %s.", n.InstanceID, why)
+}
+
+// JobResumed implements orchestrator.Host (resumed.go).
+func (h host) JobResumed(ctx context.Context, clusterID, job string) error {
+	_, err := h.c.jobResumed(ctx, clusterID, &agentproto.AutoResumeRequest{Kind: KindResumed, JobId: job})
+	return err
 }
 
 func (h host) RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error {

@@ -6,16 +6,20 @@
 package metrics
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/store"
@@ -24,6 +28,8 @@ import (
 // Agents is what the metrics read of the agent server.
 type Agents interface {
 	Stats() agentserver.SessionStats
+	// NodeSamples are the connected agents' fresh node metrics samples.
+	NodeSamples() []agentserver.NodeSample
 }
 
 // Server holds the server's metrics in a registry of its own.
@@ -34,6 +40,8 @@ type Server struct {
 	findings *prometheus.CounterVec
 	drained  *prometheus.HistogramVec
 	ended    *prometheus.HistogramVec
+	resumed  *prometheus.HistogramVec
+	nodes    *nodeMetrics
 }
 
 // New registers the server's metrics; st and agents are read at each scrape (agents may be
@@ -65,13 +73,25 @@ func New(st store.Store, agents Agents) *Server {
 		Help:    "Time from a repair's finding (or request) to its end, by action and outcome: Done is the node back in service; Failed, Cancelled, Quarantined the others.",
 		Buckets: repairBuckets,
 	}, []string{"action", "outcome"})
-	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended,
-		&storeCollector{st: st}, &agentCollector{agents: agents},
+	m.resumed = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hale_repair_fault_to_job_resumed_seconds",
+		Help:    "Time from a repair's finding to the job it interrupted running again (srun --auto-resume=1: the step retried, or the requeued job started again), by action.",
+		Buckets: repairBuckets,
+	}, []string{"action"})
+	sc := &storeCollector{st: st}
+	// A nil *agentserver.Server in an Agents is not nil: the collectors test for both.
+	if a, ok := agents.(*agentserver.Server); ok && a == nil {
+		agents = nil
+	}
+	m.nodes = &nodeMetrics{st: st, agents: agents, errors: &sc.errors}
+	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended, m.resumed,
+		sc, &agentCollector{agents: agents},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// Registry is the registry the metrics are in (tests gather from it).
+// Registry is the registry of the server's own metrics (tests gather from it); the node
+// metrics are not in it (nodes.go): /metrics adds them.
 func (m *Server) Registry() *prometheus.Registry { return m.reg }
 
 // ObserveRequest counts one API request. operation must be one of the API's (the caller
@@ -96,23 +116,66 @@ func (m *Server) RepairEnded(action, outcome string, sinceFault time.Duration) {
 	m.ended.WithLabelValues(action, outcome).Observe(sinceFault.Seconds())
 }
 
-// Handler serves the metrics in Prometheus' text format. With a token, a request must carry
-// "Authorization: Bearer <token>" (Prometheus' bearer_token / authorization setting); it is
-// never SigV4, which Prometheus cannot sign.
+// JobResumed observes a job that a repair's fault interrupted running again (controller.Observer).
+func (m *Server) JobResumed(action string, sinceFault time.Duration) {
+	m.resumed.WithLabelValues(action).Observe(sinceFault.Seconds())
+}
+
+// Handler serves the metrics in Prometheus' text format (gzip-compressed when the scraper
+// accepts it, as Prometheus does): the registry's, then the node metrics. With a token, a
+// request must carry "Authorization: Bearer <token>" (Prometheus' bearer_token / authorization
+// setting); it is never SigV4, which Prometheus cannot sign.
 func (m *Server) Handler(token string) http.Handler {
-	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-	if token == "" {
-		return h
-	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hale metrics"`)
 			http.Error(w, "hale metrics need Authorization: Bearer <the server's --metrics-token>", http.StatusUnauthorized)
 			return
 		}
-		h.ServeHTTP(w, r)
+		m.serve(w, r)
 	})
+}
+
+// serve writes one scrape. A collector's error leaves its metrics out and the rest is served
+// (promhttp's ContinueOnError); a scrape that gathers nothing at all is an error.
+func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
+	mfs, err := m.reg.Gather()
+	if err != nil && len(mfs) == 0 {
+		http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	format := expfmt.NewFormat(expfmt.TypeTextPlain)
+	w.Header().Set("Content-Type", string(format))
+	var out io.Writer = w
+	if gzipAccepted(r.Header.Get("Accept-Encoding")) {
+		w.Header().Set("Content-Encoding", "gzip")
+		// The fastest level: the text shrinks about 30 times at it, and a scrape of thousands
+		// of nodes is mostly this compression otherwise.
+		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		defer gz.Close()
+		out = gz
+	}
+	bw := bufio.NewWriterSize(out, 64<<10)
+	defer bw.Flush() // before gz.Close (deferred calls run last first)
+	enc := expfmt.NewEncoder(bw, format)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return // the scraper went away
+		}
+	}
+	m.nodes.encode(enc)
+}
+
+// gzipAccepted reports whether an Accept-Encoding header accepts gzip (not refused with q=0).
+func gzipAccepted(header string) bool {
+	for _, part := range strings.Split(header, ",") {
+		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+			return strings.ReplaceAll(params, " ", "") != "q=0"
+		}
+	}
+	return false
 }
 
 var (

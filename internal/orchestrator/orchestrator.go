@@ -200,6 +200,9 @@ type Host interface {
 	// orchestrator (source: its Name), or returns the node's open one, as
 	// BatchReplaceClusterNodes does by the API.
 	RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error
+	// JobResumed reports that a job which repairs of the cluster wait for (their ResumeJobs)
+	// runs again: it goes on their timelines and into the fault-to-job-resumed histogram.
+	JobResumed(ctx context.Context, clusterID, job string) error
 }
 
 // Waiting is the status message of a node waiting for its orchestrator (display) to accept it,

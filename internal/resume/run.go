@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -92,6 +93,10 @@ func (r *Runner) Run(ctx context.Context, a *Args) error {
 		return r.child(ctx, argv, os.Environ())
 	}
 	env := os.Environ()
+	if n, _ := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT")); n > 0 {
+		// A job auto-resume requeued runs again (Slurm counts its restarts).
+		r.resumed(ctx, jobID, "")
+	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		stepc := make(chan string, 1)
@@ -128,6 +133,7 @@ func (r *Runner) Run(ctx context.Context, a *Args) error {
 			return code
 		}
 		r.say("Info", jobID, stepID, "Retrying step. Attempt number: %d", attempt+1)
+		r.resumed(ctx, jobID, stepID)
 	}
 }
 
@@ -233,6 +239,20 @@ func (r *Runner) waitRepairs(ctx context.Context, jobID, stepID string, bad []st
 			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// resumed reports that the job runs again after a fault (controller.KindResumed), so hale puts
+// it on the repairs' timelines and measures fault to job resumed. Only a report: the job goes on
+// whatever the answer.
+func (r *Runner) resumed(ctx context.Context, jobID, stepID string) {
+	resp, err := r.ask(ctx, &agentproto.AutoResumeRequest{Kind: "resumed", JobId: jobID, StepId: stepID})
+	if err != nil {
+		r.say("Warning", jobID, stepID, "cannot report the job resumed: %v", err)
+		return
+	}
+	if len(resp.Repairs) > 0 {
+		r.say("Info", jobID, stepID, "Reported to the cluster agent: %s", resp.Message)
 	}
 }
 

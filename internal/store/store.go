@@ -102,6 +102,8 @@ type Tx interface {
 	OpenRepairs(clusterID string) ([]*Repair, error)
 	// RepairsOf returns a node's repairs created since a time, oldest first.
 	RepairsOf(clusterID, logicalID string, since time.Time) ([]*Repair, error)
+	// RepairsSince returns the cluster's repairs created since a time, oldest first.
+	RepairsSince(clusterID string, since time.Time) ([]*Repair, error)
 	// RepairCounts counts the cluster's repairs (all it keeps) by action and state.
 	RepairCounts(clusterID string) (map[RepairCount]int, error)
 	// Repair returns one repair by id; ErrNotFound.
@@ -646,10 +648,14 @@ type Repair struct {
 	// RebootAt is when the reboot was asked for (so a restarted server does not ask twice).
 	RebootAt      time.Time `json:",omitzero"`
 	NewInstanceID string    `json:",omitempty"`
-	Timeline      []RepairStep
-	Message       string `json:",omitempty"` // why it failed or was held
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// ResumeJobs are the jobs that auto-resume (srun --auto-resume=1) runs again once this
+	// repair's node is back: the diagnosis that answered RETRYSTEP adds a job, and the job's
+	// "resumed" report takes it off and puts "job resumed" on the timeline.
+	ResumeJobs []string `json:",omitempty"`
+	Timeline   []RepairStep
+	Message    string `json:",omitempty"` // why it failed or was held
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // RepairCount is a key of RepairCounts: a repair's action and state.

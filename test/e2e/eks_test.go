@@ -189,6 +189,17 @@ func TestEksClusterNodes(t *testing.T) {
 		return n == 2 && got.GetAnnotations()[eks.AnnotationResumeCount] == "1" && len(evs.Items) == 1 && !slices.Contains(nodes, eks.NodeName(*target.InstanceId)),
 			fmt.Sprintf("running %d on %v, count %q, events %d", n, nodes, got.GetAnnotations()[eks.AnnotationResumeCount], len(evs.Items))
 	})
+	// Its pods all Running again is the job resumed: on the repair's timeline (and in
+	// hale_repair_fault_to_job_resumed_seconds), and no longer waited for.
+	eventually(t, 30*time.Second, "the job resumed on the repair's timeline", func() (bool, string) {
+		rs := e.repairsOf("eks", "workers-1")
+		if len(rs) == 0 {
+			return false, "no repair of workers-1"
+		}
+		rp := rs[len(rs)-1]
+		return slices.ContainsFunc(rp.Timeline, func(s store.RepairStep) bool { return s.What == "job default/train resumed" }) && len(rp.ResumeJobs) == 0,
+			fmt.Sprintf("%+v, waiting for %v", rp.Timeline, rp.ResumeJobs)
+	})
 
 	// An operator's label asks for a reboot: the Node keeps its name and is Schedulable again.
 	other := nodeOf["workers-2"]

@@ -3,7 +3,9 @@ package eks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/haleproject/hale/internal/store"
 )
 
 // Job auto-resume on Kubernetes (research hyperpod-eks-health.md §1.5): a PyTorchJob annotated
@@ -34,8 +38,8 @@ const (
 var PyTorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
 
 // resumeJobs restarts the auto-resume PyTorchJobs that have pods on node (about to be drained
-// for why), before the drain evicts them.
-func (o *EKS) resumeJobs(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, node, why string) {
+// for why, by repair repairID), before the drain evicts them.
+func (o *EKS) resumeJobs(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, clusterID, repairID, node, why string) {
 	if dyn == nil {
 		return
 	}
@@ -54,11 +58,11 @@ func (o *EKS) resumeJobs(ctx context.Context, cs kubernetes.Interface, dyn dynam
 		if err != nil || pj.GetAnnotations()[AnnotationAutoResume] != "true" {
 			continue
 		}
-		o.resumeJob(ctx, cs, dyn, pj, node, why)
+		o.resumeJob(ctx, cs, dyn, pj, clusterID, repairID, node, why)
 	}
 }
 
-func (o *EKS) resumeJob(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, pj *unstructured.Unstructured, node, why string) {
+func (o *EKS) resumeJob(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, pj *unstructured.Unstructured, clusterID, repairID, node, why string) {
 	ann := pj.GetAnnotations()
 	max := 1
 	if v, err := strconv.Atoi(ann[AnnotationMaxRetry]); err == nil && v >= 0 {
@@ -80,11 +84,52 @@ func (o *EKS) resumeJob(ctx context.Context, cs kubernetes.Interface, dyn dynami
 		o.log.Warn("auto-resume: the job's pods", "job", pj.GetName(), "error", err)
 		return
 	}
+	restarted := time.Now()
 	for _, p := range pods.Items {
 		cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	}
 	o.jobEvent(ctx, cs, pj, corev1.EventTypeNormal, "AutoResume",
 		fmt.Sprintf("node %s is %s: the job's pods are restarted on healthy nodes (restart %d of %d)", node, why, done+1, max))
+	// The repair waits for the job (store.Repair.ResumeJobs) until its pods run again.
+	job := pj.GetNamespace() + "/" + pj.GetName()
+	err = o.h.Store().Write(ctx, func(tx store.Tx) error {
+		rp, err := tx.Repair(repairID)
+		if err != nil || slices.Contains(rp.ResumeJobs, job) {
+			return err
+		}
+		rp.ResumeJobs = append(rp.ResumeJobs, job)
+		return tx.PutRepair(rp)
+	})
+	if err != nil {
+		o.log.Warn("auto-resume: noting the job on its repair", "job", job, "repair", repairID, "error", err)
+		return
+	}
+	go o.watchResumed(context.WithoutCancel(ctx), cs, clusterID, job, len(pods.Items), restarted)
+}
+
+// resumeWatchLimit bounds how long a restarted job is watched for its pods to run again.
+const resumeWatchLimit = 30 * time.Minute
+
+// watchResumed waits until the restarted job has its pods again (as many as it had, all made
+// since the restart) and all Running, and reports it resumed (orchestrator.Host.JobResumed):
+// the job is back, on the repair's timeline and in hale_repair_fault_to_job_resumed_seconds.
+func (o *EKS) watchResumed(ctx context.Context, cs kubernetes.Interface, clusterID, job string, want int, restarted time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, resumeWatchLimit)
+	defer cancel()
+	ns, name, _ := strings.Cut(job, "/")
+	for ctx.Err() == nil {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelJobName + "=" + name})
+		if err == nil && len(pods.Items) >= max(want, 1) && !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
+			return p.Status.Phase != corev1.PodRunning || p.CreationTimestamp.Time.Before(restarted.Truncate(time.Second))
+		}) {
+			if err := o.h.JobResumed(ctx, clusterID, job); err != nil {
+				o.log.Warn("auto-resume: reporting the job resumed", "job", job, "error", err)
+			}
+			return
+		}
+		o.h.Sleep(ctx, time.Second)
+	}
+	o.log.Warn("auto-resume: the restarted job's pods did not all run again", "job", job, "within", resumeWatchLimit)
 }
 
 // jobEvent records an event on the PyTorchJob, as kubectl describe shows it.

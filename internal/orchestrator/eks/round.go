@@ -464,7 +464,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 	if rp.Drained || r.cs == nil {
 		return false, "labelled " + health + ", tainted and cordoned", nil
 	}
-	o, cs, dyn, id, fault, reason := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason
+	o, cs, dyn, id, fault, reason, clusterID := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason, r.cl.ID
 	r.r.Go("drain", id, func(ctx context.Context) {
 		details, _ := json.Marshal([]map[string]string{{"timestamp": time.Now().UTC().Format(time.RFC3339), "type": fault, "reason": reason}})
 		err := setHealth(ctx, cs, name, health, map[string]string{LabelFaultType: labelValue(fault), LabelFaultReason: labelValue(reason)}, true)
@@ -476,7 +476,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 			err = setCondition(ctx, cs, name, health, corev1.ConditionTrue, labelValue(fault), reason)
 		}
 		if err == nil {
-			o.resumeJobs(ctx, cs, dyn, name, health)
+			o.resumeJobs(ctx, cs, dyn, clusterID, id, name, health)
 			err = o.evict(ctx, cs, name)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {

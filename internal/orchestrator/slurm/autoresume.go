@@ -85,6 +85,7 @@ func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agent
 			return err
 		}
 		var unknown []string
+		var atFault []*store.Repair
 		for _, name := range req.Nodes {
 			n := byName[name]
 			if n == nil {
@@ -99,6 +100,7 @@ func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agent
 				continue
 			}
 			resp.Unhealthy = append(resp.Unhealthy, name)
+			atFault = append(atFault, rp)
 			if diagnose && (rp.Action == string(health.Reboot) || rp.Action == string(health.ResetGPU)) && rp.State.BeforeRepairing() {
 				rp.Action = string(health.Replace)
 				rp.Timeline = append(rp.Timeline, store.RepairStep{At: s.h.Now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
@@ -121,6 +123,18 @@ func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agent
 			resp.Message = fmt.Sprintf("no node of this cluster is named %s", strings.Join(unknown, ","))
 		default:
 			resp.Message = "no node of the step has a fault: the failure is the application's, and the step is not retried"
+		}
+		if diagnose && resp.Action == ResumeRetryStep {
+			// The job waits for these repairs: its "resumed" report (controller.KindResumed)
+			// finds them by it.
+			for _, rp := range atFault {
+				if !contains(rp.ResumeJobs, req.JobId) {
+					rp.ResumeJobs = append(rp.ResumeJobs, req.JobId)
+					if err := tx.PutRepair(rp); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		return nil
 	})
