@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/console"
 	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/metrics"
 	"github.com/haleproject/hale/internal/orchestrator"
@@ -136,6 +137,8 @@ type App struct {
 	Metrics    *metrics.Server
 	MetricsURL string
 	Agents     *agentserver.Server
+	// Console is the web console at /console (docs/console.md).
+	Console *console.Console
 	// AgentEndpoint is where agents connect ("" without a provider).
 	AgentEndpoint string
 	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca): it issues the agents' client
@@ -378,6 +381,10 @@ func Start(o Options) (*App, error) {
 		}
 		handler.serveRepairs(w, r, ctl)
 	})
+	a.Console = console.New(console.Config{Store: st, Service: a.Service, Verifier: verifier, Repairs: ctl, Logger: log})
+	mux.Handle(console.Path, a.Console)
+	mux.Handle(console.Path+"/", a.Console)
+	mux.Handle("POST "+console.TokenPath, a.Console)
 	// Prometheus cannot sign requests with SigV4: /metrics takes a bearer token, or nothing.
 	mux.Handle("GET /metrics", a.Metrics.Handler(o.MetricsToken))
 	mux.Handle("/", handler)
