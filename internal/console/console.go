@@ -82,8 +82,10 @@ func (c *Console) SignInURL(base, keyID string) (string, time.Time) {
 // ServeHTTP serves Path and everything under it, and TokenPath.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	// The sign-in URL carries a token: no page may leak it (or anything) in a Referer.
-	h.Set("Referrer-Policy", "no-referrer")
+	// The sign-in URL carries a token: no page may leak it (or anything) to another site in a
+	// Referer. same-origin rather than no-referrer: under no-referrer browsers send the sign-in
+	// form's POST with "Origin: null", which checkOrigin refuses.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")

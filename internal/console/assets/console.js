@@ -187,6 +187,18 @@ function clusterTabs(name, on) {
     tab("Logs", base + "/logs", "logs"), tab("Repairs", base + "/repairs", "repairs"));
 }
 
+// liveHeader is a cluster page's header whose status badge follows the cluster (sub pages).
+function liveHeader(name) {
+  const box = h("div", {}, clusterHeader(name, ""));
+  poll(async () => {
+    // The list needs sagemaker:ListClusters; without it the badge stays blank, quietly.
+    const cs = await getJSON("/clusters").catch(() => null);
+    const c = cs && cs.find((x) => x.Name === name);
+    if (cs) box.replaceChildren(clusterHeader(name, c ? c.Status : "Deleted"));
+  }, 5000);
+  return box;
+}
+
 function clusterHeader(name, status) {
   return h("h1", {}, name, h("span", { id: "cluster-status" }, badge(status)), h("span", { class: "spacer" }),
     h("button", { type: "button", class: "danger small", id: "delete-cluster", onclick: async () => {
@@ -218,7 +230,7 @@ function viewCluster(view, name) {
   };
   view.replaceChildren(head, clusterTabs(name, "nodes"), facts,
     h("h2", {}, "Instance groups"),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Group"), h("th", {}, "Type"),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Group"), h("th", { class: "opt" }, "Type"),
       h("th", {}, "Running / target"), h("th", { class: "opt" }, "Status"), h("th", {}, ""))), groupsBody)),
     h("h2", {}, "Nodes"),
     h("div", { class: "selbar" }, selCount,
@@ -234,7 +246,7 @@ function viewCluster(view, name) {
     const d = await getJSON("/clusters/" + enc(name));
     head.replaceChildren(clusterHeader(name, d.Status));
     const rs = d.Repairs;
-    facts.replaceChildren(h("dl", { class: "facts" },
+    facts.replaceChildren(...[h("dl", { class: "facts" },
       h("dt", {}, "ARN"), h("dd", { class: "mono" }, d.ARN),
       h("dt", {}, "Orchestrator"), h("dd", {}, d.Orchestrator),
       d.FailureMessage ? [h("dt", {}, "Failure"), h("dd", {}, d.FailureMessage)] : null,
@@ -243,9 +255,9 @@ function viewCluster(view, name) {
         (rs.Waiting && rs.Waiting.length ? "; waiting: " + rs.Waiting.join(", ") : ""))] : null,
       h("dt", {}, "Created"), h("dd", {}, stamp(d.CreatedAt))),
     rs && rs.Paused ? h("p", { class: "card pause" }, "Automatic repairs are paused since " + stamp(rs.Paused.Since) + ": " + rs.Paused.Fault +
-      " on " + rs.Paused.Nodes.join(", ") + ". Resume with hale repairs resume --cluster-name " + name + ".") : null);
+      " on " + rs.Paused.Nodes.join(", ") + ". Resume with hale repairs resume --cluster-name " + name + ".") : null].filter(Boolean));
     groupsBody.replaceChildren(...d.Groups.map((g) => h("tr", { "data-group": g.Name },
-      h("td", {}, g.Name), h("td", {}, g.InstanceType),
+      h("td", {}, g.Name), h("td", { class: "opt" }, g.InstanceType),
       h("td", { class: "num" }, (g.Counts.Running || 0) + " / " + g.Target),
       h("td", { class: "opt" }, badge(g.Status)),
       h("td", {}, g.Controller ? h("span", { class: "muted" }, "controller") : h("button", { type: "button", class: "small scale", "data-group": g.Name, onclick: async () => {
@@ -289,7 +301,7 @@ function viewEvents(view, name) {
   const group = h("input", { id: "f-group", placeholder: "group name", size: 12 });
   const inst = h("input", { id: "f-instance", placeholder: "i-…", size: 20 });
   const text = h("input", { id: "f-text", placeholder: "text", size: 16 });
-  view.replaceChildren(clusterHeader(name, ""), clusterTabs(name, "events"),
+  view.replaceChildren(liveHeader(name), clusterTabs(name, "events"),
     h("div", { class: "filters" }, h("label", {}, "Level", level), h("label", {}, "Resource", type), h("label", {}, "Group", group),
       h("label", {}, "Instance", inst), h("label", {}, "Contains", text)),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Time"), h("th", {}, "Level"),
@@ -307,7 +319,7 @@ function viewEvents(view, name) {
 function viewLogs(view, name) {
   crumbs([name, "#/c/" + enc(name)], ["Logs"]);
   const body = h("tbody", { id: "streams" });
-  view.replaceChildren(clusterHeader(name, ""), clusterTabs(name, "logs"),
+  view.replaceChildren(liveHeader(name), clusterTabs(name, "logs"),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Log stream"), h("th", {}, "Last event"))), body)));
   poll(async () => {
     const ans = await getJSON("/clusters/" + enc(name) + "/logs");
@@ -323,7 +335,7 @@ function viewLogStream(view, name, stream) {
   const pre = h("pre", { class: "log", id: "log" });
   const follow = h("input", { type: "checkbox", id: "follow", checked: true });
   const count = h("span", { class: "muted", id: "line-count" }, "");
-  view.replaceChildren(clusterHeader(name, ""), clusterTabs(name, "logs"),
+  view.replaceChildren(liveHeader(name), clusterTabs(name, "logs"),
     h("div", { class: "row" }, h("h2", { class: "mono" }, stream), h("span", { class: "spacer" }),
       h("label", { class: "row" }, follow, "Follow live"), count),
     pre);
@@ -347,7 +359,7 @@ function viewLogStream(view, name, stream) {
 function viewRepairs(view, name, id) {
   crumbs([name, "#/c/" + enc(name)], ["Repairs", id ? "#/c/" + enc(name) + "/repairs" : null], ...(id ? [[id]] : []));
   const box = h("div", { id: id ? "repair" : "repairs" });
-  view.replaceChildren(clusterHeader(name, ""), clusterTabs(name, "repairs"), box);
+  view.replaceChildren(liveHeader(name), clusterTabs(name, "repairs"), box);
   poll(async () => {
     const rs = await getJSON("/clusters/" + enc(name) + "/repairs");
     if (id) {
