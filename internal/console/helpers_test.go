@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -53,7 +54,16 @@ func newFixture(t testing.TB) *fixture {
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{t: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
 	f := &fixture{t: t, st: st, svc: service.New(st, service.Config{}), clock: clk}
-	f.con = New(Config{Store: st, Service: f.svc, Now: clk.now})
+	verifier := &auth.Verifier{Service: "sagemaker", Keys: func(ctx context.Context, id string) (*store.AccessKey, error) {
+		var k *store.AccessKey
+		err := st.Read(ctx, func(tx store.Tx) error {
+			var err error
+			k, err = tx.AccessKey(id)
+			return err
+		})
+		return k, err
+	}}
+	f.con = New(Config{Store: st, Service: f.svc, Verifier: verifier, Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	f.srv = httptest.NewServer(f.con)
 	t.Cleanup(f.srv.Close)
 	return f

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -186,5 +187,36 @@ func TestCSRF(t *testing.T) {
 	}
 	if st, e := b.post(Path+"/api/actions", body, map[string]string{"Referer": f.srv.URL + "/console/", csrfHeader: b.csrf}); st != http.StatusBadRequest {
 		t.Errorf("same-origin Referer without Origin: %d %+v", st, e)
+	}
+}
+
+// hale console's token request must be signed with an access key (SigV4): an unsigned one, or
+// one with a made-up signature, gets no sign-in URL.
+func TestTokenNeedsASignature(t *testing.T) {
+	f := newFixture(t)
+	k := f.key("admin", []string{"sagemaker:*"}, nil)
+	for name, authz := range map[string]string{
+		"unsigned": "",
+		"forged": "AWS4-HMAC-SHA256 Credential=" + k.ID + "/20261202/us-west-2/sagemaker/aws4_request, SignedHeaders=host;x-amz-date, Signature=" +
+			strings.Repeat("0", 64),
+	} {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+TokenPath, strings.NewReader("{}"))
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+			req.Header.Set("X-Amz-Date", f.clock.now().Format("20060102T150405Z"))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ans TokenAnswer
+		json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || ans.URL != "" {
+			t.Errorf("%s: %d %q, want a refusal", name, resp.StatusCode, ans.URL)
+		}
+	}
+	if n := len(f.con.tokens.byHash); n != 0 {
+		t.Errorf("%d tokens issued", n)
 	}
 }

@@ -105,11 +105,13 @@ function poll(fn, ms) {
 
 // confirmAction opens the confirmation dialog; resolves to false (cancelled) or true, or the
 // number typed when withCount is set.
-function confirmAction(title, text, okLabel, withCount) {
+function confirmAction(title, text, okLabel, withCount, safe) {
   const dlg = document.getElementById("confirm");
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-ok").textContent = okLabel || "Confirm";
+  // Red for what destroys or interrupts; blue for scaling and creating.
+  document.getElementById("confirm-ok").className = safe ? "primary" : "danger";
   const countLabel = document.getElementById("confirm-count-label");
   const count = document.getElementById("confirm-count");
   countLabel.hidden = withCount === undefined;
@@ -261,7 +263,7 @@ function viewCluster(view, name) {
       h("td", { class: "num" }, (g.Counts.Running || 0) + " / " + g.Target),
       h("td", { class: "opt" }, badge(g.Status)),
       h("td", {}, g.Controller ? h("span", { class: "muted" }, "controller") : h("button", { type: "button", class: "small scale", "data-group": g.Name, onclick: async () => {
-        const n = await confirmAction("Scale " + g.Name, "UpdateCluster sets instance group " + g.Name + " of " + name + " to this many instances (now " + g.Target + ").", "Scale", g.Target);
+        const n = await confirmAction("Scale " + g.Name, "UpdateCluster sets instance group " + g.Name + " of " + name + " to this many instances (now " + g.Target + ").", "Scale", g.Target, true);
         if (n !== false) await act({ Action: "ScaleGroup", Cluster: name, Group: g.Name, Count: n }, "Scaling " + g.Name + " to " + n);
       } }, "Scale…")))));
     if (d.NodesRefused) {
@@ -410,7 +412,7 @@ function viewCreate(view) {
           result.replaceChildren();
           let name = "";
           try { name = JSON.parse(doc.value).ClusterName || ""; } catch (e) { /* the API's SerializationException says why */ }
-          if (!(await confirmAction("Create cluster " + name + "?", "CreateCluster launches the document's instances.", "Create"))) return;
+          if (!(await confirmAction("Create cluster " + name + "?", "CreateCluster launches the document's instances.", "Create", undefined, true))) return;
           try {
             const ans = await post(API + "/actions", { Action: "CreateCluster", Document: doc.value });
             clearFlash();
