@@ -28,7 +28,8 @@ func BenchmarkConsole1000NodesInBrowser(b *testing.B) {
 	e := servertest.Start(b, server.Options{DataDir: dir})
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("big"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
-		group("workers", "ml.p5.48xlarge", 1000, types.ClusterSlurmNodeTypeCompute, "s3://bench/lc/"),
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, "s3://bench/lc/"),
+		group("workers", "ml.p5.48xlarge", 999, types.ClusterSlurmNodeTypeCompute, "s3://bench/lc/", "gpu"),
 	}}); err != nil {
 		b.Fatal(err)
 	}
@@ -70,5 +71,5 @@ func BenchmarkConsole1000NodesInBrowser(b *testing.B) {
 	b.StopTimer()
 	br.waitFor(10*time.Second, "1,000 rows", `document.querySelectorAll('#nodes tr[data-node]').length === 1000`,
 		`String(document.querySelectorAll('#nodes tr[data-node]').length)`)
-	br.shot("bench-1000-nodes")
+	br.viewShot("bench-1000-nodes")
 }

@@ -88,6 +88,20 @@ func (b *browser) shot(name string) {
 	b.t.Logf("screenshot %s", path)
 }
 
+// viewShot writes a PNG of what the window shows (the top of a long page) as name.png.
+func (b *browser) viewShot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.artifacts, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+	}
+}
+
 // text is the text content of the first element matching a CSS selector ("" when none).
 func (b *browser) text(sel string) string {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)

@@ -28,13 +28,14 @@ function h(tag, attrs, ...kids) {
 
 function enc(s) { return encodeURIComponent(s); }
 
-async function getJSON(path) {
+async function getText(path) {
   const r = await fetch(API + path, { credentials: "same-origin" });
   if (r.status === 401) { location.href = "/console/signin"; throw new Error("signed out"); }
-  const body = await r.json();
-  if (!r.ok) throw body;
-  return body;
+  const text = await r.text();
+  if (!r.ok) throw JSON.parse(text);
+  return text;
 }
+async function getJSON(path) { return JSON.parse(await getText(path)); }
 
 async function post(path, body) {
   const r = await fetch(path, {
@@ -244,8 +245,14 @@ function viewCluster(view, name) {
       h("th", { class: "opt" }, "Orchestrator"), h("th", {}, "Repair"))), nodesBody)));
   const updateSel = () => { selCount.textContent = selected.size ? selected.size + " selected" : "Select nodes to act on them:"; };
   updateSel();
+  let last = "";
   poll(async () => {
-    const d = await getJSON("/clusters/" + enc(name));
+    // Redraw only what changed since the last poll: a steady 1,000-node cluster costs the
+    // browser one small comparison every 2 s instead of rebuilding its table.
+    const text = await getText("/clusters/" + enc(name));
+    if (text === last) return;
+    last = text;
+    const d = JSON.parse(text);
     head.replaceChildren(clusterHeader(name, d.Status));
     const rs = d.Repairs;
     facts.replaceChildren(...[h("dl", { class: "facts" },
