@@ -88,3 +88,24 @@ func BenchmarkConsolePage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRepairsPage1000Nodes: the repairs tab's JSON for a cluster of 1,000 nodes without
+// repairs (one RepairsOf read per node).
+func BenchmarkRepairsPage1000Nodes(b *testing.B) {
+	f := newFixture(b)
+	f.cluster("big")
+	f.addNodes("big", "workers", 1000)
+	br := f.browser()
+	br.signIn(f.key("admin", []string{"sagemaker:*"}, nil))
+	for b.Loop() {
+		resp, err := br.c.Get(f.srv.URL + Path + "/api/clusters/big/repairs")
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}

@@ -348,27 +348,13 @@ func (c *Console) serveRepairs(w http.ResponseWriter, r *request) {
 		if err != nil {
 			return err
 		}
-		nodes, err := tx.NodesOf(cl.ID)
-		if err != nil {
-			return err
+		rs, err := tx.RepairsSince(cl.ID, since)
+		for _, rp := range rs {
+			rows = append(rows, repairRow{ID: rp.ID, LogicalID: rp.LogicalID, InstanceID: rp.InstanceID, NewInstanceID: rp.NewInstanceID,
+				Action: rp.Action, Fault: rp.Fault, Source: rp.Source, Reason: rp.Reason, State: string(rp.State),
+				Message: rp.Message, Timeline: rp.Timeline, CreatedAt: rp.CreatedAt, UpdatedAt: rp.UpdatedAt})
 		}
-		seen := map[string]bool{}
-		for _, n := range nodes {
-			if seen[n.LogicalID] {
-				continue
-			}
-			seen[n.LogicalID] = true
-			rs, err := tx.RepairsOf(cl.ID, n.LogicalID, since)
-			if err != nil {
-				return err
-			}
-			for _, rp := range rs {
-				rows = append(rows, repairRow{ID: rp.ID, LogicalID: n.LogicalID, InstanceID: rp.InstanceID, NewInstanceID: rp.NewInstanceID,
-					Action: rp.Action, Fault: rp.Fault, Source: rp.Source, Reason: rp.Reason, State: string(rp.State),
-					Message: rp.Message, Timeline: rp.Timeline, CreatedAt: rp.CreatedAt, UpdatedAt: rp.UpdatedAt})
-			}
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		writeAPIError(w, err)

@@ -78,6 +78,11 @@ func (t *tx) RepairsOf(clusterID, logicalID string, since time.Time) ([]*store.R
 		WHERE cluster_id = ? AND logical_id = ? AND created_at >= ? ORDER BY created_at, id`, clusterID, logicalID, ms(since))
 }
 
+func (t *tx) RepairsSince(clusterID string, since time.Time) ([]*store.Repair, error) {
+	return t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs INDEXED BY repairs_by_node
+		WHERE cluster_id = ? AND created_at >= ? ORDER BY created_at, id`, clusterID, ms(since))
+}
+
 func (t *tx) Repair(id string) (*store.Repair, error) {
 	rs, err := t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs WHERE id = ?`, id)
 	if err != nil {
