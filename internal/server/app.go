@@ -440,7 +440,7 @@ func Start(o Options) (*App, error) {
 		a.MetricsURL = "http://" + ml.Addr().String() + "/metrics"
 		log.Info("metrics", "endpoint", a.MetricsURL)
 	}
-	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
+	log.Info("hale server listening", "endpoint", a.URL, "console", a.URL+console.Path+"/ (hale console prints a sign-in link)", "region", cfg.Region, "account_id", cfg.AccountID,
 		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
 }
