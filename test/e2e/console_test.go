@@ -319,6 +319,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A phone.
 	b.run("a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	b.shot("phone-cluster-nodes")
+	b.run("the clusters on a phone", click(".crumbs a"), visible(`#clusters tr[data-cluster="web"]`))
+	b.shot("phone-clusters")
 	b.run("a laptop's viewport", chromedp.EmulateViewport(1280, 860))
 
 	// The viewer key signs in with the form; scaling is refused with the API's message.

@@ -242,7 +242,7 @@ function viewCluster(view, name) {
       h("button", { type: "button", class: "small danger", id: "delete-nodes", onclick: nodeAction("DeleteNodes", "Delete", "BatchDeleteClusterNodes terminates the selected nodes and lowers their groups' counts.") }, "Delete")),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Node"),
       h("th", {}, "Status"), h("th", {}, "Health"), h("th", { class: "opt" }, "Group"), h("th", { class: "opt" }, "Address"),
-      h("th", { class: "opt" }, "Orchestrator"), h("th", {}, "Repair"))), nodesBody)));
+      h("th", { class: "opt" }, "Orchestrator"), h("th", { class: "opt" }, "Repair"))), nodesBody)));
   const updateSel = () => { selCount.textContent = selected.size ? selected.size + " selected" : "Select nodes to act on them:"; };
   updateSel();
   let last = "";
@@ -286,11 +286,12 @@ function viewCluster(view, name) {
         } })),
         h("td", {}, h("div", { class: "mono" }, id), h("div", { class: "muted" }, n.Hostname || n.LogicalID)),
         h("td", { class: "status" }, badge(n.Status), n.StatusMessage ? h("div", { class: "muted" }, n.StatusMessage) : null),
-        h("td", { class: "health" }, badge(n.Health), n.GPUs ? h("div", { class: "muted" }, n.HealthyGPUs + "/" + n.GPUs + " GPUs healthy") : null),
+        h("td", { class: "health" }, badge(n.Health), n.GPUs ? h("div", { class: "muted" }, n.HealthyGPUs + "/" + n.GPUs + " GPUs healthy") : null,
+          n.RepairStatus ? h("div", { class: "phone-only" }, n.RepairStatus) : null),
         h("td", { class: "opt" }, n.Group, h("div", { class: "muted" }, n.InstanceType)),
         h("td", { class: "opt mono" }, n.Address || ""),
         h("td", { class: "opt" }, n.OrchestratorStatus || ""),
-        h("td", { class: "repair" }, n.RepairStatus || (n.DeepHealthCheck ? "Deep health check: " + n.DeepHealthCheck : "")));
+        h("td", { class: "repair opt" }, n.RepairStatus || (n.DeepHealthCheck ? "Deep health check: " + n.DeepHealthCheck : "")));
     }));
     updateSel();
   });
