@@ -68,14 +68,15 @@ func BenchmarkClusterPage1000Nodes(b *testing.B) {
 	b.ReportMetric(float64(size), "bytes/page")
 }
 
-// BenchmarkConsolePage: the console's HTML (rendered per session) and its script and style
+// BenchmarkConsolePage: the console's HTML (rendered per session), its scripts and its style
 // sheet, what a browser fetches before its first poll.
 func BenchmarkConsolePage(b *testing.B) {
 	f := newFixture(b)
 	br := f.browser()
 	br.signIn(f.key("admin", []string{"sagemaker:*"}, nil))
 	for b.Loop() {
-		for _, p := range []string{Path + "/", Path + "/assets/console.js", Path + "/assets/console.css"} {
+		for _, p := range []string{Path + "/", Path + "/assets/console.css", Path + "/assets/console.js", Path + "/assets/clusters.js",
+			Path + "/assets/tabs.js", Path + "/assets/create.js", Path + "/assets/route.js"} {
 			resp, err := br.c.Get(f.srv.URL + p)
 			if err != nil {
 				b.Fatal(err)
