@@ -169,7 +169,7 @@ const jsNodes = `[...document.querySelectorAll('#nodes tr[data-node]')].map(r =>
 // then creates a cluster that comes up (InService, nodes Running) without a reload; an Xid 79
 // injected with hale debug inject-fault turns the node unhealthy and back; the repair's
 // timeline, the events (filtered) and a lifecycle log stream show; a group is scaled through the
-// confirmation dialog and the new node appears; a key without sagemaker:UpdateCluster, signed
+// confirmation dialog and the new node appears, and rebooted through the node table; a key without sagemaker:UpdateCluster, signed
 // in with the form, sees the API's AccessDenied message. Screenshots of every page go to
 // $HALE_ARTIFACTS/console (default test/e2e/artifacts/console).
 func TestConsoleInBrowser(t *testing.T) {
@@ -315,6 +315,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("no event of the console's UpdateCluster:\n%s", ev)
 	}
 	b.shot("cluster-scaled")
+
+	// Reboot the new node: tick it, Reboot, confirm; it comes back Running and Healthy.
+	var added, addedLogical, bootBefore string
+	for _, n := range e.storeNodes(name) {
+		if n.GroupName == "gpu" && n.LogicalID != gpu.Logical {
+			added, addedLogical, bootBefore = n.InstanceID, n.LogicalID, n.Details.BootID
+		}
+	}
+	b.run("reboot a node", click(fmt.Sprintf(`#nodes tr[data-node=%q] input[type=checkbox]`, added)), click("#reboot-nodes"),
+		visible("#confirm-ok"), click("#confirm-ok"), visible("#action-ok"))
+	if got := b.text("#action-ok"); !strings.Contains(got, "Reboot "+added) || !strings.Contains(got, "BatchRebootClusterNodes accepted") {
+		t.Errorf("after the reboot: %q", got)
+	}
+	eventually(t, 120*time.Second, "the node rebooted (a new boot id)", func() (bool, string) {
+		n := e.nodeOf(name, addedLogical)
+		if n == nil {
+			return false, "no node " + addedLogical
+		}
+		return n.Details.BootID != bootBefore, fmt.Sprint(n.Status, " ", n.Details.BootID)
+	})
+	b.waitFor(120*time.Second, "the rebooted node back", `(n => n.length === 3 && n.every(x => x.status === 'Running' && x.health === 'Healthy'))(`+jsNodes+`)`,
+		`JSON.stringify(`+jsNodes+`)`)
+	if ev := e.events(name); !strings.Contains(ev, "BatchRebootClusterNodes: node(s) "+added) {
+		t.Errorf("no event of the console's reboot:\n%s", ev)
+	}
 
 	// A phone.
 	b.run("a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
