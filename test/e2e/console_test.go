@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/client"
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/server/servertest"
@@ -301,6 +302,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.run("open the logs", click("#tab-logs"), visible(`#streams tr[data-stream^="LifecycleConfig/gpu/"] a`),
 		click(`#streams tr[data-stream^="LifecycleConfig/gpu/"] a`))
 	b.waitFor(20*time.Second, "the stream's lines", `document.querySelector('#log').textContent.includes('on_create ran on')`, `document.querySelector('#log').textContent`)
+	// Followed live: a line written to the stream now (as its agent would) shows without a reload.
+	stream := b.text("h2.mono")
+	if err := e.App.Store.Write(ctx, func(tx store.Tx) error {
+		c, err := tx.Cluster(name)
+		if err != nil {
+			return err
+		}
+		return tx.AppendLogEvents(agentserver.LogGroup(c.Name, c.ID), stream, c.ID,
+			[]store.LogEvent{{Time: time.Now(), Message: "a line written while the console follows the stream"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(20*time.Second, "the new line", `document.querySelector('#log').textContent.includes('a line written while the console follows')`,
+		`document.querySelector('#log').textContent`)
+	b.noReload()
 	b.shot("log-stream")
 
 	// Scale the GPU group to 2 through the confirmation dialog; the new node shows up Running.
@@ -324,10 +340,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	b.run("reboot a node", click(fmt.Sprintf(`#nodes tr[data-node=%q] input[type=checkbox]`, added)), click("#reboot-nodes"),
-		visible("#confirm-ok"), click("#confirm-ok"), visible("#action-ok"))
-	if got := b.text("#action-ok"); !strings.Contains(got, "Reboot "+added) || !strings.Contains(got, "BatchRebootClusterNodes accepted") {
-		t.Errorf("after the reboot: %q", got)
-	}
+		visible("#confirm-ok"), click("#confirm-ok"))
+	b.waitFor(20*time.Second, "the reboot accepted", fmt.Sprintf(`(document.querySelector('#action-ok') || {textContent: ''}).textContent === %q`,
+		"Reboot "+added+" (BatchRebootClusterNodes accepted)"), `document.querySelector('#flash').textContent`)
 	eventually(t, 120*time.Second, "the node rebooted (a new boot id)", func() (bool, string) {
 		n := e.nodeOf(name, addedLogical)
 		if n == nil {
