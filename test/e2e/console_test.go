@@ -18,8 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
