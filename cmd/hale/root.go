@@ -32,6 +32,7 @@ func newRootCommand() *cobra.Command {
 
   hale server                      serve the SageMaker cluster API
   hale access-key create|list|delete
+  hale console                     a one-time sign-in link of the web console
   hale <operation> [flags]         call an API operation, spelled as the AWS CLI spells it,
                                    e.g. hale create-cluster --cli-input-json file://cluster.json`,
 		SilenceUsage:  true,
@@ -39,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		Version:       version(),
 	}
 	root.AddCommand(newServerCommand(), newKubeCommand(), newRepairsCommand(), newObservabilityCommand(), newUpdateKubeconfigCommand(), newHostsCommand(), newAccessKeyCommand(), newAgentCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand(),
-		newDiagnoseCommand(), newDebugCommand(), newSrunCommand(), newTopologyCommand())
+		newDiagnoseCommand(), newDebugCommand(), newSrunCommand(), newTopologyCommand(), newConsoleCommand())
 	addOperationCommands(root)
 	return root
 }

@@ -98,6 +98,9 @@ kubectl a context for it.`,
 			defer app.Close()
 			rememberSettings(o, app.ObjectStore)
 			fmt.Fprintf(out, "hale server at %s (data %s, log %s); lifecycle scripts from %s\n", app.URL, o.DataDir, logPath, app.ObjectStore)
+			if url, exp, err := app.ConsoleSignInURL(); err == nil {
+				fmt.Fprintf(out, "Web console: %s\n  (this link signs in once, until %s; '%s console' prints another)\n", url, exp.Local().Format("15:04:05"), haleCommand())
+			}
 			if eks {
 				fmt.Fprintf(out, "Kubernetes control plane %s at %s (API server, etcd, scheduler, controller manager, training operator; kwok plays the nodes' kubelets)\n",
 					req.Orchestrator.Eks.GetClusterArn(), app.KubernetesServer())
@@ -232,12 +235,16 @@ Reach it from another terminal:
   %[6]s list-cluster-nodes --cluster-name %[2]s --output table
   %-[7]*[8]s  # a shell on a node
   %-[7]*[9]s  # lifecycle and creation logs
+  %-[7]*[10]s  # a new sign-in link of the web console
   AWS_SHARED_CREDENTIALS_FILE=%[4]s AWS_CONFIG_FILE=%[5]s aws --profile hale sagemaker describe-cluster --cluster-name %[2]s   # with the AWS CLI, if installed
-`, dataDir, name, host, app.CredentialsFile, app.ConfigFile, hale, max(len(execLine), len(logsLine)), execLine, logsLine)
+`, dataDir, name, host, app.CredentialsFile, app.ConfigFile, hale, max(len(execLine), len(logsLine)), execLine, logsLine, hale+" console")
 	if eks {
 		fmt.Fprintf(out, `  %[1]s update-kubeconfig --cluster-name %[2]s   # a kubectl context for the cluster's control plane
   %[3]s get nodes -L %[4]s,%[5]s
 `, hale, name, kubectl(), "sagemaker.amazonaws.com/node-health-status", "sagemaker.amazonaws.com/instance-group-name")
+	}
+	if url, exp, err := app.ConsoleSignInURL(); err == nil {
+		fmt.Fprintf(out, "Web console (signs in once, until %s): %s\n", exp.Local().Format("15:04:05"), url)
 	}
 	fmt.Fprintf(out, "Ctrl-C here, or '%[1]s down --cluster-name %[2]s', tears the cluster down.\n", hale, name)
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/console"
 	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/metrics"
 	"github.com/haleproject/hale/internal/orchestrator"
@@ -151,6 +152,8 @@ type App struct {
 	// Events delivers the events for other systems (nil without --events-webhook or
 	// --events-file).
 	Events *eventbridge.Deliverer
+	// Console is the web console at /console (docs/console.md).
+	Console *console.Console
 	// AgentEndpoint is where agents connect ("" without a provider).
 	AgentEndpoint string
 	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca): it issues the agents' client
@@ -400,6 +403,10 @@ func Start(o Options) (*App, error) {
 		}
 		handler.serveRepairs(w, r, ctl)
 	})
+	a.Console = console.New(console.Config{Store: st, Service: a.Service, Verifier: verifier, Repairs: ctl, Logger: log})
+	mux.Handle(console.Path, a.Console)
+	mux.Handle(console.Path+"/", a.Console)
+	mux.Handle("POST "+console.TokenPath, a.Console)
 	// Prometheus cannot sign requests with SigV4: /metrics takes a bearer token, or nothing.
 	mux.Handle("GET /metrics", a.Metrics.Handler(o.MetricsToken))
 	mux.Handle("/", handler)
@@ -462,7 +469,7 @@ func Start(o Options) (*App, error) {
 		a.MetricsURL = "http://" + ml.Addr().String() + "/metrics"
 		log.Info("metrics", "endpoint", a.MetricsURL)
 	}
-	log.Info("hale server listening", "endpoint", a.URL, "region", cfg.Region, "account_id", cfg.AccountID,
+	log.Info("hale server listening", "endpoint", a.URL, "console", a.URL+console.Path+"/ (hale console prints a sign-in link)", "region", cfg.Region, "account_id", cfg.AccountID,
 		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
 }

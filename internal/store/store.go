@@ -102,7 +102,8 @@ type Tx interface {
 	OpenRepairs(clusterID string) ([]*Repair, error)
 	// RepairsOf returns a node's repairs created since a time, oldest first.
 	RepairsOf(clusterID, logicalID string, since time.Time) ([]*Repair, error)
-	// RepairsSince returns the cluster's repairs created since a time, oldest first.
+	// RepairsSince returns the cluster's repairs (of all its nodes) created since a time, oldest
+	// first: one read for the console's repairs page, whatever the cluster's size.
 	RepairsSince(clusterID string, since time.Time) ([]*Repair, error)
 	// RepairCounts counts the cluster's repairs (all it keeps) by action and state.
 	RepairCounts(clusterID string) (map[RepairCount]int, error)

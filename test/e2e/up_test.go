@@ -5,9 +5,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +62,12 @@ func TestUpPrintsEvents(t *testing.T) {
 	before, _, _ := strings.Cut(out.String(), "\nCtrl-C here")
 	if !strings.Contains(before, "Cluster uptest is InService with 2 nodes:") || !strings.Contains(before, "Reach it from another terminal:") {
 		t.Errorf("hale up's first lines:\n%s", before)
+	}
+	// Beside the hints, a sign-in link of the web console that signs a browser in.
+	if m := regexp.MustCompile(`Web console \(signs in once, until [0-9:]+\): (\S+)`).FindStringSubmatch(before); m == nil {
+		t.Errorf("hale up printed no web console link:\n%s", before)
+	} else if page := consolePage(t, m[1]); !strings.Contains(page, `<meta name="csrf"`) {
+		t.Errorf("hale up's console link %s did not sign in:\n%s", m[1], page)
 	}
 
 	cli := exec.Command(haleBin, "update-cluster", "--cluster-name", "uptest", "--instance-groups",
@@ -129,4 +139,17 @@ func runUp(t *testing.T, args ...string) (out *lockedBuffer, interrupt func() er
 	}
 	t.Cleanup(func() { interrupt() })
 	return out, interrupt
+}
+
+// consolePage follows a console sign-in link with a cookie jar and returns the page it ends on.
+func consolePage(t *testing.T, link string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar, Timeout: 10 * time.Second}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
