@@ -44,11 +44,12 @@ stage "go vet" go vet ./...
 stage "go vet (e2e)" go vet -tags e2e ./test/e2e
 stage "go vet (kube)" go vet -tags "e2e kube" ./internal/kubeplane ./internal/server ./internal/orchestrator/eks ./test/e2e
 stage "go test ./..." go test -count=1 ./...
-# End to end on real namespaces, agents, Slurm and lifecycle scripts (root).
-stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
+# End to end on real namespaces, agents, Slurm and lifecycle scripts (root). They take longer
+# than go test's default limit of 10 minutes on a 2-core machine (about 12), hence -timeout.
+stage "end-to-end tests" go test -count=1 -timeout 40m -tags e2e ./test/e2e
 # The real Kubernetes control plane (kube-apiserver, etcd, controller manager, scheduler, kwok),
 # its registration, and an Eks cluster on the local provider.
-stage "Kubernetes tests" go test -count=1 -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks|TestUpEks' \
+stage "Kubernetes tests" go test -count=1 -timeout 30m -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks|TestUpEks' \
   ./internal/kubeplane ./internal/server ./test/e2e
 # The robustness suite: a random schedule of faults for a bounded time (HALE_ROBUSTNESS_DURATION,
 # 2m by default; the seed it prints replays a failure, see docs/reliability.md).
