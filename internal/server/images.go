@@ -26,8 +26,8 @@ const (
 	ImagesDeletePath = "/hale/images/delete"
 )
 
-// ImageList is every image of the server, oldest first, without their package lists:
-// {"Images": [{"ImageId": …, "Name": …, "Status": …}, …]}.
+// ImageList is every image of the server, oldest first, each its whole manifest:
+// {"Images": [{"ImageId": …, "Name": …, "Status": …, "Installed": {…}}, …]}.
 type ImageList struct {
 	Images []*image.Manifest `json:"Images"`
 }
@@ -83,11 +83,7 @@ func (h *Handler) serveImages(w http.ResponseWriter, r *http.Request, reg *image
 		}
 		switch {
 		case r.Method == http.MethodGet && r.URL.Path == ImagesPath:
-			list := ImageList{Images: reg.List()}
-			for _, m := range list.Images {
-				m.Installed = nil // describe gives them; a list stays short
-			}
-			ans = list
+			ans = ImageList{Images: reg.List()}
 		case r.Method == http.MethodGet:
 			id := r.PathValue("id")
 			m, err := reg.Get(id)
