@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -68,10 +69,15 @@ func (b Mmdebstrap) Build(ctx context.Context, spec Spec, mirror, target string,
 	}
 	args = append(args, spec.Suite, target, mirror)
 	fmt.Fprintf(log, "mmdebstrap %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
+	// In root mode mmdebstrap mounts /proc, /sys and /dev entries inside the new root in its
+	// own mount namespace's view: a private namespace (unshare --mount) takes them away with
+	// the process even when it is killed, so none is ever left on the host under the root.
+	cmd := exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "--", "mmdebstrap"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8", "DEBIAN_FRONTEND=noninteractive")
-	cmd.WaitDelay = 10 * time.Second
+	// A cancelled build gets SIGTERM, so mmdebstrap runs its clean-up, then SIGKILL.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("mmdebstrap: %w", err)
 	}

@@ -101,7 +101,7 @@ func Open(o Options) (*Registry, error) {
 		}
 		switch m.Status {
 		case StatusBuilding:
-			os.RemoveAll(filepath.Join(dir, rootDir+".partial"))
+			removeTree(filepath.Join(dir, rootDir+".partial"))
 			m.Status, m.Reason = StatusFailed, "the server stopped during the build; build it again"
 			m.write(dir)
 		case StatusDeleting:
@@ -340,7 +340,9 @@ func (r *Registry) build(spec Spec, m *Manifest) {
 	}()
 	result.BuildSeconds = time.Since(start).Round(10 * time.Millisecond).Seconds()
 	if err != nil {
-		os.RemoveAll(partial)
+		if rerr := removeTree(partial); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		fmt.Fprintf(log, "hale: build failed: %v\n", err)
 	} else {
 		fmt.Fprintf(log, "hale: image %s is Available: %d bytes, %s, %.1f s\n", m.ImageID, result.SizeBytes, result.ContentHash, result.BuildSeconds)
@@ -447,7 +449,8 @@ func (r *Registry) Delete(ctx context.Context, id string, users Users) error {
 		restore()
 		return err
 	}
-	if err := os.RemoveAll(r.Dir(id)); err != nil {
+	if err := removeTree(r.Dir(id)); err != nil {
+		restore()
 		return fmt.Errorf("delete image %s: %w", id, err)
 	}
 	r.mu.Lock()

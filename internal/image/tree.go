@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -67,4 +68,21 @@ func measure(root string) (size int64, hash string, err error) {
 		return nil
 	})
 	return size, "sha256:" + hex.EncodeToString(h.Sum(nil)), err
+}
+
+// removeTree removes dir, unless a file system is mounted under it: removing through a mount
+// (a build's /proc, /sys or /dev left by a crash) would delete what the mount shows, so that is
+// refused with the mount point named.
+func removeTree(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err == nil {
+		prefix := filepath.Clean(dir) + "/"
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 4 && (f[4] == filepath.Clean(dir) || strings.HasPrefix(f[4], prefix)) {
+				return fmt.Errorf("%s is mounted inside %s; unmount it (umount -R) before hale removes the directory", f[4], dir)
+			}
+		}
+	}
+	return os.RemoveAll(dir)
 }
