@@ -65,8 +65,10 @@ func newTestRegistry(t *testing.T, b Builder, state string) *Registry {
 	if _, err := exec.LookPath("dpkg-query"); err != nil {
 		t.Skip("dpkg-query (Debian's dpkg) is needed to read an image's packages")
 	}
+	clock := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	r, err := Open(Options{Dir: t.TempDir(), Builder: b,
-		ArchiveState: func(context.Context, string, string) (string, error) { return state, nil }})
+		ArchiveState: func(context.Context, string, string) (string, error) { return state, nil },
+		Now:          func() time.Time { clock = clock.Add(time.Second); return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
