@@ -21,10 +21,20 @@ import (
 // installations use (and this project's machines' apt sources name).
 const DefaultMirror = "http://deb.debian.org/debian"
 
+// Source is where a build takes its packages from.
+type Source struct {
+	// Mirror is the Debian archive's URL.
+	Mirror string
+	// IgnoreValidUntil lets apt take a Release file past its Valid-Until date: the suite's
+	// InRelease had expired when the build started, as a snapshot of the archive's does
+	// (sid's is valid for a week; a mirror that froze it keeps serving it).
+	IgnoreValidUntil bool
+}
+
 // Builder makes a root file system in the empty directory target from spec's packages,
 // writing its progress to log.
 type Builder interface {
-	Build(ctx context.Context, spec Spec, mirror, target string, log io.Writer) error
+	Build(ctx context.Context, spec Spec, src Source, target string, log io.Writer) error
 }
 
 // Mmdebstrap builds roots with mmdebstrap (Debian package mmdebstrap), as root (mode root).
@@ -40,13 +50,16 @@ type Mmdebstrap struct {
 // Build runs mmdebstrap --variant=apt with spec's packages. Errors: mmdebstrap missing or
 // failing (its last lines are in log), or a cache path with white space (mmdebstrap's special
 // hooks split their arguments on it).
-func (b Mmdebstrap) Build(ctx context.Context, spec Spec, mirror, target string, log io.Writer) error {
+func (b Mmdebstrap) Build(ctx context.Context, spec Spec, src Source, target string, log io.Writer) error {
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		return errors.New("mmdebstrap is not installed (apt-get install mmdebstrap; scripts/setup.sh installs it)")
 	}
 	args := []string{"--variant=apt", "--mode=root", "--include=" + strings.Join(spec.AllPackages(), ","),
 		// apt fetches the indices and packages again when the archive answers badly once.
 		`--aptopt=Acquire::Retries "3"`}
+	if src.IgnoreValidUntil {
+		args = append(args, `--aptopt=Acquire::Check-Valid-Until "false"`)
+	}
 	if b.CacheDir != "" {
 		cache := filepath.Join(b.CacheDir, spec.Suite)
 		if strings.ContainsAny(cache, " \t\n") {
@@ -67,7 +80,7 @@ func (b Mmdebstrap) Build(ctx context.Context, spec Spec, mirror, target string,
 			"--customize-hook=sync-out /var/cache/apt/archives "+archives,
 			"--customize-hook=sync-out /var/lib/apt/lists "+lists)
 	}
-	args = append(args, spec.Suite, target, mirror)
+	args = append(args, spec.Suite, target, src.Mirror)
 	fmt.Fprintf(log, "mmdebstrap %s\n", strings.Join(args, " "))
 	// In root mode mmdebstrap mounts /proc, /sys and /dev entries inside the new root in its
 	// own mount namespace's view: a private namespace (unshare --mount) takes them away with
@@ -106,28 +119,56 @@ func installed(ctx context.Context, root string) (map[string]string, error) {
 	return pkgs, nil
 }
 
-// ArchiveState returns "sha256:" of mirror's dists/<suite>/InRelease: it changes whenever the
-// archive publishes new packages for the suite, so two builds that see one state install the
-// same versions.
-func ArchiveState(ctx context.Context, mirror, suite string) (string, error) {
+// Archive is what a suite's InRelease file says of the archive's state.
+type Archive struct {
+	// State is "sha256:" of the file: it changes whenever the archive publishes new packages
+	// for the suite, so two builds that see one state install the same versions.
+	State string
+	// ValidUntil is the file's Valid-Until date (zero when it has none, as stable suites'),
+	// after which apt refuses it.
+	ValidUntil time.Time
+}
+
+// ArchiveState reads mirror's dists/<suite>/InRelease.
+func ArchiveState(ctx context.Context, mirror, suite string) (Archive, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	url := strings.TrimSuffix(mirror, "/") + "/dists/" + suite + "/InRelease"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return Archive{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return Archive{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", url, resp.Status)
+		return Archive{}, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(resp.Body, 64<<20)); err != nil {
-		return "", err
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return Archive{}, err
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return parseInRelease(b), nil
+}
+
+// parseInRelease reads an InRelease file's hash and Valid-Until date (Debian's repository
+// format: an RFC 2822 date, "Sat, 07 Nov 2026 20:12:05 UTC").
+func parseInRelease(b []byte) Archive {
+	sum := sha256.Sum256(b)
+	a := Archive{State: "sha256:" + hex.EncodeToString(sum[:])}
+	// The fields follow the PGP armour's header; the file lists (continuation lines) start
+	// with a space, so a line that starts with the field's name is the field.
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Valid-Until:"); ok {
+			if t, err := time.Parse(time.RFC1123, strings.TrimSpace(v)); err == nil {
+				a.ValidUntil = t.UTC()
+			}
+			break
+		}
+	}
+	return a
 }

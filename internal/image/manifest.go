@@ -46,6 +46,10 @@ type Manifest struct {
 	SpecKey        string `json:"SpecKey"`
 	ArchiveRelease string `json:"ArchiveRelease,omitempty"`
 	CopiedFrom     string `json:"CopiedFrom,omitempty"`
+	// ReleaseExpired, when set, is the Valid-Until date (RFC 3339) the suite's InRelease had
+	// passed when the build started: apt was told to accept it (a frozen snapshot of the
+	// archive serves such files), so nothing vouched that the packages were the newest.
+	ReleaseExpired string `json:"ReleaseExpired,omitempty"`
 	// BuildSeconds is how long the build took, from its start to the manifest.
 	BuildSeconds float64   `json:"BuildSeconds,omitempty"`
 	CreatedAt    time.Time `json:"CreatedAt"`

@@ -39,9 +39,9 @@ type Options struct {
 	Mirror string
 	// Builder makes roots (Mmdebstrap{CacheDir: Dir/cache/apt}).
 	Builder Builder
-	// ArchiveState says the archive's state for a suite (ArchiveState); an error only turns the
-	// copy of an identical image's root off.
-	ArchiveState func(ctx context.Context, mirror, suite string) (string, error)
+	// ArchiveState reads the archive's state for a suite (ArchiveState); an error only turns
+	// the copy of an identical image's root off.
+	ArchiveState func(ctx context.Context, mirror, suite string) (Archive, error)
 	Logger       *slog.Logger
 	Now          func() time.Time
 }
@@ -301,11 +301,22 @@ func (r *Registry) build(spec Spec, m *Manifest) {
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
-		state, err := r.o.ArchiveState(r.ctx, r.o.Mirror, spec.Suite)
+		archive, err := r.o.ArchiveState(r.ctx, r.o.Mirror, spec.Suite)
 		if err != nil {
 			fmt.Fprintf(log, "hale: could not read the archive's state (%v); building without reusing an identical image\n", err)
 		}
+		state := archive.State
 		result.ArchiveRelease = state
+		source := Source{Mirror: r.o.Mirror}
+		if !archive.ValidUntil.IsZero() && archive.ValidUntil.Before(r.o.Now()) {
+			// apt would refuse the suite. A frozen snapshot of the archive is the usual cause;
+			// the packages are still signed by the archive's key, only their freshness is not
+			// vouched for, which the manifest records.
+			source.IgnoreValidUntil = true
+			result.ReleaseExpired = archive.ValidUntil.Format(time.RFC3339)
+			fmt.Fprintf(log, "hale: %s's InRelease expired at %s (a snapshot of the archive?): apt is told to accept it (Acquire::Check-Valid-Until false)\n",
+				spec.Suite, result.ReleaseExpired)
+		}
 		if src := r.twin(m.SpecKey, state); src != "" {
 			defer r.release(src)
 			fmt.Fprintf(log, "hale: %s has the same packages from the same state of the archive (%s): copying its root\n", src, state)
@@ -315,7 +326,7 @@ func (r *Registry) build(spec Spec, m *Manifest) {
 				return fmt.Errorf("copy the root of %s: %w", src, err)
 			}
 			result.CopiedFrom = src
-		} else if err := r.o.Builder.Build(r.ctx, spec, r.o.Mirror, partial, log); err != nil {
+		} else if err := r.o.Builder.Build(r.ctx, spec, source, partial, log); err != nil {
 			return err
 		}
 		pkgs, err := installed(r.ctx, partial)

@@ -22,10 +22,13 @@ type fakeBuilder struct {
 	fail   error
 	block  chan struct{} // when set, Build waits for it to close
 	drop   string        // a package left out of the root
+
+	sources []Source // what each build was given
 }
 
-func (b *fakeBuilder) Build(ctx context.Context, spec Spec, mirror, target string, log io.Writer) error {
+func (b *fakeBuilder) Build(ctx context.Context, spec Spec, src Source, target string, log io.Writer) error {
 	b.builds++
+	b.sources = append(b.sources, src)
 	if b.block != nil {
 		select {
 		case <-b.block:
@@ -67,7 +70,7 @@ func newTestRegistry(t *testing.T, b Builder, state string) *Registry {
 	}
 	clock := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	r, err := Open(Options{Dir: t.TempDir(), Builder: b,
-		ArchiveState: func(context.Context, string, string) (string, error) { return state, nil },
+		ArchiveState: func(context.Context, string, string) (Archive, error) { return Archive{State: state}, nil },
 		Now:          func() time.Time { clock = clock.Add(time.Second); return clock }})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +213,7 @@ func TestSecondBuildOfOneSpecCopiesTheRoot(t *testing.T) {
 	fb := &fakeBuilder{}
 	state := "sha256:state1"
 	r := newTestRegistry(t, fb, "")
-	r.o.ArchiveState = func(context.Context, string, string) (string, error) { return state, nil }
+	r.o.ArchiveState = func(context.Context, string, string) (Archive, error) { return Archive{State: state}, nil }
 	first, err := r.Build(context.Background(), Spec{Name: "one", Suite: "trixie"})
 	if err != nil {
 		t.Fatal(err)
@@ -388,5 +391,53 @@ func TestOpenFailsInterruptedBuilds(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d, "rootfs.partial")); !errors.Is(err, os.ErrNotExist) {
 		t.Error("the partial root of an interrupted build is still there")
+	}
+}
+
+func TestParseInRelease(t *testing.T) {
+	sid := "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\nOrigin: Debian\nSuite: unstable\nCodename: sid\n" +
+		"Date: Fri, 30 Oct 2026 08:08:01 UTC\nValid-Until: Fri, 06 Nov 2026 08:08:01 UTC\nAcquire-By-Hash: yes\nSHA256:\n" +
+		" 0123 1234 main/binary-amd64/Packages.xz\n-----BEGIN PGP SIGNATURE-----\n\nxyz\n-----END PGP SIGNATURE-----\n"
+	a := parseInRelease([]byte(sid))
+	if want := time.Date(2026, 11, 6, 8, 8, 1, 0, time.UTC); !a.ValidUntil.Equal(want) {
+		t.Errorf("ValidUntil = %v, want %v", a.ValidUntil, want)
+	}
+	if !strings.HasPrefix(a.State, "sha256:") || a.State == parseInRelease([]byte(sid+"\n")).State {
+		t.Errorf("State %q does not follow the file's bytes", a.State)
+	}
+	stable := strings.Replace(sid, "Valid-Until: Fri, 06 Nov 2026 08:08:01 UTC\n", "", 1)
+	if a := parseInRelease([]byte(stable)); !a.ValidUntil.IsZero() {
+		t.Errorf("a Release without Valid-Until: %v", a.ValidUntil)
+	}
+}
+
+// A suite whose InRelease has expired (a frozen snapshot of the archive) is built with apt told
+// to accept it, and the manifest says so; a fresh one is built as usual.
+func TestExpiredReleaseIsRecorded(t *testing.T) {
+	fb := &fakeBuilder{}
+	r := newTestRegistry(t, fb, "")
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	r.o.Now = func() time.Time { return now }
+	until := now.Add(-26 * 24 * time.Hour)
+	r.o.ArchiveState = func(context.Context, string, string) (Archive, error) {
+		return Archive{State: "sha256:old", ValidUntil: until}, nil
+	}
+	m, err := r.Build(context.Background(), Spec{Name: "frozen-sid", Suite: "sid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fb.sources[0].IgnoreValidUntil || m.ReleaseExpired != until.Format(time.RFC3339) {
+		t.Errorf("expired: source %+v, ReleaseExpired %q", fb.sources[0], m.ReleaseExpired)
+	}
+	until = now.Add(24 * time.Hour)
+	r.o.ArchiveState = func(context.Context, string, string) (Archive, error) {
+		return Archive{State: "sha256:new", ValidUntil: until}, nil
+	}
+	m, err = r.Build(context.Background(), Spec{Name: "fresh-sid", Suite: "sid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.sources[1].IgnoreValidUntil || m.ReleaseExpired != "" || fb.sources[1].Mirror != DefaultMirror {
+		t.Errorf("fresh: source %+v, ReleaseExpired %q", fb.sources[1], m.ReleaseExpired)
 	}
 }
