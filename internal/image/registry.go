@@ -327,6 +327,9 @@ func (r *Registry) build(spec Spec, m *Manifest) {
 			}
 			result.CopiedFrom = src
 		} else if err := r.o.Builder.Build(r.ctx, spec, source, partial, log); err != nil {
+			if why := errorLines(filepath.Join(dir, logFile)); why != "" {
+				return fmt.Errorf("%w: %s", err, why)
+			}
 			return err
 		}
 		pkgs, err := installed(r.ctx, partial)
@@ -469,4 +472,20 @@ func (r *Registry) Delete(ctx context.Context, id string, users Users) error {
 	delete(r.done, id)
 	r.mu.Unlock()
 	return nil
+}
+
+// errorLines returns the first error lines ("E: ...", apt's and mmdebstrap's) of a build log,
+// at most three, joined: the reason a failed build gives.
+func errorLines(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var errs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "E: ") && len(errs) < 3 {
+			errs = append(errs, strings.TrimPrefix(l, "E: "))
+		}
+	}
+	return strings.Join(errs, "; ")
 }

@@ -257,7 +257,7 @@ func TestFailedBuilds(t *testing.T) {
 	fb := &fakeBuilder{fail: errors.New("mmdebstrap: exit status 1")}
 	r := newTestRegistry(t, fb, "sha256:s")
 	m, err := r.Build(context.Background(), Spec{Name: "broken", Suite: "sid"})
-	if err == nil || !strings.Contains(err.Error(), "exit status 1") {
+	if err == nil || !strings.Contains(err.Error(), "exit status 1: the archive said no") {
 		t.Fatalf("a failing builder: %v", err)
 	}
 	if m.Status != StatusFailed || m.Installed != nil {
