@@ -44,8 +44,9 @@ stage "go vet" go vet ./...
 stage "go vet (e2e)" go vet -tags e2e ./test/e2e
 stage "go vet (kube)" go vet -tags "e2e kube" ./internal/kubeplane ./internal/server ./internal/orchestrator/eks ./test/e2e
 stage "go test ./..." go test -count=1 ./...
-# End to end on real namespaces, agents, Slurm and lifecycle scripts (root).
-stage "end-to-end tests" go test -count=1 -tags e2e ./test/e2e
+# End to end on real namespaces, agents, Slurm and lifecycle scripts (root). The suite took
+# 587 s of go test's default 10-minute limit before the image build test (about 45 s) joined it.
+stage "end-to-end tests" go test -count=1 -timeout 30m -tags e2e ./test/e2e
 # The real Kubernetes control plane (kube-apiserver, etcd, controller manager, scheduler, kwok),
 # its registration, and an Eks cluster on the local provider.
 stage "Kubernetes tests" go test -count=1 -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks|TestUpEks' \
