@@ -47,10 +47,13 @@ type Mmdebstrap struct {
 	CacheDir string
 }
 
-// Build runs mmdebstrap --variant=apt with spec's packages. Errors: mmdebstrap missing or
-// failing (its last lines are in log), or a cache path with white space (mmdebstrap's special
+// Build runs mmdebstrap --variant=apt with spec's packages. Errors: not root, mmdebstrap missing
+// or failing (its last lines are in log), or a cache path with white space (mmdebstrap's special
 // hooks split their arguments on it).
 func (b Mmdebstrap) Build(ctx context.Context, spec Spec, src Source, target string, log io.Writer) error {
+	if os.Geteuid() != 0 {
+		return errors.New("image builds need the server to run as root (mmdebstrap's root mode, as the local provider needs it too)")
+	}
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		return errors.New("mmdebstrap is not installed (apt-get install mmdebstrap; scripts/setup.sh installs it)")
 	}
