@@ -483,3 +483,24 @@ func checkKubernetesConfig(v *validator, k *ClusterKubernetesConfig, p string) {
 		}
 	}
 }
+
+// CheckImageIds: every instance group's ImageId names an image the server has, or "default"
+// (hale's default image). usable says why an id cannot be used (unknown, still building,
+// failed), or nil; the model's pattern (`ami-[0-9a-fA-F]{8,17}|default`) has been checked
+// already. Errors name each group's member path and the id, as one ValidationException:
+//
+//	Value 'ami-…' at 'instanceGroups.2.member.imageId' failed to satisfy constraint: …
+//
+// HyperPod refuses an AMI it cannot find the same way (CreateCluster, custom AMIs).
+func CheckImageIds(groups []ClusterInstanceGroupSpecification, usable func(id string) error) error {
+	var v validator
+	for i, g := range groups {
+		if g.ImageId == nil {
+			continue
+		}
+		if err := usable(*g.ImageId); err != nil {
+			v.add(quote(*g.ImageId), memberPath(listPath("instanceGroups", i), "imageId"), err.Error())
+		}
+	}
+	return v.err()
+}

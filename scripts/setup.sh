@@ -36,11 +36,12 @@ declare -A why=(
   [prometheus]="a real Prometheus the tests start on loopback to scrape hale's /metrics (never run as a service)"
   [chromium]="headless Chromium: the web console's browser tests (chromedp)"
   [fonts-dejavu-core]="a font for Chromium's screenshots of the console"
+  [mmdebstrap]="builds node images (hale image build) from Debian's archive"
 )
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core)
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

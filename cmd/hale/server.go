@@ -9,6 +9,7 @@ import (
 	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/service"
@@ -95,6 +96,7 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.ObjectStore, "object-store", "", "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default DATA_DIR/s3)")
 	f.StringVar(&o.ObjectStoreEndpoint, "object-store-endpoint", "", "fetch lifecycle scripts from this S3-compatible endpoint instead (\"aws\" for AWS S3; credentials from the AWS environment)")
 	f.StringVar(&o.KubernetesBin, "kubernetes-bin", "", "directory of the Kubernetes control plane's binaries for Eks clusters (default: k8s/ beside the hale binary, where scripts/k8s-tools.sh links them)")
+	f.StringVar(&o.ImageMirror, "image-mirror", "", "the Debian archive node images are built from (default "+image.DefaultMirror+"; hale image build)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", controller.DefaultBootTimeout, "how long a new instance's agent has to register")
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
 	f.DurationVar(&o.DeepHealthCheckDuration, "deep-health-check-duration", controller.DefaultDeepHealthCheckDuration, "how long the InstanceStress deep health check loads a node")

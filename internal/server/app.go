@@ -29,6 +29,7 @@ import (
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/controller"
 	"github.com/haleproject/hale/internal/eventbridge"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/provider/local"
@@ -128,6 +129,10 @@ type Options struct {
 	Kubernetes     string
 	KubernetesName string
 	KubernetesBin  string
+
+	// ImageMirror is the Debian archive node images are built from (image.DefaultMirror when
+	// empty); images live in DataDir/images (docs/images.md).
+	ImageMirror string
 }
 
 // DefaultAgentPort is the port agents connect to.
@@ -161,6 +166,9 @@ type App struct {
 	AgentCA *agentca.CA
 	// ObjectStore is the directory lifecycle script buckets are read from.
 	ObjectStore string
+	// Images is the node image registry (DATA_DIR/images), behind `hale image` and the
+	// instance groups' ImageId.
+	Images *image.Registry
 
 	srv        *http.Server
 	metricsSrv *http.Server // --metrics-listen
@@ -224,12 +232,18 @@ func Start(o Options) (*App, error) {
 		if a.kube != nil {
 			a.kube.Stop()
 		}
+		if a.Images != nil {
+			a.Images.Close()
+		}
 		ln.Close()
 		st.Close()
 		lock.release()
 		return nil, err
 	}
 	if err := a.startEvents(o, st); err != nil {
+		return fail(err)
+	}
+	if a.Images, err = image.Open(image.Options{Dir: filepath.Join(o.DataDir, "images"), Mirror: o.ImageMirror, Logger: log}); err != nil {
 		return fail(err)
 	}
 	if o.ObjectStore == "" {
@@ -341,7 +355,7 @@ func Start(o Options) (*App, error) {
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
-		Drift: ctl.Drift,
+		Drift: ctl.Drift, Images: a.Images,
 	})
 	cfg := a.Service.Config()
 	if err := a.ensureAdminKey(cfg.Region); err != nil {
@@ -391,6 +405,14 @@ func Start(o Options) (*App, error) {
 		w.Header().Set("x-amzn-RequestId", uuid.NewString())
 		handler.serveHosts(w, r, a.Provider)
 	})
+	serveImages := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		handler.serveImages(w, r, a.Images, a.Service.ImageUsers)
+	}
+	mux.HandleFunc("GET "+ImagesPath, serveImages)
+	mux.HandleFunc("POST "+ImagesPath, serveImages)
+	mux.HandleFunc("GET "+ImagePath+"{id}", serveImages)
+	mux.HandleFunc("POST "+ImagesDeletePath, serveImages)
 	mux.HandleFunc("POST "+KernelLogPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("x-amzn-RequestId", uuid.NewString())
 		handler.serveKernelLog(w, r, a.Provider)
@@ -601,6 +623,7 @@ func (a *App) Close() error {
 		}
 		a.cancel()
 		a.wg.Wait()
+		a.Images.Close() // a build in progress ends Failed; build it again after the restart
 		a.closeErr = errors.Join(err, a.Store.Close())
 		if a.eventsFile != nil {
 			a.closeErr = errors.Join(a.closeErr, a.eventsFile.Close())

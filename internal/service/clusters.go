@@ -45,6 +45,9 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 		if err := registeredKube(tx, in.Orchestrator); err != nil {
 			return "", err
 		}
+		if err := s.checkImages(in.InstanceGroups); err != nil {
+			return "", err
+		}
 		if s.cfg.Provider == "static" && in.Orchestrator != nil && in.Orchestrator.Eks != nil {
 			// Nothing would play the nodes' kubelets: they would never join (docs/own-machines.md).
 			return "", api.Errorf(api.CodeValidationException, "orchestrator.eks: the static provider installs no kubelet on its hosts, so its nodes cannot join a Kubernetes cluster; use Orchestrator.Slurm on your own machines, or the local provider for Eks")
@@ -232,6 +235,9 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 		}
 		next, err := api.MergeUpdate(&cur, in)
 		if err != nil {
+			return "", err
+		}
+		if err := s.checkImages(in.InstanceGroups); err != nil {
 			return "", err
 		}
 		if n := totalInstances(next.InstanceGroups); n > s.cfg.MaxInstancesPerCluster {

@@ -46,6 +46,9 @@ type Config struct {
 	// drift while its SlurmConfigStrategy is Managed; an EKS cluster has no such strategy and
 	// is not asked. Nil skips the check.
 	Drift func(ctx context.Context, clusterID string) ([]string, error)
+	// Images is the server's image registry, which instance groups' ImageId must name (or be
+	// "default"); nil knows no image but "default".
+	Images Images
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }

@@ -36,6 +36,11 @@ func (s *Service) UpdateClusterSoftware(ctx context.Context, in *api.UpdateClust
 		if err != nil {
 			return "", err
 		}
+		if in.ImageId != nil {
+			if err := s.usableImage(*in.ImageId); err != nil {
+				return "", invalid("1 validation error detected: Value '%s' at 'imageId' failed to satisfy constraint: %v", *in.ImageId, err)
+			}
+		}
 		release := map[string]string{}
 		var names []string
 		for i, g := range in.InstanceGroups {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
@@ -632,4 +633,72 @@ func reconnects(b *testing.B, path string) (time.Time, []time.Time) {
 		}
 	}
 	return listened, conns
+}
+
+// BenchmarkImageBuild builds node images for real with mmdebstrap from Debian's archive, in a
+// fresh registry (empty cache) per suite and PyTorch choice, and reports: cold_s (the first
+// build: every package downloaded), copy_s (the same spec again: the archive has not changed,
+// so the root is copied), apt_cached_s (one more package: mmdebstrap runs again, with the
+// downloaded packages from the cache) and the image's size. Each image is deleted at the end.
+// Run as root (a few minutes per case; PyTorch more):
+// go test -tags e2e ./test/e2e -run '^$' -bench ImageBuild -benchtime 1x
+func BenchmarkImageBuild(b *testing.B) {
+	cases := []struct {
+		suite string
+		torch bool
+	}{{"bookworm", false}, {"bookworm", true}, {"trixie", false}}
+	if s := os.Getenv("HALE_BENCH_IMAGE_CASES"); s != "" { // e.g. "bookworm,trixie+torch"
+		cases = cases[:0]
+		for _, c := range strings.Split(s, ",") {
+			suite, torch := strings.CutSuffix(c, "+torch")
+			cases = append(cases, struct {
+				suite string
+				torch bool
+			}{suite, torch})
+		}
+	}
+	for _, c := range cases {
+		b.Run(fmt.Sprintf("suite=%s/pytorch=%v", c.suite, c.torch), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				dir := b.TempDir()
+				reg, err := image.Open(image.Options{Dir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				spec := image.Spec{Name: "bench-cold", Suite: c.suite, NoPyTorch: !c.torch}
+				cold, err := reg.Build(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				spec.Name = "bench-copy"
+				copied, err := reg.Build(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if copied.CopiedFrom == "" {
+					b.Logf("the archive changed between the builds: the second built afresh")
+				}
+				spec.Name, spec.Packages = "bench-apt", []string{"less"}
+				apt, err := reg.Build(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(cold.BuildSeconds, "cold_s")
+				b.ReportMetric(copied.BuildSeconds, "copy_s")
+				b.ReportMetric(apt.BuildSeconds, "apt_cached_s")
+				b.ReportMetric(float64(cold.SizeBytes)/1e6, "image_MB")
+				b.ReportMetric(float64(len(cold.Installed)), "packages")
+				b.Logf("%s pytorch=%v: slurmd %s, %d packages, %d bytes; cold %.1f s, copy %.1f s, apt cached %.1f s",
+					c.suite, c.torch, cold.Installed["slurmd"], len(cold.Installed), cold.SizeBytes, cold.BuildSeconds, copied.BuildSeconds, apt.BuildSeconds)
+				none := func(context.Context, string) ([]string, error) { return nil, nil }
+				for _, m := range []*image.Manifest{cold, copied, apt} {
+					if err := reg.Delete(ctx, m.ImageID, none); err != nil {
+						b.Error(err)
+					}
+				}
+				reg.Close()
+			}
+		})
+	}
 }
