@@ -19,17 +19,21 @@ import (
 func newRepairsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "repairs",
-		Short: "Show a cluster's automatic repairs, or resume them after a burst of one fault paused them",
+		Short: "List a cluster's repairs and their timelines; show or resume its automatic repairs",
 		Long: `hale repairs at most a share of a cluster's nodes at once (hale server --repair-max-share,
 25 % by default); the nodes beyond it are drained and wait their turn. The same fault on several
 nodes at once (3 nodes and 2 % of the cluster within 10 minutes) pauses every automatic repair
 of the cluster, with an Error event: a driver or firmware change, not broken hardware, is the
 likely cause. 'hale repairs resume' lifts the pause once the cause is known; the waiting repairs
 then start, within the cap. Repairs an operator asks for (BatchRebootClusterNodes,
-BatchReplaceClusterNodes, an Action: reason in Slurm) are neither capped nor paused.`,
+BatchReplaceClusterNodes, an Action: reason in Slurm) are neither capped nor paused.
+'hale repairs list' shows the cluster's repairs (30 days by default), 'hale repairs describe'
+one repair's timeline: fault detected, drained, rebooted or replaced, back in service, job
+resumed.`,
 	}
 	cmd.AddCommand(newRepairsSubcommand("status", "Show the cap, the repairs under way and waiting, and a pause"),
-		newRepairsSubcommand("resume", "Lift the cluster's repair pause: the waiting repairs start, within the cap"))
+		newRepairsSubcommand("resume", "Lift the cluster's repair pause: the waiting repairs start, within the cap"),
+		newRepairsHistoryCommand("list"), newRepairsHistoryCommand("describe"))
 	return cmd
 }
 

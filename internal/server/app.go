@@ -417,6 +417,10 @@ func Start(o Options) (*App, error) {
 		w.Header().Set("x-amzn-RequestId", uuid.NewString())
 		handler.serveKernelLog(w, r, a.Provider)
 	})
+	mux.HandleFunc("GET "+RepairHistoryPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amzn-RequestId", uuid.NewString())
+		handler.serveRepairHistory(w, r, ctl)
+	})
 	mux.HandleFunc(RepairsPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("x-amzn-RequestId", uuid.NewString())
 		if r.Method != http.MethodGet && r.Method != http.MethodPost {
