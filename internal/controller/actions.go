@@ -118,13 +118,17 @@ func (r *round) replaceFor(n *store.Node, why, evidence string) error {
 	if err := r.setPhase(n, store.PhasePending, fmt.Sprintf("Replacing %s (%s)", old, why)); err != nil {
 		return err
 	}
+	// The event is about the instance going away: filed under it, so that the events of the
+	// failed instance (ListClusterEvents --node-id, the console's filter) tell its whole story.
+	was := *n
+	was.InstanceID = old
 	if _, pool := r.c.cfg.Provider.(provider.Quarantiner); pool {
 		// Machines that outlive instances (the static provider's hosts): the replacement is
 		// another machine, with its own address.
-		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s of group %s (at %s) is being replaced by %s on another host (%s); the node keeps its logical id %s.",
+		return r.nodeEvent(&was, api.ClusterEventLevelInfo, "Instance %s of group %s (at %s) is being replaced by %s on another host (%s); the node keeps its logical id %s.",
 			old, n.GroupName, n.Details.PrivateIP, n.InstanceID, why, n.LogicalID)
 	}
-	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s of group %s is being replaced by %s (%s); the node keeps its address %s and logical id %s.",
+	return r.nodeEvent(&was, api.ClusterEventLevelInfo, "Instance %s of group %s is being replaced by %s (%s); the node keeps its address %s and logical id %s.",
 		old, n.GroupName, n.InstanceID, why, n.Details.PrivateIP, n.LogicalID)
 }
 

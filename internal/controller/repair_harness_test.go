@@ -56,6 +56,18 @@ func TestBatchReplaceRebootDelete(t *testing.T) {
 			t.Errorf("no %q in the events:\n%s", want, ev)
 		}
 	}
+	// The replacement is told under the instance replaced: its events tell its whole story.
+	h.st.Read(ctx, func(tx store.Tx) error {
+		evs, err := tx.ListEvents(store.EventQuery{ClusterID: id, InstanceID: old, Limit: 1000})
+		var b strings.Builder
+		for _, e := range evs {
+			b.WriteString(e.Description + "\n")
+		}
+		if !strings.Contains(b.String(), "is being replaced by") {
+			t.Errorf("the events of the replaced instance %s lack its replacement:\n%s", old, b.String())
+		}
+		return err
+	})
 }
 
 func (h *harness) openRepairs(id string) []*store.Repair {

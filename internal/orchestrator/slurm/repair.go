@@ -101,8 +101,13 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 		}
 		// The node may be back before the next poll sees it down: say so now.
 		s.h.NodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
-			return s.h.Event(tx, cl, m, api.ClusterEventLevelInfo,
-				"Slurm node %s (instance %s, group %s) taken out of service by hale (state down, its jobs requeued): %s.", name, node.InstanceID, node.GroupName, why)
+			// Filed under the instance taken out, which a replacement may already have
+			// succeeded in the store. Slurm requeues the jobs of a node set down (those run
+			// with srun --auto-resume=1 are resumed instead, docs/autoresume.md).
+			was := *m
+			was.InstanceID = node.InstanceID
+			return s.h.Event(tx, cl, &was, api.ClusterEventLevelInfo,
+				"Slurm node %s (instance %s, group %s) taken out of service by hale (state down; Slurm requeues its jobs, or auto-resume resumes them): %s.", name, node.InstanceID, node.GroupName, why)
 		})
 	}
 }
