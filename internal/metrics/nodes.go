@@ -39,8 +39,8 @@ type nodeFamily struct {
 
 // nodeView is one node at a scrape: its label pairs, health, and its sample within the bounds.
 type nodeView struct {
-	labels    []*dto.LabelPair // nodeLabels'
-	status    string           // "": an instance the store no longer has (replaced), shown for its last sample
+	labels []*dto.LabelPair // nodeLabels'
+	status string           // "": an instance the store no longer has (replaced), shown for its last sample
 
 	sample    *agentproto.NodeMetrics // nil: none (an older agent, none yet, or stale)
 	age       float64
