@@ -24,7 +24,8 @@ import (
 // last one of a session that ended is shown while fresh, agentserver.NodeSample.Ended), under
 // node-exporter's and DCGM's names so their dashboards and alerts carry over. Every series
 // has the node's labels: cluster, instance_group, instance_id and node (its name in its
-// orchestrator, as sinfo and kubectl show it; its logical id before it has one).
+// orchestrator, as sinfo and kubectl show it; else its host name, orchestrator.NodeName, as a
+// Slurm controller or login node has; its logical id before it has either).
 
 // nodeLabels are the labels of every node series.
 var nodeLabels = []string{"cluster", "instance_group", "instance_id", "node"}
