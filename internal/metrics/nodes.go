@@ -192,8 +192,8 @@ type nodeMetrics struct {
 
 	mu sync.Mutex
 	// known are the labels of each instance the last scrape showed, by instance id: a replaced
-	// instance is gone from the store at once, and its last sample (the Xid the repair is for,
-	// agentserver.NodeSample.Ended) is shown under the labels it had.
+	// instance is gone from the store at once, and its samples until they are stale (the last
+	// one holds the Xid the repair is for) are shown under the labels it had.
 	known map[string][]*dto.LabelPair
 }
 
@@ -213,8 +213,9 @@ func nodeHealth(n *store.Node, open *store.Repair) string {
 }
 
 // views reads the nodes and joins their samples: every node the store has with an instance,
-// by instance id. A sample of an instance the store no longer has is shown only when its
-// session ended and the last scrape named the instance (known): a replaced node's last sample.
+// by instance id. A sample of an instance the store no longer has is shown only when the last
+// scrape named the instance (known): a replaced node's, whose session lasts until the old
+// instance is retired and whose last sample is kept for a while after (agentserver.NodeSample.Ended).
 func (c *nodeMetrics) views() ([]*nodeView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -267,7 +268,7 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 		i, ok := slices.BinarySearchFunc(out[:stored], s.InstanceID, func(v *nodeView, id string) int { return strings.Compare(v.labels[2].GetValue(), id) })
 		if ok {
 			out[i].join(s, now)
-		} else if l := c.known[s.InstanceID]; l != nil && s.Ended {
+		} else if l := c.known[s.InstanceID]; l != nil {
 			v := &nodeView{labels: l}
 			v.join(s, now)
 			out = append(out, v)
