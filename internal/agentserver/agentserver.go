@@ -79,6 +79,11 @@ type Server struct {
 	silent   map[string]bool     // instance ids reported silent
 	goodbyes map[string]string   // instance ids whose agents said Goodbye, with their reasons
 	pending  map[string]chan *agentproto.CommandResult
+	// ended are the last samples of sessions that ended, by instance id, until they are stale
+	// or the instance connects again (NodeSamples).
+	ended map[string]NodeSample
+	// counters are the GPU counters' reset compensation, by instance id (counterBase).
+	counters map[string]map[gpuKey]*gpuBase
 }
 
 type session struct {
@@ -90,8 +95,8 @@ type session struct {
 	send       chan *agentproto.ServerMessage
 	done       chan struct{}
 	lastSeen   time.Time
-	// metrics is the latest NodeMetrics sample the agent sent, received at metricsAt; it goes
-	// with the session, so a node whose agent is gone has none.
+	// metrics is the latest NodeMetrics sample the agent sent (its counters compensated),
+	// received at metricsAt; when the session ends it is kept in Server.ended while fresh.
 	metrics   *agentproto.NodeMetrics
 	metricsAt time.Time
 }
@@ -114,7 +119,8 @@ func New(cfg Config) *Server {
 		cfg.Notify = func(string) {}
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), sessions: map[string]*session{},
-		silent: map[string]bool{}, goodbyes: map[string]string{}, pending: map[string]chan *agentproto.CommandResult{}}
+		silent: map[string]bool{}, goodbyes: map[string]string{}, pending: map[string]chan *agentproto.CommandResult{},
+		ended: map[string]NodeSample{}, counters: map[string]map[gpuKey]*gpuBase{}}
 }
 
 // SilenceThreshold is how long a node may say nothing before it is unreachable.
@@ -217,7 +223,7 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 			case *agentproto.AgentMessage_Heartbeat:
 			case *agentproto.AgentMessage_Metrics:
 				s.mu.Lock()
-				sess.metrics, sess.metricsAt = msg.Metrics, time.Now()
+				s.sampled(sess, msg.Metrics)
 				s.mu.Unlock()
 			case *agentproto.AgentMessage_Inventory:
 				s.saveInventory(stream.Context(), sess, msg.Inventory)
@@ -467,6 +473,7 @@ func (s *Server) attach(sess *session) {
 		close(old.done) // a newer connection of the same node wins
 	}
 	s.sessions[sess.instanceID] = sess
+	delete(s.ended, sess.instanceID) // the instance is back: its new session's samples supersede
 	delete(s.silent, sess.instanceID)
 	delete(s.goodbyes, sess.instanceID)
 }
@@ -491,43 +498,6 @@ func (s *Server) Stats() SessionStats {
 	return st
 }
 
-// NodeSample is the latest NodeMetrics sample of a connected agent.
-type NodeSample struct {
-	InstanceID string
-	ClusterID  string
-	Metrics    *agentproto.NodeMetrics
-	Received   time.Time
-}
-
-// StaleSamples is how many of its sampling intervals a sample is shown for: one that old means
-// the agent stopped sampling (it is hung, or the session is about to be found silent).
-const StaleSamples = 3
-
-// NodeSamples returns the latest sample of every agent with a session whose sample is fresh:
-// received within StaleSamples of its sampling interval. Agents older than capability 10, and
-// those that have not sent one yet, have none.
-func (s *Server) NodeSamples() []NodeSample {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]NodeSample, 0, len(s.sessions))
-	for id, sess := range s.sessions {
-		m := sess.metrics
-		if m == nil {
-			continue
-		}
-		interval := time.Duration(m.IntervalMs) * time.Millisecond
-		if interval <= 0 {
-			interval = 15 * time.Second
-		}
-		if now.Sub(sess.metricsAt) > StaleSamples*interval {
-			continue
-		}
-		out = append(out, NodeSample{InstanceID: id, ClusterID: sess.clusterID, Metrics: m, Received: sess.metricsAt})
-	}
-	return out
-}
-
 // Goodbye is the reason the node's agent gave when it last stopped cleanly, "" when it did not
 // say goodbye (or has connected since).
 func (s *Server) Goodbye(instanceID string) string {
@@ -541,6 +511,7 @@ func (s *Server) detach(sess *session) {
 	current := s.sessions[sess.instanceID] == sess
 	if current {
 		delete(s.sessions, sess.instanceID)
+		s.keepEnded(sess)
 		select {
 		case <-sess.done:
 		default:
@@ -702,6 +673,7 @@ func (s *Server) Disconnect(instanceID string) {
 	s.mu.Lock()
 	if sess := s.sessions[instanceID]; sess != nil {
 		delete(s.sessions, instanceID)
+		s.keepEnded(sess)
 		close(sess.done)
 	}
 	s.mu.Unlock()

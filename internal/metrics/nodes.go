@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,10 +20,12 @@ import (
 )
 
 // Node metrics (docs/observability.md, "Node metrics"): each node's health from the store, and
-// the latest sample its agent sent (agentproto.NodeMetrics, every agent.MetricsInterval),
-// under node-exporter's and DCGM's names so their dashboards and alerts carry over. Every series
+// the latest sample its agent sent (agentproto.NodeMetrics, every agent.MetricsInterval; the
+// last one of a session that ended is shown while fresh, agentserver.NodeSample.Ended), under
+// node-exporter's and DCGM's names so their dashboards and alerts carry over. Every series
 // has the node's labels: cluster, instance_group, instance_id and node (its name in its
-// orchestrator, as sinfo and kubectl show it; its logical id before it has one).
+// orchestrator, as sinfo and kubectl show it; else its host name, orchestrator.NodeName, as a
+// Slurm controller or login node has; its logical id before it has either).
 
 // nodeLabels are the labels of every node series.
 var nodeLabels = []string{"cluster", "instance_group", "instance_id", "node"}
@@ -37,8 +40,9 @@ type nodeFamily struct {
 
 // nodeView is one node at a scrape: its label pairs, health, and its sample within the bounds.
 type nodeView struct {
-	labels    []*dto.LabelPair // nodeLabels'
-	status    string
+	labels []*dto.LabelPair // nodeLabels'
+	status string           // "": an instance the store no longer has (replaced), shown for its last sample
+
 	sample    *agentproto.NodeMetrics // nil: none (an older agent, none yet, or stale)
 	age       float64
 	cpu       []*agentproto.CPUMode
@@ -99,6 +103,9 @@ var nodeFamilies = []nodeFamily{
 	{name: "hale_node_health_status", typ: gaugeType,
 		help: "1 for each node, with its health as HyperPod's node-health-status label names it: Schedulable (Running, no repair), UnschedulablePendingReboot (a ResetGPU or Reboot repair open), UnschedulablePendingReplacement (a Replace repair open), Unschedulable (not in service: starting, stopping, or its repair held).",
 		add: func(out []*dto.Metric, n *nodeView) []*dto.Metric {
+			if n.status == "" { // an instance the store no longer has: its last sample only
+				return out
+			}
 			return gauge(out, with(n.labels, pair("status", n.status)), 1)
 		}},
 	sampled("hale_node_metrics_age_seconds", "Time since the node's agent sent the sample its node metrics show (it samples every 15 s; a sample older than 3 intervals is not shown).", gaugeType,
@@ -151,13 +158,13 @@ var nodeFamilies = []nodeFamily{
 	gpuFamily("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", gaugeType, func(g *agentproto.GPUMetrics) float64 { return g.FbFreeMib }),
 	gpuFamily("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", gaugeType, func(g *agentproto.GPUMetrics) float64 { return g.GpuTempC }),
 	gpuFamily("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", gaugeType, func(g *agentproto.GPUMetrics) float64 { return g.PowerUsageW }),
-	gpuFamily("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.", counterType,
+	gpuFamily("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors (continued across the node's reboots and GPU resets while the hale server runs).", counterType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.EccSbeVolTotal) }),
-	gpuFamily("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", counterType,
+	gpuFamily("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors (continued across the node's reboots and GPU resets while the hale server runs).", counterType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.EccDbeVolTotal) }),
 	gpuFamily("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered (0: none since the node's agent started).", gaugeType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.LastXid) }),
-	gpuFamily("hale_gpu_xid_errors_total", "Xid errors the node's agent saw on the GPU since it started (kernel log and NVML events).", counterType,
+	gpuFamily("hale_gpu_xid_errors_total", "Xid errors the node's agents saw on the GPU (kernel log and NVML events), continued across the node's agent restarts and reboots while the hale server runs.", counterType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.XidCount) }),
 }
 
@@ -182,6 +189,12 @@ type nodeMetrics struct {
 	st     store.Store
 	agents Agents
 	errors *atomic.Int64 // the store collector's: one error counter for all store reads
+
+	mu sync.Mutex
+	// known are the labels of each instance the last scrape showed, by instance id: a replaced
+	// instance is gone from the store at once, and its samples until they are stale (the last
+	// one holds the Xid the repair is for) are shown under the labels it had.
+	known map[string][]*dto.LabelPair
 }
 
 // nodeHealth is a node's health in HyperPod's node-health-status words.
@@ -200,7 +213,9 @@ func nodeHealth(n *store.Node, open *store.Repair) string {
 }
 
 // views reads the nodes and joins their samples: every node the store has with an instance,
-// by instance id. A sample of a node the store no longer has is left out (nothing names it).
+// by instance id. A sample of an instance the store no longer has is shown only when the last
+// scrape named the instance (known): a replaced node's, whose session lasts until the old
+// instance is retired and whose last sample is kept for a while after (agentserver.NodeSample.Ended).
 func (c *nodeMetrics) views() ([]*nodeView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -246,11 +261,28 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 		return out, nil
 	}
 	now := time.Now()
+	stored := len(out)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, s := range c.agents.NodeSamples() {
-		i, ok := slices.BinarySearchFunc(out, s.InstanceID, func(v *nodeView, id string) int { return strings.Compare(v.labels[2].GetValue(), id) })
+		i, ok := slices.BinarySearchFunc(out[:stored], s.InstanceID, func(v *nodeView, id string) int { return strings.Compare(v.labels[2].GetValue(), id) })
 		if ok {
 			out[i].join(s, now)
+		} else if l := c.known[s.InstanceID]; l != nil {
+			v := &nodeView{labels: l}
+			v.join(s, now)
+			out = append(out, v)
 		}
+	}
+	if len(out) > stored {
+		slices.SortFunc(out, func(a, b *nodeView) int { return strings.Compare(a.labels[2].GetValue(), b.labels[2].GetValue()) })
+	}
+	if c.known == nil {
+		c.known = map[string][]*dto.LabelPair{}
+	}
+	clear(c.known)
+	for _, v := range out {
+		c.known[v.labels[2].GetValue()] = v.labels
 	}
 	return out, nil
 }

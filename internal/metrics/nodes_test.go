@@ -236,6 +236,69 @@ func TestNodeMetricsNameTheNode(t *testing.T) {
 	}
 }
 
+// A repair replaces a node about 2 s after the Xid it is for: the store names the new instance
+// at once, and the old instance's samples (while its session lasts, then its last one, ended)
+// are shown under the labels the last scrape gave it, with no health status, so that
+// Prometheus sees the Xid, until the server stops handing them out; an instance no scrape
+// named is not shown.
+func TestReplacedNodesLastSampleShown(t *testing.T) {
+	st, f := newFleet(t, 2, func(int) *agentproto.NodeMetrics { return sample(1, 1) })
+	m := metrics.New(st, f)
+	scrape(t, m) // names i-0…0 and i-0…1
+	old := f.samples[0]
+	old.Metrics.Gpus[0].LastXid, old.Metrics.Gpus[0].XidCount, old.Ended = 79, 1, true
+	err := st.Write(context.Background(), func(tx store.Tx) error {
+		nodes, err := tx.NodesOf("fleetfleetfl")
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.InstanceID == old.InstanceID {
+				n.InstanceID = "i-10000000000000000"
+				return tx.UpdateNode(n)
+			}
+		}
+		return fmt.Errorf("no node %s", old.InstanceID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.samples = []agentserver.NodeSample{old, f.samples[1], {InstanceID: "i-20000000000000000", Metrics: sample(1, 1), Received: time.Now(), Ended: true}}
+	for _, ended := range []bool{false, true} { // the old instance's session lasts until it is retired, then its sample is kept
+		f.samples[0].Ended = ended
+		fams := scrape(t, m)
+		xids := map[string]float64{}
+		for _, s := range fams["hale_gpu_xid_errors_total"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			xids[labels["instance_id"]] = s.GetCounter().GetValue()
+			if labels["instance_id"] == old.InstanceID && (labels["node"] != "ip-10-1-0-0" || labels["instance_group"] != "workers" || labels["cluster"] != "fleet") {
+				t.Errorf("the replaced instance's labels: %v", labels)
+			}
+		}
+		if len(xids) != 2 || xids[old.InstanceID] != 1 || xids["i-00000000000000001"] != 0 {
+			t.Errorf("session ended %v: Xid counts by instance %v, want the replaced instance's 1 and the other node's 0", ended, xids)
+		}
+		health := map[string]bool{}
+		for _, s := range fams["hale_node_health_status"].GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "instance_id" {
+					health[l.GetValue()] = true
+				}
+			}
+		}
+		if len(health) != 2 || !health["i-10000000000000000"] || !health["i-00000000000000001"] {
+			t.Errorf("health statuses of %v, want the store's two instances", health)
+		}
+	}
+	f.samples = f.samples[1:] // the ended sample went stale
+	if by, _ := seriesByInstance(t, m); by[old.InstanceID] != 0 {
+		t.Errorf("the replaced instance has %d series after its sample went", by[old.InstanceID])
+	}
+}
+
 // BenchmarkMetricsScrape measures one scrape of /metrics with 1,000 and 10,000 nodes (8 GPUs,
 // 2 interfaces each; a third in repair), asking for gzip as Prometheus does: the time per
 // scrape, the bytes on the wire and uncompressed, and the series.
