@@ -163,7 +163,8 @@ func setValue(sel, v string) chromedp.Action[chromedp.Void] {
 // jsNodes is a JavaScript expression: the nodes table's rows as [{id, logical, status, health, repair}].
 const jsNodes = `[...document.querySelectorAll('#nodes tr[data-node]')].map(r => ({id: r.dataset.node, logical: r.dataset.logical,
   status: r.querySelector('td.status .badge').textContent, health: r.querySelector('td.health .badge').textContent,
-  repair: r.querySelector('td.repair').textContent}))`
+  repair: r.querySelector('td.repair').textContent, name: (r.querySelector('td.node .logical') || {}).textContent,
+  note: (r.querySelector('td.health .note') || {}).textContent || ''}))`
 
 // TestConsoleInBrowser drives the web console in headless Chromium: sign in through the URL
 // hale console prints; the create form refuses an invalid document with the API's own message,
@@ -270,7 +271,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("hale debug inject-fault: %v\n%s", err, out)
 	}
 	row := fmt.Sprintf(`(%s).find(x => x.logical === %q)`, jsNodes, gpu.Logical)
-	b.waitFor(90*time.Second, "the GPU node unhealthy", `(r => r && r.health !== 'Healthy' && r.repair !== '')(`+row+`)`, `JSON.stringify(`+row+`)`)
+	// Its health line names the GPU that fell off the bus (the finding's), not the inventory the
+	// agent sent at its start; the Node cell leads with the logical id the CLI uses.
+	b.waitFor(90*time.Second, "the GPU node unhealthy, GPU 0 faulted", `(r => r && r.health !== 'Healthy' && r.repair !== '' && r.note === 'GPU 0 faulted (Xid 79)' && r.name === `+
+		fmt.Sprintf("%q", gpu.Logical)+`)(`+row+`)`, `JSON.stringify(`+row+`)`)
 	b.shot("node-unhealthy")
 	b.waitFor(150*time.Second, "the GPU node back in service", `(r => r && r.health === 'Healthy' && r.status === 'Running' && r.repair === '')(`+row+`)`, `JSON.stringify(`+row+`)`)
 	b.noReload()
