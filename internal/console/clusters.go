@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -106,7 +107,11 @@ type nodeRow struct {
 	RepairStatus       string `json:",omitempty"`
 	DeepHealthCheck    string `json:",omitempty"`
 	GPUs, HealthyGPUs  int
-	LaunchTime         time.Time
+	// HealthNote is the line under the health badge, from what hale knows now: the fault of
+	// the node's open repair ("GPU 0 faulted (Xid 79)"), else its GPUs as its agent last
+	// reported them ("8/8 GPUs healthy"); "" when neither says anything.
+	HealthNote string `json:",omitempty"`
+	LaunchTime time.Time
 }
 
 // clusterDetail is the cluster page: the cluster, its groups, nodes and repair bookkeeping.
@@ -147,8 +152,12 @@ func (c *Console) serveCluster(w http.ResponseWriter, r *request) {
 		if err != nil {
 			return err
 		}
+		faults, err := openFaults(tx, cl.ID)
+		if err != nil {
+			return err
+		}
 		for _, n := range nodes {
-			d.Nodes = append(d.Nodes, nodeOf(n))
+			d.Nodes = append(d.Nodes, nodeOf(n, faults[n.LogicalID]))
 		}
 		return nil
 	})
@@ -172,7 +181,8 @@ func clusterNamed(tx store.Tx, name string) (*store.Cluster, error) {
 	return cl, err
 }
 
-func nodeOf(n *store.Node) nodeRow {
+// nodeOf is a node's row; of is the fault of its open repair (nil when it has none).
+func nodeOf(n *store.Node, of *openFault) nodeRow {
 	host, _, _ := strings.Cut(n.Details.PrivateDNSHostname, ".")
 	row := nodeRow{InstanceID: n.InstanceID, LogicalID: n.LogicalID, Group: n.GroupName, InstanceType: n.InstanceType,
 		Status: n.Status, StatusMessage: n.StatusMessage, Phase: n.Details.Phase, Address: n.Details.PrivateIP, Hostname: host,
@@ -187,9 +197,17 @@ func nodeOf(n *store.Node) nodeRow {
 		}
 	}
 	switch {
+	case of != nil && of.note() != "":
+		// The agent's inventory is from its start: a GPU that fell off the bus since still
+		// counts as healthy there, so the repair's fault speaks instead.
+		row.HealthNote = of.note()
+	case row.GPUs > 0:
+		row.HealthNote = fmt.Sprintf("%d/%d GPUs healthy", row.HealthyGPUs, row.GPUs)
+	}
+	switch {
 	case n.Details.Unreachable:
 		row.Health = "Unreachable"
-	case n.Details.RepairStatus != "" || row.HealthyGPUs < row.GPUs || n.Status == api.ClusterInstanceStatusFailure:
+	case n.Details.RepairStatus != "" || of != nil || row.HealthyGPUs < row.GPUs || n.Status == api.ClusterInstanceStatusFailure:
 		row.Health = "Unhealthy"
 	case n.Status == api.ClusterInstanceStatusRunning:
 		row.Health = "Healthy"

@@ -45,12 +45,19 @@ type signinPage struct {
 }
 
 // serveSignInPage exchanges ?token= for a session (hale console's URL), or shows the sign-in
-// form.
+// form. A token that is no good sends a browser with a live session to the console, others to
+// the form with why.
 func (c *Console) serveSignInPage(w http.ResponseWriter, r *http.Request) {
 	if tok := r.URL.Query().Get("token"); tok != "" {
 		keyID, ok := c.tokens.redeem(tok)
 		if ok && c.keyOf(r.Context(), keyID) != nil {
 			c.startSession(w, r, keyID)
+			return
+		}
+		// A used link reopened in a browser that is signed in (its history, a second tab) goes
+		// to the console on that browser's own session: the link still creates none.
+		if ss := c.sessionOf(r); ss != nil && c.keyOf(r.Context(), ss.KeyID) != nil {
+			http.Redirect(w, r, Path+"/", http.StatusSeeOther)
 			return
 		}
 		c.renderSignIn(w, r, http.StatusUnauthorized, "This sign-in link was used already, has expired or is unknown: run hale console for a new one, or sign in with an access key.", "")

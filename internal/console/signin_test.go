@@ -54,6 +54,54 @@ func TestSignInTokenIsGoodOnce(t *testing.T) {
 	}
 }
 
+// A used sign-in link reopened in the browser it signed in (history, a second tab) goes to the
+// console on that browser's session, without a new session; in a browser whose session ended,
+// or whose key is gone, it is still refused.
+func TestUsedLinkInASignedInBrowser(t *testing.T) {
+	f := newFixture(t)
+	k := f.key("admin", []string{"sagemaker:*"}, nil)
+	u, _ := f.con.SignInURL(f.srv.URL, k.ID)
+	b := f.browser()
+	if first := b.get(u); first.StatusCode != http.StatusSeeOther {
+		t.Fatalf("first use: %d", first.StatusCode)
+	}
+	sessions := func() int {
+		f.con.sessions.mu.Lock()
+		defer f.con.sessions.mu.Unlock()
+		return len(f.con.sessions.byID)
+	}
+	before := sessions()
+	again := b.get(u)
+	if again.StatusCode != http.StatusSeeOther || again.Header.Get("Location") != Path+"/" {
+		t.Fatalf("reopened while signed in: %d to %q, want 303 to %s", again.StatusCode, again.Header.Get("Location"), Path+"/")
+	}
+	for _, c := range again.Cookies() {
+		if c.Name == sessionCookie {
+			t.Fatalf("reopening the used link set the session cookie %+v", c)
+		}
+	}
+	if n := sessions(); n != before {
+		t.Fatalf("%d sessions after reopening the used link, want %d", n, before)
+	}
+
+	b.signIn(k) // a fresh session, whose CSRF token signs out
+	if st, e := b.post(Path+"/signout", "{}", nil); st != http.StatusOK {
+		t.Fatalf("sign out: %d %+v", st, e)
+	}
+	if resp := b.get(u); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("reopened after sign-out: %d, want 401", resp.StatusCode)
+	}
+
+	b = f.browser()
+	b.signIn(k)
+	if err := f.st.Write(context.Background(), func(tx store.Tx) error { return tx.DeleteAccessKey(k.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	if resp := b.get(u); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("reopened after the key was deleted: %d, want 401", resp.StatusCode)
+	}
+}
+
 // A sign-in URL past its lifetime is refused.
 func TestSignInTokenExpires(t *testing.T) {
 	f := newFixture(t)

@@ -433,6 +433,7 @@ func Start(o Options) (*App, error) {
 	mux.Handle(console.Path, a.Console)
 	mux.Handle(console.Path+"/", a.Console)
 	mux.Handle("POST "+console.TokenPath, a.Console)
+	mux.HandleFunc("GET "+console.FaviconPath, console.Favicon) // browsers ask unprompted: not an API request
 	// Prometheus cannot sign requests with SigV4: /metrics takes a bearer token, or nothing.
 	mux.Handle("GET /metrics", a.Metrics.Handler(o.MetricsToken))
 	mux.Handle("/", handler)

@@ -110,3 +110,24 @@ func haleLines(body string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestFavicon: the icon a browser asks for unprompted is served (and linked from the console's
+// pages), not answered by the API handler as an unknown operation in hale_api_requests_total.
+func TestFavicon(t *testing.T) {
+	e := servertest.Start(t, server.Options{})
+	resp, err := http.Get(e.App.URL + "/favicon.ico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ico, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/x-icon" || !strings.HasPrefix(string(ico), "\x00\x00\x01\x00") {
+		t.Errorf("GET /favicon.ico: %d %s, %d bytes starting %q; want 200 image/x-icon, an ICO", resp.StatusCode, resp.Header.Get("Content-Type"), len(ico), ico[:min(len(ico), 8)])
+	}
+	if _, page := scrape(t, e.App.URL+"/console/signin", ""); !strings.Contains(page, `<link rel="icon" href="/favicon.ico"`) {
+		t.Errorf("the sign-in page does not link the icon:\n%s", page)
+	}
+	if _, body := scrape(t, e.App.URL+"/metrics", ""); strings.Contains(body, `operation="unknown"`) || strings.Contains(body, "UnknownOperationException") {
+		t.Errorf("GET /favicon.ico was counted as an API request:\n%s", haleLines(body))
+	}
+}

@@ -163,7 +163,8 @@ func setValue(sel, v string) chromedp.Action[chromedp.Void] {
 // jsNodes is a JavaScript expression: the nodes table's rows as [{id, logical, status, health, repair}].
 const jsNodes = `[...document.querySelectorAll('#nodes tr[data-node]')].map(r => ({id: r.dataset.node, logical: r.dataset.logical,
   status: r.querySelector('td.status .badge').textContent, health: r.querySelector('td.health .badge').textContent,
-  repair: r.querySelector('td.repair').textContent}))`
+  repair: r.querySelector('td.repair').textContent, name: (r.querySelector('td.node .logical') || {}).textContent,
+  note: (r.querySelector('td.health .note') || {}).textContent || ''}))`
 
 // TestConsoleInBrowser drives the web console in headless Chromium: sign in through the URL
 // hale console prints; the create form refuses an invalid document with the API's own message,
@@ -213,12 +214,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if p := b.text("#principal"); p != "admin" {
 		t.Fatalf("signed in as %q, want admin", p)
 	}
-	// The URL was good once: a second browser tab gets the sign-in page and its message.
+	// The URL was good once: used again without this browser's session cookie it gets the
+	// sign-in page and its message (401); with the cookie (reopened from history) it redirects
+	// to the console on the session the browser has.
 	ctxAgain, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	again, err := chromedp.Run(ctxAgain, chromedp.Evaluate[int](fmt.Sprintf(`fetch(%q, {redirect: "manual"}).then(r => r.status)`, signin), chromedp.EvalAwaitPromise))
+	again, err := chromedp.Run(ctxAgain, chromedp.Evaluate[string](fmt.Sprintf(`Promise.all([fetch(%[1]q, {redirect: "manual", credentials: "omit"}), fetch(%[1]q, {redirect: "manual"})]).then(([a, b]) => a.status + " " + b.type)`, signin), chromedp.EvalAwaitPromise))
 	cancel()
-	if err != nil || again != 401 {
-		t.Errorf("the sign-in URL used a second time answers %d (%v), want 401", again, err)
+	if err != nil || again != "401 opaqueredirect" {
+		t.Errorf("the sign-in URL used a second time answers %q (%v), want 401 without the session cookie and a redirect with it", again, err)
 	}
 
 	// Create the cluster through the form: first a document the API refuses, then a good one.
@@ -270,7 +273,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("hale debug inject-fault: %v\n%s", err, out)
 	}
 	row := fmt.Sprintf(`(%s).find(x => x.logical === %q)`, jsNodes, gpu.Logical)
-	b.waitFor(90*time.Second, "the GPU node unhealthy", `(r => r && r.health !== 'Healthy' && r.repair !== '')(`+row+`)`, `JSON.stringify(`+row+`)`)
+	// Its health line names the GPU that fell off the bus (the finding's), not the inventory the
+	// agent sent at its start; the Node cell leads with the logical id the CLI uses.
+	b.waitFor(90*time.Second, "the GPU node unhealthy, GPU 0 faulted", `(r => r && r.health !== 'Healthy' && r.repair !== '' && r.note === 'GPU 0 faulted (Xid 79)' && r.name === `+
+		fmt.Sprintf("%q", gpu.Logical)+`)(`+row+`)`, `JSON.stringify(`+row+`)`)
 	b.shot("node-unhealthy")
 	b.waitFor(150*time.Second, "the GPU node back in service", `(r => r && r.health === 'Healthy' && r.status === 'Running' && r.repair === '')(`+row+`)`, `JSON.stringify(`+row+`)`)
 	b.noReload()

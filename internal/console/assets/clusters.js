@@ -126,9 +126,12 @@ function viewCluster(view, name) {
           if (ev.target.checked) selected.add(id); else selected.delete(id);
           updateSel();
         } })),
-        h("td", {}, h("div", { class: "mono" }, id), h("div", { class: "muted" }, n.Hostname || n.LogicalID)),
+        // The logical id first: the CLI, hale debug inject-fault, events and repairs name nodes by it.
+        h("td", { class: "node" }, h("div", { class: "logical" }, n.LogicalID),
+          n.InstanceID ? h("div", { class: "mono muted" }, n.InstanceID) : null,
+          n.Hostname && n.Hostname !== n.LogicalID ? h("div", { class: "muted" }, n.Hostname) : null),
         h("td", { class: "status" }, badge(n.Status), n.StatusMessage ? h("div", { class: "muted" }, n.StatusMessage) : null),
-        h("td", { class: "health" }, badge(n.Health), n.GPUs ? h("div", { class: "muted" }, n.HealthyGPUs + "/" + n.GPUs + " GPUs healthy") : null,
+        h("td", { class: "health" }, badge(n.Health), n.HealthNote ? h("div", { class: "muted note" }, n.HealthNote) : null,
           n.RepairStatus ? h("div", { class: "phone-only" }, n.RepairStatus) : null),
         h("td", { class: "opt" }, n.Group, h("div", { class: "muted" }, n.InstanceType)),
         h("td", { class: "opt mono" }, n.Address || ""),
