@@ -63,6 +63,10 @@ func (e *env) watchJoin(cluster, logical, login string) *joinWatch {
 				return
 			default:
 			}
+			// Paced at most 200 a second: unpaced it asked about 600 a second, above the
+			// server's per-key rate (500/s, burst 1000), and the SDK's silent retries of the
+			// throttled calls left gaps of a second, long enough to miss a whole Pending.
+			time.Sleep(5 * time.Millisecond)
 			d, err := e.SDK.DescribeClusterNode(context.Background(), &sagemaker.DescribeClusterNodeInput{ClusterName: &cluster, NodeLogicalId: &logical})
 			if err != nil {
 				w.mu.Lock()
