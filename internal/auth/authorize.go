@@ -87,3 +87,15 @@ func wildcardMatch(pattern, s string) bool {
 	}
 	return p == len(pattern)
 }
+
+// ResourceOf names the resource an operation's input addresses, for AccessDenied messages: its
+// ClusterName, else its ResourceArn (the tag operations), else "*".
+func ResourceOf(in any) string {
+	switch v := in.(type) {
+	case interface{ GetClusterName() string }:
+		return v.GetClusterName()
+	case interface{ GetResourceArn() string }:
+		return v.GetResourceArn()
+	}
+	return "*"
+}

@@ -69,7 +69,7 @@ func (c *Console) serveAction(w http.ResponseWriter, r *request) {
 		return
 	}
 	if err := authorize(r.key, op.Name, ""); err != nil {
-		writeAPIError(w, auth.AccessDenied(r.key, "sagemaker:"+op.Name, resourceOf(in)))
+		writeAPIError(w, auth.AccessDenied(r.key, "sagemaker:"+op.Name, auth.ResourceOf(in)))
 		return
 	}
 	out, err := op.Invoke(auth.WithKey(r.Context(), r.key), c.cfg.Service, in)

@@ -24,15 +24,3 @@ func authorize(k *store.AccessKey, op, cluster string) *api.Error {
 	}
 	return nil
 }
-
-// resourceOf names the resource an operation's input addresses, for AccessDenied messages:
-// what the API handler (internal/server resourceOf) names.
-func resourceOf(in any) string {
-	switch v := in.(type) {
-	case interface{ GetClusterName() string }:
-		return v.GetClusterName()
-	case interface{ GetResourceArn() string }:
-		return v.GetResourceArn()
-	}
-	return "*"
-}

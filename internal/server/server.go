@@ -166,7 +166,7 @@ func (h *Handler) serve(r *http.Request, opName string) (any, *store.AccessKey, 
 	}
 	action := "sagemaker:" + op.Name
 	if !auth.Allows(key, action) {
-		return nil, key, auth.AccessDenied(key, action, resourceOf(in))
+		return nil, key, auth.AccessDenied(key, action, auth.ResourceOf(in))
 	}
 	if !h.allow(key.ID) {
 		return nil, key, api.Errorf(api.CodeThrottlingException, "Rate exceeded")
@@ -234,15 +234,4 @@ func (h *Handler) allow(keyID string) bool {
 func mediaType(ct string) string {
 	ct, _, _ = strings.Cut(ct, ";")
 	return strings.TrimSpace(strings.ToLower(ct))
-}
-
-// resourceOf names the resource an input addresses, for AccessDenied messages.
-func resourceOf(in any) string {
-	switch v := in.(type) {
-	case interface{ GetClusterName() string }:
-		return v.GetClusterName()
-	case interface{ GetResourceArn() string }:
-		return v.GetResourceArn()
-	}
-	return "*"
 }
