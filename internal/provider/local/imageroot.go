@@ -127,9 +127,9 @@ func (s *NodeSetup) applyImage() error {
 //     lists the same processes).
 //   - /sys is the host's, bound recursively: Slurm needs the cgroup file system under it, which a
 //     new sysfs mount would not carry (research slurm-local-cluster.md §4).
-//   - /dev is a tmpfs with the host's device nodes made anew (so the agent can add the node's
-//     simulated GPUs at /dev/nvidia*), a devpts of its own, an empty /dev/shm, and the host's
-//     other directories (/dev/net, /dev/hugepages) bound.
+//   - /dev is a tmpfs with a few of the host's device nodes made anew (nodeDevices), so the
+//     agent can add the node's simulated GPUs at /dev/nvidia*, a devpts of its own and an
+//     empty /dev/shm.
 //   - /tmp and /run are empty tmpfs file systems of the node, as after a machine's boot.
 func kernelFileSystems(host string) error {
 	for _, d := range []string{"/proc", "/sys", "/dev", "/tmp", "/run"} {
@@ -159,11 +159,15 @@ func kernelFileSystems(host string) error {
 	return os.Chmod("/run/lock", 0o1777)
 }
 
-// devFresh are /dev entries the node gets new ones of rather than the host's.
-var devFresh = map[string]bool{"pts": true, "ptmx": true, "shm": true, "mqueue": true}
+// nodeDevices are the host's /dev entries an image-booted node gets: the devices every
+// container runtime gives a container (OCI's default devices: null, zero, full, random, urandom,
+// tty and the fd links), fuse, and /dev/net (tun). Not the host's disks, loop devices,
+// consoles or kmsg: a node with /dev/vda could read the host's file system under its overlay.
+var nodeDevices = map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true, "tty": true,
+	"fuse": true, "net": true, "fd": true, "stdin": true, "stdout": true, "stderr": true, "core": true}
 
-// privateDev mounts at dev a tmpfs holding the entries of the host's /dev (at hostDev), except
-// the terminals and shared memory, which are the node's own.
+// privateDev mounts at dev a tmpfs holding nodeDevices from the host's /dev (at hostDev), a
+// devpts of the node's own and an empty /dev/shm.
 func privateDev(hostDev, dev string) error {
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID, "mode=755"); err != nil {
 		return fmt.Errorf("tmpfs on %s: %w", dev, err)
@@ -173,7 +177,7 @@ func privateDev(hostDev, dev string) error {
 		return err
 	}
 	for _, e := range entries {
-		if devFresh[e.Name()] {
+		if !nodeDevices[e.Name()] {
 			continue
 		}
 		if err := copyEntry(filepath.Join(hostDev, e.Name()), filepath.Join(dev, e.Name())); err != nil {

@@ -3,6 +3,7 @@ package local
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ type nodeView struct {
 	Dev          []string
 	ProcSelf     bool
 	TmpWritable  bool
+	Command      string // the output of HALE_TEST_NODE_COMMAND, run with sh -c inside the node
 	Error        string
 }
 
@@ -68,6 +70,13 @@ func TestImageNodeHelper(t *testing.T) {
 	_, err = os.Stat("/proc/self/status")
 	v.ProcSelf = err == nil
 	v.TmpWritable = os.WriteFile("/tmp/x", nil, 0o644) == nil
+	if c := os.Getenv("HALE_TEST_NODE_COMMAND"); c != "" {
+		out, err := exec.Command("sh", "-c", c).CombinedOutput()
+		v.Command = string(out)
+		if err != nil {
+			v.Error = fmt.Sprintf("%s: %v", c, err)
+		}
+	}
 }
 
 // An image-booted node's root is an overlay of the image: it sees the image's files, none of
@@ -100,37 +109,7 @@ func TestImageRoot(t *testing.T) {
 
 	boot := func(inst, name string) nodeView {
 		t.Helper()
-		root := imageRootOf(inst, lower)
-		if err := root.make(); err != nil {
-			t.Fatal(err)
-		}
-		s := NodeSetup{Hostname: "ip-10-222-0-10", PrivateDev: true, Root: root, Tmpfs: map[string]int{NodeDisk: 1},
-			Binds: []Bind{{Source: shared, Target: "/fsx"}, {Source: agent, Target: NodeAgentBinary, ReadOnly: true}}}
-		b, _ := json.Marshal(s)
-		path := filepath.Join(inst, "setup.json")
-		os.WriteFile(path, b, 0o600)
-		cmd := exec.Command("unshare", "--uts", "--mount", "--propagation", "slave", "--",
-			os.Args[0], "-test.run=^TestImageNodeHelper$", "-test.v=false")
-		cmd.Env = append(os.Environ(), helperSetupEnv+"="+path, "HALE_TEST_HOST_FILE="+hostFile, "HALE_TEST_BOOT="+name)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("node %s: %v\n%s", name, err, out)
-		}
-		var v nodeView
-		line, _, _ := strings.Cut(string(out), "\n")
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("node %s said %q: %v", name, out, err)
-		}
-		if v.Error != "" {
-			t.Fatalf("node %s: %s", name, v.Error)
-		}
-		// The node's processes are gone, and with them its mount namespace: nothing of it is
-		// mounted in the host's.
-		mi, _ := os.ReadFile("/proc/self/mountinfo")
-		if strings.Contains(string(mi), tmp) {
-			t.Errorf("after node %s, the host has mounts under %s:\n%s", name, tmp, mi)
-		}
-		return v
+		return bootNode(t, tmp, inst, lower, shared, agent, hostFile, name, "")
 	}
 
 	inst := filepath.Join(tmp, "i-1")
@@ -151,6 +130,13 @@ func TestImageRoot(t *testing.T) {
 	for _, want := range []string{"null", "zero", "urandom", "pts", "shm", "ptmx"} {
 		if !strings.Contains(" "+dev+" ", " "+want+" ") {
 			t.Errorf("the node's /dev lacks %s: %v", want, v.Dev)
+		}
+	}
+	// None of the host's disks: through one the node could read the host's file system.
+	hostDevs, _ := os.ReadDir("/dev")
+	for _, e := range hostDevs {
+		if !nodeDevices[e.Name()] && e.Type()&os.ModeDevice != 0 && strings.Contains(" "+dev+" ", " "+e.Name()+" ") && e.Name() != "ptmx" {
+			t.Errorf("the node has the host's device %s", e.Name())
 		}
 	}
 	if !v.ProcSelf || !v.TmpWritable {
@@ -182,5 +168,71 @@ func TestImageRoot(t *testing.T) {
 	v = boot(filepath.Join(tmp, "i-2"), "replacement")
 	if v.Kept != "" || v.ImageFile != "from the image" {
 		t.Errorf("a replacement does not start from the clean image: kept %q, image file %q", v.Kept, v.ImageFile)
+	}
+}
+
+// bootNode runs TestImageNodeHelper as a node of the image at lower with instance directory
+// inst, shared bound at /fsx and agent as hale's binary; command, when not empty, runs inside
+// it. It fails the test if the node's set-up fails or leaves a mount under tmp on the host.
+func bootNode(t *testing.T, tmp, inst, lower, shared, agent, hostFile, name, command string) nodeView {
+	t.Helper()
+	root := imageRootOf(inst, lower)
+	if err := root.make(); err != nil {
+		t.Fatal(err)
+	}
+	s := NodeSetup{Hostname: "ip-10-222-0-10", PrivateDev: true, Root: root, Tmpfs: map[string]int{NodeDisk: 1},
+		Binds: []Bind{{Source: shared, Target: "/fsx"}, {Source: agent, Target: NodeAgentBinary, ReadOnly: true}}}
+	b, _ := json.Marshal(s)
+	path := filepath.Join(inst, "setup.json")
+	os.WriteFile(path, b, 0o600)
+	cmd := exec.Command("unshare", "--uts", "--mount", "--propagation", "slave", "--",
+		os.Args[0], "-test.run=^TestImageNodeHelper$", "-test.v=false")
+	cmd.Env = append(os.Environ(), helperSetupEnv+"="+path, "HALE_TEST_HOST_FILE="+hostFile, "HALE_TEST_BOOT="+name,
+		"HALE_TEST_NODE_COMMAND="+command)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", name, err, out)
+	}
+	var v nodeView
+	line, _, _ := strings.Cut(string(out), "\n")
+	if err := json.Unmarshal([]byte(line), &v); err != nil {
+		t.Fatalf("node %s said %q: %v", name, out, err)
+	}
+	if v.Error != "" {
+		t.Fatalf("node %s: %s\n%s", name, v.Error, v.Command)
+	}
+	// The node's processes are gone, and with them its mount namespace: nothing of it is
+	// mounted in the host's.
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), tmp) {
+		t.Errorf("after node %s, the host has mounts under %s:\n%s", name, tmp, mi)
+	}
+	return v
+}
+
+// A real image (HALE_TEST_IMAGE_ROOT: a built image's rootfs, HALE_TEST_AGENT: a built hale)
+// runs what a node needs inside its root: hale's binary, Slurm's and munge's daemons, python3.
+// Skipped without them: building an image takes a minute and the network (test/e2e does).
+func TestImageRootRealImage(t *testing.T) {
+	lower, agent := os.Getenv("HALE_TEST_IMAGE_ROOT"), os.Getenv("HALE_TEST_AGENT")
+	if lower == "" || agent == "" || os.Geteuid() != 0 {
+		t.Skip("set HALE_TEST_IMAGE_ROOT to an image's rootfs and HALE_TEST_AGENT to a hale binary, as root")
+	}
+	tmp := t.TempDir()
+	shared := filepath.Join(tmp, "shared")
+	os.MkdirAll(shared, 0o777)
+	hostFile := filepath.Join(tmp, "host-only")
+	os.WriteFile(hostFile, nil, 0o644)
+	v := bootNode(t, tmp, filepath.Join(tmp, "i-1"), lower, shared, agent, hostFile, "real",
+		"set -e; cat /etc/debian_version; hale --help | head -1; slurmd -V; munged --version; python3 -c 'print(\"python ok\")'; "+
+			"id munge; grep -c . /proc/self/mountinfo; ls /dev | tr '\\n' ' '")
+	t.Logf("inside the image:\n%s", v.Command)
+	for _, want := range []string{"slurm-wlm ", "munge-", "python ok", "uid="} {
+		if !strings.Contains(v.Command, want) {
+			t.Errorf("inside the image, no %q in:\n%s", want, v.Command)
+		}
+	}
+	if v.HostFile {
+		t.Error("the node sees the host's files")
 	}
 }

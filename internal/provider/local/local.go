@@ -9,6 +9,8 @@
 //     /var/spool/slurmd, /var/spool/slurmctld, /var/lib/hale-agent and Slurm's and munge's
 //     directories, a secondary EBS volume over /opt/sagemaker, and the cluster's shared
 //     directories (the FSx stand-ins) over their mount paths; NodeDisk is a small tmpfs of its own.
+//     A node whose group names a built image has an overlay of that image as its root instead of
+//     the host's (imageroot.go), with the same directories bound in.
 //
 // The agent is started through nsenter and unshare (never `ip netns exec`, which remounts /sys
 // and hides the cgroup file systems Slurm needs; research slurm-local-cluster.md §4), so the
