@@ -31,20 +31,37 @@ echo run >> /var/log/provision/runs
 // made them (not on the host, not in the other nodes), a reboot keeps them, a replacement starts
 // from the clean image, and deleting the cluster leaves the host as it was, with nothing of the
 // nodes mounted.
+//
+// The suites are HALE_E2E_IMAGE_SUITES (comma-separated; bookworm when unset), each on a
+// cluster of its own: trixie runs Slurm 24.11 and sid 26.05 under hale's configuration.
 func TestNodesBootFromTheirImage(t *testing.T) {
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
+	suites := os.Getenv("HALE_E2E_IMAGE_SUITES")
+	if suites == "" {
+		suites = "bookworm"
+	}
+	for _, suite := range strings.Split(suites, ",") {
+		t.Run(suite, func(t *testing.T) { nodesBootFromImage(t, suite) })
+	}
+}
+
+// debianVersion is the start of /etc/debian_version in each suite's root.
+var debianVersion = map[string]string{"bookworm": "12.", "trixie": "13.", "sid": "forky/sid"}
+
+func nodesBootFromImage(t *testing.T, suite string) {
 	e := start(t)
 	ctx := context.Background()
 	dataDir := e.Options.DataDir
-	out, err := haleCLI(dataDir, "image", "build", "--name", "boot-bookworm", "--suite", "bookworm", "--no-pytorch")
+	out, err := haleCLI(dataDir, "image", "build", "--name", "boot-"+suite, "--suite", suite, "--no-pytorch")
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := strings.Fields(out)[0]
 	m := describeImage(t, dataDir, id)
 	slurmVersion := strings.SplitN(m.Installed["slurmd"], "-", 2)[0] // 22.05.8-4+deb12u3 -> 22.05.8
+	t.Logf("image %s: %s, slurmd %s", id, suite, m.Installed["slurmd"])
 	passwdBefore, _ := os.ReadFile("/etc/passwd")
 	rootBefore, _ := os.ReadDir(filepath.Join(dataDir, "images", id, "rootfs", "usr/share"))
 
@@ -79,8 +96,8 @@ func TestNodesBootFromTheirImage(t *testing.T) {
 	}
 
 	// The image's Debian and Slurm, and Slurm works: the workers are idle in the controller's sinfo.
-	if v := run(a, "cat /etc/debian_version"); !strings.HasPrefix(v, "12.") {
-		t.Errorf("the node runs Debian %q, want the image's bookworm (12)", v)
+	if v := run(a, "cat /etc/debian_version"); !strings.HasPrefix(v, debianVersion[suite]) {
+		t.Errorf("the node runs Debian %q, want the image's %s (%s)", v, suite, debianVersion[suite])
 	}
 	if v := run(a, "slurmd -V"); !strings.Contains(v, slurmVersion) {
 		t.Errorf("slurmd -V on the node: %q, the image has %s", v, slurmVersion)
