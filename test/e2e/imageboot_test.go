@@ -166,7 +166,7 @@ func nodesBootFromImage(t *testing.T, suite string) {
 	// Disk per node: its upper layer (the image's root is shared).
 	for _, inst := range e.instanceDirs() {
 		du, _ := exec.Command("du", "-sb", filepath.Join(dataDir, "local", "instances", inst, "rootfs", "upper")).Output()
-		t.Logf("node %s: upper layer %s bytes; image %d bytes", inst, strings.Fields(string(du)+" ?")[0], m.SizeBytes)
+		t.Logf("node %s: upper layer %s bytes; image %d bytes", inst, strings.Fields(string(du) + " ?")[0], m.SizeBytes)
 	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("img")}); err != nil {
 		t.Fatal(err)
