@@ -70,6 +70,7 @@ func nodesBootFromImage(t *testing.T, suite string) {
 		g.ImageId = aws.String(id)
 		return g
 	}
+	created := time.Now()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("img"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
 		withImage(group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc)),
 		withImage(group("workers", "ml.c5.2xlarge", 2, types.ClusterSlurmNodeTypeCompute, lc, "cpu")),
@@ -77,6 +78,7 @@ func nodesBootFromImage(t *testing.T, suite string) {
 		t.Fatal(err)
 	}
 	e.waitStatus("img", types.ClusterStatusInservice, 180*time.Second)
+	t.Logf("CreateCluster to InService on %s: %.1f s (3 nodes)", suite, time.Since(created).Seconds())
 	nodes := e.nodes("img")
 	w := workers(nodes)
 	var ctl types.ClusterNodeSummary
