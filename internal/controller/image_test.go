@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,7 +39,8 @@ func (f fakeImages) Root(id string) (string, error) {
 func TestLaunchBootsTheGroupsImage(t *testing.T) {
 	h := newHarness(t)
 	imgs := fakeImages{roots: map[string]string{"ami-0123456789abcdef0": "/images/ami-0123456789abcdef0/rootfs",
-		"ami-0fedcba9876543210": "/images/gone/rootfs"}, broken: map[string]bool{"ami-0fedcba9876543210": true}}
+		"ami-0fedcba9876543210": "/images/gone/rootfs", "ami-0aaaaaaaaaaaaaaaa": "/images/ami-0aaaaaaaaaaaaaaaa/rootfs"},
+		broken: map[string]bool{"ami-0fedcba9876543210": true}}
 	h.svc = service.New(h.st, service.Config{Provider: "fake", Now: h.clock.Now, Images: imgs})
 	h.configure = func(c *Config) { c.ImageRoot = imgs.Root }
 	h.start()
@@ -70,5 +72,28 @@ func TestLaunchBootsTheGroupsImage(t *testing.T) {
 	})
 	if n := h.nodes(bad)[0]; !strings.Contains(n.StatusMessage, "ami-0fedcba9876543210") || h.m.live[n.InstanceID] != nil {
 		t.Errorf("node of a broken image: %q, launched %v", n.StatusMessage, h.m.live[n.InstanceID] != nil)
+	}
+
+	// UpdateClusterSoftware onto another image: every node is replaced by one booting from it.
+	before := map[string]string{}
+	for _, n := range h.nodes(id) {
+		before[n.LogicalID] = n.InstanceID
+	}
+	if _, err := h.svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
+		ImageId: new("ami-0aaaaaaaaaaaaaaaa")}); err != nil {
+		t.Fatal(err)
+	}
+	h.until(id, 60, "every node re-imaged", func() bool {
+		for _, n := range h.nodes(id) {
+			if n.InstanceID == before[n.LogicalID] {
+				return false
+			}
+		}
+		return h.running(id, 3)()
+	})
+	for _, n := range h.nodes(id) {
+		if got := h.m.live[n.InstanceID].spec; got.ImageRoot != "/images/ami-0aaaaaaaaaaaaaaaa/rootfs" {
+			t.Errorf("%s re-imaged onto root %q", n.LogicalID, got.ImageRoot)
+		}
 	}
 }
