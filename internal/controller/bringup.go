@@ -108,7 +108,14 @@ func (r *round) launch(n *store.Node) error {
 	}
 	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
 		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
-		DNSDomain: dnsDomain(r.cl.ARN), AgentServer: r.c.cfg.AgentServer, AgentCA: r.c.cfg.AgentCA}
+		DNSDomain: dnsDomain(r.cl.ARN), AgentServer: r.c.cfg.AgentServer, AgentCA: r.c.cfg.AgentCA, ImageID: n.Details.ImageID}
+	if id := n.Details.ImageID; id != "" && id != "default" && r.c.cfg.ImageRoot != nil {
+		root, err := r.c.cfg.ImageRoot(id)
+		if err != nil {
+			return r.fail(n, fmt.Sprintf("its image %s cannot boot: %v", id, err))
+		}
+		spec.ImageRoot = root
+	}
 	old, quarantine := n.Details.OldInstanceID, n.Details.Quarantine
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {

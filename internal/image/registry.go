@@ -177,6 +177,19 @@ func (r *Registry) Usable(id string) error {
 	}
 }
 
+// Root is the root file system nodes of image id boot from (Dir(id)/rootfs): the lower layer of
+// each node's root, which nothing writes to. Errors: the image is not Usable, or is "default"
+// (the host's own root, which has no directory here).
+func (r *Registry) Root(id string) (string, error) {
+	if id == Default {
+		return "", fmt.Errorf("image %s is the host's own root", Default)
+	}
+	if err := r.Usable(id); err != nil {
+		return "", err
+	}
+	return filepath.Join(r.Dir(id), "rootfs"), nil
+}
+
 // Start validates spec and starts building it in the background; the manifest it returns is
 // Building. Errors: ErrInvalid (the spec breaks a rule, or an image not Failed has its name).
 func (r *Registry) Start(spec Spec) (*Manifest, error) {

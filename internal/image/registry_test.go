@@ -310,6 +310,16 @@ func TestRegistryListUsableDelete(t *testing.T) {
 	if err := r.Usable("ami-00000000000000000"); err == nil || !strings.Contains(err.Error(), "no image ami-00000000000000000") {
 		t.Errorf("Usable(unknown) = %v", err)
 	}
+	// Root: where nodes of the image boot from; none for the default or an unknown image.
+	if root, err := r.Root(a.ImageID); err != nil || root != filepath.Join(r.Dir(a.ImageID), "rootfs") {
+		t.Errorf("Root(%s) = %q, %v", a.ImageID, root, err)
+	}
+	if root, err := r.Root(Default); err == nil {
+		t.Errorf("Root(default) = %q, want an error (the host's own root)", root)
+	}
+	if root, err := r.Root("ami-00000000000000000"); err == nil {
+		t.Errorf("Root(unknown) = %q", root)
+	}
 	// In use: refused, naming the users, and the image stays Available.
 	var during error
 	inUse := func(ctx context.Context, id string) ([]string, error) {

@@ -81,6 +81,13 @@ type LaunchSpec struct {
 	// DNSDomain makes the node's full name <hostname>.<DNSDomain> (us-west-2.compute.internal,
 	// as EC2 names private hosts); it resolves on the cluster's nodes.
 	DNSDomain string
+	// ImageID is the node image the instance boots from (its group's ImageId: "ami-…", or
+	// "default" / "" for the provider's own root), and ImageRoot that image's root file system
+	// on this machine (DATA_DIR/images/<id>/rootfs; "" for the default). The local provider
+	// makes ImageRoot the lower layer of the node's root (docs/images.md); a provider that
+	// cannot boot images ignores both.
+	ImageID   string
+	ImageRoot string
 }
 
 // Provider launches and manages instances.

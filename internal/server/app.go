@@ -343,8 +343,12 @@ func Start(o Options) (*App, error) {
 		}
 		a.Agents.Disconnect(instanceID)
 	}
+	var imageRoot func(string) (string, error)
+	if a.Images != nil {
+		imageRoot = a.Images.Root
+	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
-		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics,
+		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics, ImageRoot: imageRoot,
 		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{
 			eks.New(eks.Config{SimulatedKubelets: o.Provider == "local"}), // Eks clusters (local nodes run no kubelet: kwok plays it)
 			slurm.New(), // every other cluster

@@ -9,6 +9,8 @@
 //     /var/spool/slurmd, /var/spool/slurmctld, /var/lib/hale-agent and Slurm's and munge's
 //     directories, a secondary EBS volume over /opt/sagemaker, and the cluster's shared
 //     directories (the FSx stand-ins) over their mount paths; NodeDisk is a small tmpfs of its own.
+//     A node whose group names a built image has an overlay of that image as its root instead of
+//     the host's (imageroot.go), with the same directories bound in.
 //
 // The agent is started through nsenter and unshare (never `ip netns exec`, which remounts /sys
 // and hides the cgroup file systems Slurm needs; research slurm-local-cluster.md §4), so the
@@ -157,6 +159,10 @@ type record struct {
 	NetworkNodes    []string `json:"NetworkNodes,omitempty"`
 	CapacityBlockID string   `json:"CapacityBlockId,omitempty"`
 	Leaf            int      `json:"Leaf"`
+	// ImageID is the node image the instance boots from, ImageRoot its root file system on
+	// this machine ("" for both: the host's root, as before images).
+	ImageID   string `json:"ImageId,omitempty"`
+	ImageRoot string `json:"ImageRoot,omitempty"`
 }
 
 func (p *Provider) dir(id string) string { return filepath.Join(p.cfg.Root, "instances", id) }
@@ -357,7 +363,7 @@ func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
 		LogicalID: spec.LogicalID, InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip),
 		Netns: "hale-" + spec.InstanceID, HostVeth: vethName(ip), Mounts: spec.Mounts,
 		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, AgentServer: spec.AgentServer,
-		DNSDomain: spec.DNSDomain, Leaf: -1}
+		DNSDomain: spec.DNSDomain, Leaf: -1, ImageID: spec.ImageID, ImageRoot: spec.ImageRoot}
 	if err := p.place(r); err != nil {
 		return nil, err
 	}

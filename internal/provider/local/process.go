@@ -31,6 +31,10 @@ type NodeSetup struct {
 	// Layers give the node a writable copy of host directories (/etc, /var/lib) that is its
 	// own: what the node writes there stays in the instance's directory.
 	Layers []Layer `json:"Layers,omitempty"`
+	// Root, when set, is the node's own root file system: an overlay of its image
+	// (imageroot.go). The node then sees none of the host's files but the Binds' sources, and
+	// has no Layers (its root is all its own).
+	Root *ImageRoot `json:"Root,omitempty"`
 }
 
 // Layer is an overlay file system over Target: the host's directory is its lower layer,
@@ -44,10 +48,12 @@ type Layer struct {
 	Merged string `json:"Merged"`
 }
 
-// Bind mounts Source over Target.
+// Bind mounts Source over Target; ReadOnly binds it read-only (hale's own binary in an
+// image-booted node).
 type Bind struct {
-	Source string `json:"Source"`
-	Target string `json:"Target"`
+	Source   string `json:"Source"`
+	Target   string `json:"Target"`
+	ReadOnly bool   `json:"ReadOnly,omitempty"`
 }
 
 // nodeDirs are the node's own directories, bound over the same paths inside it.
@@ -130,6 +136,20 @@ func (p *Provider) prepareDirs(r *record) error {
 		return err
 	}
 	setup.Binds = append(setup.Binds, Bind{Source: p.hostsFile(r.ClusterID), Target: "/etc/hosts"})
+	if r.ImageRoot != "" {
+		// The node's root is its image's: the agent's binary and the provider's files for
+		// the agent are bound in (the host paths it is started with are gone after the pivot).
+		setup.Root = imageRootOf(p.dir(r.ID), r.ImageRoot)
+		if err := setup.Root.make(); err != nil {
+			return err
+		}
+		setup.Binds = append(setup.Binds, Bind{Source: p.cfg.AgentBinary, Target: NodeAgentBinary, ReadOnly: true})
+		for _, f := range p.agentFiles(r) {
+			setup.Binds = append(setup.Binds, Bind{Source: filepath.Join(p.dir(r.ID), f), Target: filepath.Join(nodeRunDir, f), ReadOnly: true})
+		}
+		b, _ := json.MarshalIndent(setup, "", "  ")
+		return os.WriteFile(filepath.Join(p.dir(r.ID), "setup.json"), b, 0o600)
+	}
 	for _, d := range layeredDirs {
 		base := filepath.Join(p.dir(r.ID), "layers", strings.ReplaceAll(strings.Trim(d, "/"), "/", "-"))
 		l := Layer{Target: d, Upper: filepath.Join(base, "upper"), Work: filepath.Join(base, "work"), Merged: filepath.Join(base, "merged")}
@@ -148,16 +168,47 @@ func (p *Provider) prepareDirs(r *record) error {
 // cluster the node belongs to in /opt/sagemaker_cluster.
 func (p *Provider) writeNodeTools(root string, r *record) error {
 	bin := filepath.Join(root, "usr/local/bin")
-	if err := os.WriteFile(filepath.Join(bin, "srun"), fmt.Appendf(nil, SrunWrapper, p.cfg.AgentBinary), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, "srun"), fmt.Appendf(nil, SrunWrapper, p.nodeAgentBinary(r)), 0o755); err != nil {
 		return err
 	}
 	os.Remove(filepath.Join(bin, "hale"))
-	if err := os.Symlink(p.cfg.AgentBinary, filepath.Join(bin, "hale")); err != nil {
+	if r.ImageRoot != "" {
+		// The mount point of the binary bound in (a symbolic link would lead to a host path).
+		if err := os.WriteFile(filepath.Join(bin, "hale"), nil, 0o755); err != nil {
+			return err
+		}
+	} else if err := os.Symlink(p.cfg.AgentBinary, filepath.Join(bin, "hale")); err != nil {
 		return err
 	}
 	info, _ := json.MarshalIndent(map[string]string{"ClusterName": r.ClusterName, "ClusterId": r.ClusterID,
 		"InstanceGroupName": r.GroupName, "InstanceId": r.ID}, "", "  ")
 	return os.WriteFile(filepath.Join(root, ClusterMarker, "cluster.json"), info, 0o644)
+}
+
+// nodeAgentBinary is the path of hale's executable as the node sees it.
+func (p *Provider) nodeAgentBinary(r *record) string {
+	if r.ImageRoot != "" {
+		return NodeAgentBinary
+	}
+	return p.cfg.AgentBinary
+}
+
+// agentFiles are the files of the instance's directory its agent reads (startAgentIn's flags):
+// an image-booted node has them at nodeRunDir.
+func (p *Provider) agentFiles(r *record) []string {
+	files := []string{"ca.crt", "boot_id"}
+	if r.AgentToken != "" {
+		files = append(files, "token")
+	}
+	return files
+}
+
+// agentFile is the path the agent is given for the instance directory's file name.
+func (p *Provider) agentFile(r *record, name string) string {
+	if r.ImageRoot != "" {
+		return filepath.Join(nodeRunDir, name)
+	}
+	return filepath.Join(p.dir(r.ID), name)
 }
 
 // SetupNode applies a setup.json from inside the node's new UTS and mount namespaces: it sets
@@ -186,6 +237,9 @@ func SetupNode(path string) (*NodeSetup, error) {
 func (s *NodeSetup) apply(stage string) error {
 	if err := syscall.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set hostname %s: %w", s.Hostname, err)
+	}
+	if s.Root != nil {
+		return s.applyImage()
 	}
 	for _, l := range s.Layers {
 		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", l.Target, l.Upper, l.Work)
@@ -301,9 +355,9 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 		}
 	}
 	args := []string{p.cfg.AgentBinary, "agent",
-		"--boot-id-file", bootID,
+		"--boot-id-file", p.agentFile(r, "boot_id"),
 		"--server", cmp.Or(r.AgentServer, p.agentServer()),
-		"--ca-file", filepath.Join(dir, "ca.crt"),
+		"--ca-file", p.agentFile(r, "ca.crt"),
 		"--instance-id", r.ID,
 		"--instance-type", r.InstanceType,
 		"--state-dir", "/var/lib/hale-agent",
@@ -312,7 +366,7 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 		"--disk-path", NodeDisk,
 	}
 	if r.AgentToken != "" {
-		args = append(args, "--bootstrap-token-file", filepath.Join(dir, "token"))
+		args = append(args, "--bootstrap-token-file", p.agentFile(r, "token"))
 	}
 	args = append(args, p.cfg.AgentArgs...)
 	argv := AgentCommand(r.Netns, args...)

@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/service"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// fakeImages is a registry with the images in roots (id -> root file system); broken ones are
+// usable when validated but fail when a node is to boot from them (deleted in between).
+type fakeImages struct {
+	roots  map[string]string
+	broken map[string]bool
+}
+
+func (f fakeImages) Usable(id string) error {
+	if id == "default" || f.roots[id] != "" {
+		return nil
+	}
+	return errors.New("no such image")
+}
+
+func (f fakeImages) Root(id string) (string, error) {
+	if f.broken[id] || f.roots[id] == "" {
+		return "", fmt.Errorf("image %s is gone", id)
+	}
+	return f.roots[id], nil
+}
+
+// Each node is launched with its group's image: the id, and its root file system from the
+// registry; a default group's nodes get no root (the provider's own); an image that cannot boot
+// fails its nodes with a message naming it.
+func TestLaunchBootsTheGroupsImage(t *testing.T) {
+	h := newHarness(t)
+	imgs := fakeImages{roots: map[string]string{"ami-0123456789abcdef0": "/images/ami-0123456789abcdef0/rootfs",
+		"ami-0fedcba9876543210": "/images/gone/rootfs", "ami-0aaaaaaaaaaaaaaaa": "/images/ami-0aaaaaaaaaaaaaaaa/rootfs"},
+		broken: map[string]bool{"ami-0fedcba9876543210": true}}
+	h.svc = service.New(h.st, service.Config{Provider: "fake", Now: h.clock.Now, Images: imgs})
+	h.configure = func(c *Config) { c.ImageRoot = imgs.Root }
+	h.start()
+
+	img, plain := spec("img", 2), spec("plain", 1)
+	img.ImageId = new("ami-0123456789abcdef0")
+	id := h.create("c", img, plain)
+	h.until(id, 20, "InService", func() bool { return h.status(id) == api.ClusterStatusInService })
+	for _, n := range h.nodes(id) {
+		got := h.m.live[n.InstanceID].spec
+		switch n.GroupName {
+		case "img":
+			if got.ImageID != "ami-0123456789abcdef0" || got.ImageRoot != "/images/ami-0123456789abcdef0/rootfs" {
+				t.Errorf("%s launched with image %q root %q", n.LogicalID, got.ImageID, got.ImageRoot)
+			}
+		case "plain":
+			if got.ImageRoot != "" || (got.ImageID != "default" && got.ImageID != "") {
+				t.Errorf("%s (default image) launched with image %q root %q", n.LogicalID, got.ImageID, got.ImageRoot)
+			}
+		}
+	}
+
+	broken := spec("broken", 1)
+	broken.ImageId = new("ami-0fedcba9876543210")
+	bad := h.create("bad", broken)
+	h.until(bad, 20, "a failed node", func() bool {
+		ns := h.nodes(bad)
+		return len(ns) == 1 && ns[0].Details.Phase == store.PhaseFailed
+	})
+	if n := h.nodes(bad)[0]; !strings.Contains(n.StatusMessage, "ami-0fedcba9876543210") || h.m.live[n.InstanceID] != nil {
+		t.Errorf("node of a broken image: %q, launched %v", n.StatusMessage, h.m.live[n.InstanceID] != nil)
+	}
+
+	// UpdateClusterSoftware onto another image: every node is replaced by one booting from it.
+	before := map[string]string{}
+	for _, n := range h.nodes(id) {
+		before[n.LogicalID] = n.InstanceID
+	}
+	if _, err := h.svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
+		ImageId: new("ami-0aaaaaaaaaaaaaaaa")}); err != nil {
+		t.Fatal(err)
+	}
+	h.until(id, 60, "every node re-imaged", func() bool {
+		for _, n := range h.nodes(id) {
+			if n.InstanceID == before[n.LogicalID] {
+				return false
+			}
+		}
+		return h.running(id, 3)()
+	})
+	for _, n := range h.nodes(id) {
+		if got := h.m.live[n.InstanceID].spec; got.ImageRoot != "/images/ami-0aaaaaaaaaaaaaaaa/rootfs" {
+			t.Errorf("%s re-imaged onto root %q", n.LogicalID, got.ImageRoot)
+		}
+	}
+}
