@@ -426,7 +426,10 @@ func (p *Provider) UpgradeAgents(ca []byte) (int, error) {
 			continue
 		}
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || bytes.Contains(cmdline, []byte("--ca-file")) {
+		// Only this instance's agent: a dead agent's pid may since name another process (pid
+		// reuse), which must be neither killed nor taken for an old agent (a killed agent is
+		// the heartbeat's to find, not restarted here).
+		if err != nil || !bytes.Contains(cmdline, []byte(r.ID)) || bytes.Contains(cmdline, []byte("--ca-file")) {
 			continue
 		}
 		if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
