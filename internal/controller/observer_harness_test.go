@@ -38,9 +38,10 @@ func (o *recorder) RepairEnded(action, outcome string, _ time.Duration) {
 	o.ended = append(o.ended, action+" "+outcome)
 }
 
-// TestObserverSeesEachRepairOnce: the Observer (the server's metrics) is told of a repair's
-// drain and end once each, after the rounds that made them were committed.
-func TestObserverSeesEachRepairOnce(t *testing.T) {
+// observedReplacement runs a 2-node cluster whose workers-1 dies and is replaced, with a
+// recorder as the Observer; it returns them, the cluster's id and the instance replaced.
+func observedReplacement(t *testing.T) (*harness, *recorder, string, string) {
+	t.Helper()
 	h := newHarness(t)
 	o := &recorder{}
 	h.configure = func(c *Config) { c.Observer = o }
@@ -52,6 +53,13 @@ func TestObserverSeesEachRepairOnce(t *testing.T) {
 	h.until(id, 40, "workers-1 replaced", func() bool {
 		return h.node(id, "workers-1").InstanceID != old && h.running(id, 2)() && len(h.openRepairs(id)) == 0
 	})
+	return h, o, id, old
+}
+
+// TestObserverSeesEachRepairOnce: the Observer (the server's metrics) is told of a repair's
+// drain and end once each, after the rounds that made them were committed.
+func TestObserverSeesEachRepairOnce(t *testing.T) {
+	_, o, _, _ := observedReplacement(t)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.drained) != 1 || o.drained[0] != "Replace" || len(o.ended) != 1 || o.ended[0] != "Replace Done" {
@@ -63,17 +71,7 @@ func TestObserverSeesEachRepairOnce(t *testing.T) {
 // the repair that waited for it (and only that one), is told to the Observer once with the
 // repair's action, and a second report of the same job finds nothing left to record.
 func TestJobResumedOnItsRepairs(t *testing.T) {
-	h := newHarness(t)
-	o := &recorder{}
-	h.configure = func(c *Config) { c.Observer = o }
-	h.start()
-	id := h.create("c", spec("workers", 2))
-	h.until(id, 20, "InService", h.running(id, 2))
-	old := h.node(id, "workers-1").InstanceID
-	h.m.kill(old)
-	h.until(id, 40, "workers-1 replaced", func() bool {
-		return h.node(id, "workers-1").InstanceID != old && h.running(id, 2)() && len(h.openRepairs(id)) == 0
-	})
+	h, o, id, _ := observedReplacement(t)
 	rps := h.repairs(id)
 	if len(rps) != 1 {
 		t.Fatalf("%d repairs, want 1", len(rps))
