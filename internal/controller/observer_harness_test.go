@@ -39,8 +39,8 @@ func (o *recorder) RepairEnded(action, outcome string, _ time.Duration) {
 }
 
 // observedReplacement runs a 2-node cluster whose workers-1 dies and is replaced, with a
-// recorder as the Observer; it returns them, the cluster's id and the instance replaced.
-func observedReplacement(t *testing.T) (*harness, *recorder, string, string) {
+// recorder as the Observer; it returns them and the cluster's id.
+func observedReplacement(t *testing.T) (*harness, *recorder, string) {
 	t.Helper()
 	h := newHarness(t)
 	o := &recorder{}
@@ -53,13 +53,13 @@ func observedReplacement(t *testing.T) (*harness, *recorder, string, string) {
 	h.until(id, 40, "workers-1 replaced", func() bool {
 		return h.node(id, "workers-1").InstanceID != old && h.running(id, 2)() && len(h.openRepairs(id)) == 0
 	})
-	return h, o, id, old
+	return h, o, id
 }
 
 // TestObserverSeesEachRepairOnce: the Observer (the server's metrics) is told of a repair's
 // drain and end once each, after the rounds that made them were committed.
 func TestObserverSeesEachRepairOnce(t *testing.T) {
-	_, o, _, _ := observedReplacement(t)
+	_, o, _ := observedReplacement(t)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.drained) != 1 || o.drained[0] != "Replace" || len(o.ended) != 1 || o.ended[0] != "Replace Done" {
@@ -71,7 +71,7 @@ func TestObserverSeesEachRepairOnce(t *testing.T) {
 // the repair that waited for it (and only that one), is told to the Observer once with the
 // repair's action, and a second report of the same job finds nothing left to record.
 func TestJobResumedOnItsRepairs(t *testing.T) {
-	h, o, id, _ := observedReplacement(t)
+	h, o, id := observedReplacement(t)
 	rps := h.repairs(id)
 	if len(rps) != 1 {
 		t.Fatalf("%d repairs, want 1", len(rps))
