@@ -115,18 +115,25 @@ func TestStaticHosts(t *testing.T) {
 	if _, err := e.SDK.BatchRebootClusterNodes(ctx, &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("own"), NodeIds: []string{other.InstanceID}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Minute, "the rebooted worker back in service with a new boot id", func() bool {
+	ok, last := poll(3*time.Minute, func() (bool, string) {
 		boot, err := bed.ssh(other.Address, "cat /proc/sys/kernel/random/boot_id")
+		state := fmt.Sprintf("boot id before %q, now %q (ssh error %v)", strings.TrimSpace(bootBefore), strings.TrimSpace(boot), err)
 		if err != nil || boot == bootBefore {
-			return false
+			return false, state
 		}
 		for _, n := range e.nodes("own") {
 			if aws.ToString(n.InstanceId) == other.InstanceID {
-				return n.InstanceStatus.Status == types.ClusterInstanceStatusRunning
+				state += fmt.Sprintf("; node %s", n.InstanceStatus.Status)
+				return n.InstanceStatus.Status == types.ClusterInstanceStatusRunning, state
 			}
 		}
-		return false
+		return false, state + "; node not listed"
 	})
+	if !ok {
+		ps, _ := bed.ssh(other.Address, "ps -eo pid,stat,args")
+		t.Fatalf("the rebooted worker not back in service with a new boot id within 3m: %s\nprocesses on %s:\n%s\nstatic hosts: %+v\nevents:\n%s",
+			last, other.Address, ps, sp.Hosts(), e.events("own"))
+	}
 
 	// A job on the worker that breaks. An Xid 79 kills the processes on the GPU (the local
 	// provider's injection does it for the simulated GPUs; here the job's process is killed

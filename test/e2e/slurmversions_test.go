@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,39 +27,66 @@ useradd --no-create-home hale-e2e-user
 echo run >> /var/log/provision/runs
 `
 
-// Nodes of a group whose ImageId is a built image boot from it (docs/images.md): they run the
-// image's Debian and Slurm, a lifecycle script's changes to system files stay in the node that
-// made them (not on the host, not in the other nodes), a reboot keeps them, a replacement starts
-// from the clean image, and deleting the cluster leaves the host as it was, with nothing of the
-// nodes mounted.
+// versionCheck is one check TestSlurmVersions runs on each suite's image, on the suite's own
+// server: each creates and deletes its own clusters.
+type versionCheck struct {
+	name string
+	run  func(t *testing.T, e *env, suite, imageID string)
+}
+
+// versionChecks are the checks of TestSlurmVersions, in the order they run; each file that holds
+// one adds it in an init function.
+var versionChecks = []versionCheck{{"isolation", nodesBootFromImage}}
+
+// TestSlurmVersions runs hale's Slurm clusters on each Debian suite's Slurm (docs/images.md):
+// bookworm's 22.05, trixie's 24.11 and sid's 26.05, each from an image built with hale image
+// build, on a server of its own, through versionChecks.
 //
-// The suites are HALE_E2E_IMAGE_SUITES (comma-separated; bookworm when unset), each on a
-// cluster of its own: trixie runs Slurm 24.11 and sid 26.05 under hale's configuration.
-func TestNodesBootFromTheirImage(t *testing.T) {
+// The suites are HALE_E2E_SLURM_SUITES (comma-separated; trixie,sid when unset: bookworm's
+// Slurm 22.05 is what the rest of the suite runs on).
+func TestSlurmVersions(t *testing.T) {
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
-	suites := os.Getenv("HALE_E2E_IMAGE_SUITES")
+	suites := os.Getenv("HALE_E2E_SLURM_SUITES")
 	if suites == "" {
-		suites = "bookworm"
+		suites = "trixie,sid"
 	}
+	only := os.Getenv("HALE_E2E_SLURM_CHECKS") // comma-separated check names; all when unset
 	for _, suite := range strings.Split(suites, ",") {
-		t.Run(suite, func(t *testing.T) { nodesBootFromImage(t, suite) })
+		t.Run(suite, func(t *testing.T) {
+			e := start(t)
+			built := time.Now()
+			out, err := haleCLI(e.Options.DataDir, "image", "build", "--name", "slurm-"+suite, "--suite", suite, "--no-pytorch")
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := strings.Fields(out)[0]
+			t.Logf("image %s (%s) built in %.1f s", id, suite, time.Since(built).Seconds())
+			for _, c := range versionChecks {
+				if only != "" && !slices.Contains(strings.Split(only, ","), c.name) {
+					continue
+				}
+				t.Run(c.name, func(t *testing.T) { c.run(t, e, suite, id) })
+			}
+			// Every check deleted its clusters, so nothing uses the image any more.
+			if _, err := haleCLI(e.Options.DataDir, "image", "delete", id); err != nil {
+				t.Errorf("the image is still in use after the checks' clusters were deleted: %v", err)
+			}
+		})
 	}
 }
 
 // debianVersion is the start of /etc/debian_version in each suite's root.
 var debianVersion = map[string]string{"bookworm": "12.", "trixie": "13.", "sid": "forky/sid"}
 
-func nodesBootFromImage(t *testing.T, suite string) {
-	e := start(t)
+// Nodes of a group whose ImageId is a built image boot from it: they run the image's Debian and
+// Slurm, a lifecycle script's changes to system files stay in the node that made them (not on
+// the host, not in the other nodes), a reboot keeps them, a replacement starts from the clean
+// image, and deleting the cluster leaves the host as it was, with nothing of the nodes mounted.
+func nodesBootFromImage(t *testing.T, e *env, suite, id string) {
 	ctx := context.Background()
 	dataDir := e.Options.DataDir
-	out, err := haleCLI(dataDir, "image", "build", "--name", "boot-"+suite, "--suite", suite, "--no-pytorch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := strings.Fields(out)[0]
 	m := describeImage(t, dataDir, id)
 	slurmVersion := strings.SplitN(m.Installed["slurmd"], "-", 2)[0] // 22.05.8-4+deb12u3 -> 22.05.8
 	t.Logf("image %s: %s, slurmd %s", id, suite, m.Installed["slurmd"])
@@ -183,8 +211,5 @@ func nodesBootFromImage(t *testing.T, suite string) {
 	}
 	if _, err := os.Stat("/usr/share/hale-e2e"); err == nil {
 		t.Error("the script's files are on the host after the delete")
-	}
-	if _, err := haleCLI(dataDir, "image", "delete", id); err != nil {
-		t.Errorf("the image is still in use after its cluster's delete: %v", err)
 	}
 }
