@@ -416,10 +416,12 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	return p.save()
 }
 
-// Reboot reboots the host (systemctl reboot, or reboot where systemd does not run) and returns;
-// the agent registers again after the boot: as its enabled unit, or started by the provider
-// once the host answers SSH with a new boot id. A host that does not come back within
-// RebootTimeout goes to Unreachable.
+// Reboot reboots the host (systemctl reboot, or reboot where systemd does not run) and returns
+// once the host answers SSH again with a new boot id, so that every process of the old boot has
+// ended (provider.Provider's contract: the controller must not take the old boot's agent, still
+// connected for a moment after the command, for the rebooted one). Where no systemd unit starts
+// the agent, Reboot starts it. A host that does not come back within RebootTimeout is marked
+// with the reason and Reboot returns an error.
 func (p *Provider) Reboot(ctx context.Context, id string) error {
 	rec, h, err := p.instance(id)
 	if err != nil {
@@ -435,14 +437,13 @@ func (p *Provider) Reboot(ctx context.Context, id string) error {
 	}
 	p.ssh.forget(h)
 	spec := provider.LaunchSpec{InstanceID: rec.ID, InstanceType: rec.InstanceType, AgentServer: rec.AgentServer}
-	go p.awaitBoot(rec, h, strings.TrimSpace(before), spec)
-	return nil
+	return p.awaitBoot(ctx, rec, h, strings.TrimSpace(before), spec)
 }
 
 // awaitBoot waits for the host to answer with a new boot id, then starts the agent where no
-// systemd unit does.
-func (p *Provider) awaitBoot(rec instRecord, h *Host, before string, spec provider.LaunchSpec) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RebootTimeout)
+// systemd unit does. Its limit is RebootTimeout, whatever ctx allows beyond it.
+func (p *Provider) awaitBoot(ctx context.Context, rec instRecord, h *Host, before string, spec provider.LaunchSpec) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RebootTimeout)
 	defer cancel()
 	for {
 		select {
@@ -453,8 +454,14 @@ func (p *Provider) awaitBoot(rec instRecord, h *Host, before string, spec provid
 				p.save()
 			}
 			p.mu.Unlock()
-			return
+			return fmt.Errorf("static provider: host %s (instance %s) did not come back within %s of a reboot: %w", h.Address, rec.ID, p.cfg.RebootTimeout, ctx.Err())
 		case <-time.After(time.Second):
+		}
+		p.mu.Lock()
+		cur := p.st.Instances[rec.ID]
+		p.mu.Unlock()
+		if cur == nil {
+			return nil // terminated meanwhile (a replacement of a host that stayed down)
 		}
 		out, err := p.ssh.run(ctx, h, "cat /proc/sys/kernel/random/boot_id", nil)
 		if err != nil {
@@ -464,12 +471,6 @@ func (p *Provider) awaitBoot(rec instRecord, h *Host, before string, spec provid
 		if strings.TrimSpace(out) == before {
 			continue
 		}
-		p.mu.Lock()
-		cur := p.st.Instances[rec.ID]
-		p.mu.Unlock()
-		if cur == nil {
-			return // terminated meanwhile
-		}
 		if cur.Supervisor == "process" {
 			if _, err := p.ssh.run(ctx, h, p.startScript(spec, cur.Supervisor, cur.AgentCA), nil); err != nil {
 				p.log.Warn("static provider: start the agent after a reboot", "address", h.Address, "error", err)
@@ -477,7 +478,7 @@ func (p *Provider) awaitBoot(rec instRecord, h *Host, before string, spec provid
 			}
 		}
 		p.log.Info("static provider: host rebooted", "address", h.Address, "instance_id", rec.ID, "boot_id", strings.TrimSpace(out))
-		return
+		return nil
 	}
 }
 
