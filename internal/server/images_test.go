@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -164,4 +165,42 @@ func TestImageIdValidationAndImageEndpoints(t *testing.T) {
 	if _, err := c.Post(ctx, server.ImagesPath, []byte(`{"Name":"x-name","Suite":"sid","Pkgs":["a"]}`)); !api.IsCode(err, api.CodeValidationException) {
 		t.Errorf("build with an unknown member: %v", err)
 	}
+}
+
+// The static provider runs each host's own operating system: a group's ImageId other than
+// "default" is a ValidationException naming the group, on CreateCluster and UpdateClusterSoftware,
+// and nothing is stored.
+func TestStaticProviderRefusesImages(t *testing.T) {
+	dataDir := t.TempDir()
+	img := putImage(t, dataDir, "slurm-24.11", image.StatusAvailable)
+	key := filepath.Join(dataDir, "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out) // a key for a host on loopback where nothing listens
+	}
+	hosts := filepath.Join(dataDir, "hosts.json")
+	if err := os.WriteFile(hosts, []byte(`{"Hosts": [{"Address": "127.0.0.1", "Port": 1, "KeyFile": "`+key+`", "InstanceType": "ml.c5.xlarge"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := servertest.Start(t, server.Options{DataDir: dataDir, Provider: "static", Hosts: hosts, AgentListen: "127.0.0.1:0",
+		KnownHosts: filepath.Join(dataDir, "known_hosts"), AcceptNewHostKeys: true})
+	ctx := servertest.Ctx(t)
+	var in sagemaker.CreateClusterInput
+	if err := unmarshalSDK(readFile(t, "../../examples/cluster.json"), &in); err != nil {
+		t.Fatal(err)
+	}
+	in.ClusterName = aws.String("own")
+	in.InstanceGroups[2].ImageId = aws.String(img.ImageID)
+	_, err := e.SDK.CreateCluster(ctx, &in)
+	wantValidation(t, "CreateCluster with an image on the static provider", err,
+		"Value '"+img.ImageID+"' at 'instanceGroups.3.member.imageId'", "static provider runs each host's own operating system")
+	if out, _ := e.SDK.ListClusters(ctx, &sagemaker.ListClustersInput{}); len(out.ClusterSummaries) != 0 {
+		t.Fatalf("a refused CreateCluster stored a cluster: %+v", out.ClusterSummaries)
+	}
+	in.InstanceGroups[2].ImageId = aws.String(image.Default)
+	if _, err := e.SDK.CreateCluster(ctx, &in); err != nil {
+		t.Fatalf("CreateCluster with the default image on the static provider: %v", err)
+	}
+	markInService(t, e, "own")
+	_, err = e.SDK.UpdateClusterSoftware(ctx, &sagemaker.UpdateClusterSoftwareInput{ClusterName: in.ClusterName, ImageId: aws.String(img.ImageID)})
+	wantValidation(t, "UpdateClusterSoftware to an image on the static provider", err, "Value '"+img.ImageID+"' at 'imageId'", "static provider")
 }

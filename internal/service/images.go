@@ -16,7 +16,12 @@ type Images interface {
 }
 
 // usableImage checks an ImageId against Config.Images; without a registry only "default" is.
+// The static provider runs each host's own operating system (docs/own-machines.md): it cannot
+// re-image a machine it borrows, so there too only "default" is.
 func (s *Service) usableImage(id string) error {
+	if s.cfg.Provider == "static" && id != "default" {
+		return fmt.Errorf("the static provider runs each host's own operating system and cannot boot it from an image, so only %q can be used", "default")
+	}
 	if s.cfg.Images != nil {
 		return s.cfg.Images.Usable(id)
 	}
