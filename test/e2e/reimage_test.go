@@ -111,7 +111,7 @@ func TestRollingReimage(t *testing.T) {
 	began := time.Now()
 	update(imgB, 10)
 	seen, most := e.watchReimage(t, cl, types.SoftwareUpdateStatusSucceeded, 150*time.Second)
-	t.Logf("update A -> B (3 workers, batches of 2, 10 s apart): %.1f s", time.Since(began).Seconds())
+	t.Logf("update A -> B (3 workers, batches of 2, 10 s apart): %.1f s, at most %d workers out of service at once", time.Since(began).Seconds(), most)
 	if most > 2 {
 		t.Errorf("%d workers out of service at once, the batch size is 2", most)
 	}
@@ -143,6 +143,11 @@ func TestRollingReimage(t *testing.T) {
 	update(imgC, 0)
 	seen, _ = e.watchReimage(t, cl, types.SoftwareUpdateStatusRollbackComplete, 150*time.Second)
 	t.Logf("update B -> C failed and rolled back: %.1f s; the batches (events): %s", time.Since(began).Seconds(), batchTimes(e.events(cl)))
+	for _, line := range strings.Split(e.events(cl), "\n") {
+		if strings.Contains(line, "Software update") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
 	if !seen[types.SoftwareUpdateStatusRollbackInProgress] {
 		t.Errorf("DescribeCluster never showed RollbackInProgress (saw %v)", seen)
 	}
