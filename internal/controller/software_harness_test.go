@@ -426,3 +426,38 @@ func TestSoftwareUpdateFailedNodesWaitForTheRollback(t *testing.T) {
 	}
 	h.noDuplicates(id)
 }
+
+// A node that fails on the new image and again on the previous one ends the rollback: the
+// update is Failed, the group Degraded with that node Failure, the cluster InService, the
+// desired image the current one again, and an Error event says both failures. The other nodes
+// are untouched and no node is launched again after that.
+func TestSoftwareUpdateFailedRollback(t *testing.T) {
+	h, id := imageHarness(t, 3, false)
+	h.m.scriptFailsOn = func(s provider.LaunchSpec) bool { return s.LogicalID == "workers-1" } // from now on, on any image
+	untouched := h.node(id, "workers-2").InstanceID
+	h.updateTo(imageC, rolling(api.NodeUnavailabilityTypeInstanceCount, 1, 0, 0))
+	h.watch(id, 100, false, "the update failed", func() bool {
+		return h.updateStatus() == api.SoftwareUpdateStatusFailed && h.status(id) == api.ClusterStatusInService
+	})
+	launches := h.m.launches
+	for i := 0; i < 30; i++ {
+		h.round(id)
+		h.clock.Advance(time.Second)
+	}
+	if h.m.launches != launches {
+		t.Errorf("%d more launches after the update failed", h.m.launches-launches)
+	}
+	g := h.describeGroup("workers")
+	if g.GetStatus() != api.InstanceGroupStatusDegraded || g.GetCurrentImageId() != imageA || g.GetDesiredImageId() != imageA || g.ActiveSoftwareUpdateConfig != nil {
+		t.Errorf("after the failed rollback: group %s current %s desired %s config %v", g.GetStatus(), g.GetCurrentImageId(), g.GetDesiredImageId(), g.ActiveSoftwareUpdateConfig)
+	}
+	if n := h.node(id, "workers-1"); n.Status != api.ClusterInstanceStatusFailure || h.launchedImage(n.InstanceID) != imageA {
+		t.Errorf("workers-1 is %s on %q, want Failure on the previous image", n.Status, h.launchedImage(n.InstanceID))
+	}
+	if h.node(id, "workers-2").InstanceID != untouched {
+		t.Error("workers-2, never reached, was re-imaged")
+	}
+	if ev := h.events(id); !strings.Contains(ev, "failed and so did its rollback") || !strings.Contains(ev, "did not come back on the previous image "+imageA) {
+		t.Errorf("the events do not say the rollback failed:\n%s", ev)
+	}
+}
