@@ -104,8 +104,9 @@ func (r *round) replaceFor(n *store.Node, why, evidence string) error {
 	old := n.InstanceID
 	if n.Details.OldInstanceID == "" {
 		n.Details.OldInstanceID = old
-		// A machine replaced for a fault is suspect; one whose launch failed is not.
-		if !strings.HasPrefix(why, retryLaunch) {
+		// A machine replaced for a fault is suspect; one whose launch failed is not, nor one
+		// re-imaged by a software update.
+		if !strings.HasPrefix(why, retryLaunch) && !strings.HasPrefix(why, reimageReason) {
 			n.Details.Quarantine = fmt.Sprintf("instance %s of cluster %s replaced: %s", old, r.cl.Name, why)
 			if evidence != "" {
 				n.Details.Quarantine += "; evidence: " + evidence

@@ -76,7 +76,7 @@ func (r *round) drive() error {
 			}
 		case store.PhaseFailed:
 			if r.cl.Spec.GetNodeProvisioningMode() == api.ClusterNodeProvisioningModeContinuous && r.cl.Status != api.ClusterStatusRollingBack &&
-				r.now.Sub(n.Details.PhaseSince) > ContinuousRetryDelay {
+				r.now.Sub(n.Details.PhaseSince) > ContinuousRetryDelay && !r.heldByUpdate(n) {
 				// Continuous provisioning retries failed instances on its own.
 				if err := r.replace(n, retryLaunch+" (Continuous provisioning)"); err != nil {
 					return err

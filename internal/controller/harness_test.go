@@ -74,8 +74,11 @@ type machines struct {
 	// lifecycle scripts exit 1.
 	launchFails map[string]bool
 	scriptFails map[string]bool
-	launches    int
-	reboots     int
+	// scriptFailsOn, when set, says whether the lifecycle scripts of an instance so launched
+	// exit 1 (a script that fails on one image only).
+	scriptFailsOn func(provider.LaunchSpec) bool
+	launches      int
+	reboots       int
 	// onLaunch, when set, shapes each new machine (its checks' findings, a dead agent).
 	onLaunch func(*machine)
 }
@@ -216,7 +219,7 @@ func (m *machines) Send(id string, cmd *agentproto.Command) (<-chan *agentproto.
 			break
 		}
 		mc.runs++
-		if m.scriptFails[mc.spec.GroupName] {
+		if m.scriptFails[mc.spec.GroupName] || (m.scriptFailsOn != nil && m.scriptFailsOn(mc.spec)) {
 			res.ExitCode, res.StdoutTail, res.OutputTail = 1, []byte("on_create.sh: mount failed\n"), []byte("on_create.sh: mount failed\n")
 		}
 		mc.results[cmd.Id] = res

@@ -83,6 +83,10 @@ func (r *round) addNode(g *store.Group) error {
 	n.Details.Ordinal = ord
 	n.Details.ImageID = g.State.DesiredImageID
 	n.Details.ImageReleaseVersion = g.State.DesiredImageReleaseVersion
+	if ro := g.State.Rollout; ro != nil && ro.Rollback {
+		// A software update is being rolled back: the group's image is its current one.
+		n.Details.ImageID, n.Details.ImageReleaseVersion = g.State.CurrentImageID, g.State.CurrentImageReleaseVersion
+	}
 	n.Details.SoftwareGeneration = g.State.SoftwareGeneration
 	n.Details.ThreadsPerCore = g.Spec.GetThreadsPerCore()
 	enterPhase(n, store.PhasePending, r.now)

@@ -1,86 +1,374 @@
 package controller
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
 	"github.com/haleproject/hale/internal/failpoint"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/store"
 )
 
-// Software updates: a rolling re-image of a group.
+// Software updates: a rolling re-image of a group (UpdateClusterSoftware).
+//
+// A group's update goes in batches of its RollingUpdatePolicy's MaximumBatchSize (the whole
+// group when there is no policy). Each node of a batch is replaced by a new instance on the
+// desired image (its root file system is a clean copy of the image, as HyperPod's new root
+// volume is) and runs the lifecycle scripts again. The batch ends when every node of it is back
+// Running; the next starts WaitIntervalInSeconds later (the AWS API reference: "The duration in
+// seconds that SageMaker waits before updating more instances in the cluster").
+//
+// A batch fails when one of its nodes does not come back on the new image: its bring-up
+// failed (the provider's launch, the agent's registration within the boot timeout, the
+// lifecycle scripts, the basic health checks, the orchestrator's join; whatever makes a new
+// node Failure). The update is then rolled back (SoftwareUpdateStatus RollbackInProgress):
+// every node already moved to the new image, the failed batch's included, is re-imaged back
+// onto the group's CurrentImageId in batches of RollbackMaximumBatchSize (MaximumBatchSize when
+// absent; the API reference: "The maximum amount of instances in the cluster that SageMaker can
+// roll back at a time"), without the wait between them (the group is back on a known-good image
+// the sooner the better; AWS does not say). Then RollbackComplete, DesiredImageId back to
+// CurrentImageId. A node that does not come back on the previous image either ends the
+// rollback as Failed: the group is left Degraded with that node Failure for an operator.
+//
+// Each batch's state (its nodes, its start, the wait) is in the group's record
+// (store.SoftwareRollout), written in the round that decides it, so a server that restarts
+// mid-update carries on with the same batch. The controller's clock times the wait.
 
-// softwareUpdate re-images the nodes of groups with an update under way, in batches: each node
-// is replaced by a new instance on the desired image (its root volume is new, as HyperPod's is)
-// and runs the lifecycle scripts again.
+// reimageReason starts the reason of every re-image: a replacement for a new image is no
+// fault of the machine (replaceFor does not quarantine it).
+const reimageReason = "UpdateClusterSoftware"
+
+// softwareUpdate drives the rolling re-image of every group with an update under way.
 func (r *round) softwareUpdate() error {
 	for _, g := range r.groups {
-		st := &g.State
-		if st.SoftwareUpdateStatus != api.SoftwareUpdateStatusPending && st.SoftwareUpdateStatus != api.SoftwareUpdateStatusInProgress {
+		if !updating(g) {
 			continue
 		}
+		st := &g.State
 		if st.SoftwareUpdateStatus == api.SoftwareUpdateStatusPending {
 			failpoint.Hit("software:InProgress")
 			st.SoftwareUpdateStatus = api.SoftwareUpdateStatusInProgress
+			st.Rollout = &store.SoftwareRollout{}
 			if err := r.tx.PutGroup(g); err != nil {
 				return err
 			}
 			if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
-				"Software update of group %s started: nodes are replaced on image %s in batches of %d.", g.Name, st.DesiredImageID, batchSize(g)); err != nil {
+				"Software update of group %s started: nodes are re-imaged onto image %s in batches of at most %d%s.",
+				g.Name, st.DesiredImageID, batchSize(g, false), waitWords(g)); err != nil {
 				return err
 			}
 		}
-		var outdated []*store.Node
-		inFlight := 0
-		for _, n := range r.live(g.Name) {
-			if isBringUp(n.Details.Phase) {
-				inFlight++
-			} else if n.Details.SoftwareGeneration < st.SoftwareGeneration {
-				outdated = append(outdated, n)
-			}
+		if st.Rollout == nil { // an update recorded before rollouts were kept
+			st.Rollout = &store.SoftwareRollout{}
 		}
-		for i := 0; i < len(outdated) && inFlight < batchSize(g); i++ {
-			n := outdated[i]
-			if r.or.TakeOutWaits(n) {
-				break
-			}
-			n.Details.ImageID, n.Details.ImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion
-			n.Details.SoftwareGeneration = st.SoftwareGeneration
-			t := r.now
-			n.Details.LastSoftwareUpdateTime = &t
-			if err := r.replace(n, "UpdateClusterSoftware"); err != nil {
-				return err
-			}
-			inFlight++
+		var err error
+		if st.Rollout.Rollback {
+			err = r.rollbackStep(g)
+		} else {
+			err = r.rolloutStep(g)
 		}
-		if len(outdated) == 0 && inFlight == 0 {
-			failpoint.Hit("software:Succeeded")
-			st.SoftwareUpdateStatus = api.SoftwareUpdateStatusSucceeded
-			st.CurrentImageID, st.CurrentImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion
-			st.ActiveSoftwareUpdateConfig = nil
-			st.Status = api.InstanceGroupStatusInService
-			if err := r.tx.PutGroup(g); err != nil {
-				return err
-			}
-			if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
-				"Software update of group %s succeeded: every node runs image %s.", g.Name, st.DesiredImageID); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// batchSize is the rolling policy's MaximumBatchSize (INSTANCE_COUNT, or CAPACITY_PERCENTAGE of
-// the group's target); without a policy the whole group goes at once.
-func batchSize(g *store.Group) int {
+// updating reports whether the group has a software update (or its rollback) under way.
+func updating(g *store.Group) bool {
+	switch g.State.SoftwareUpdateStatus {
+	case api.SoftwareUpdateStatusPending, api.SoftwareUpdateStatusInProgress, api.SoftwareUpdateStatusRollbackInProgress:
+		return true
+	}
+	return false
+}
+
+// rolloutStep takes the update one step: the batch under way, or the next one once the wait
+// after the last is over, or the end.
+func (r *round) rolloutStep(g *store.Group) error {
+	st, ro := &g.State, g.State.Rollout
+	gen := st.SoftwareGeneration
+	if len(ro.Batch) > 0 {
+		back, failed, err := r.batchStep(g, ro.Batch, gen, st.DesiredImageID, st.DesiredImageReleaseVersion)
+		if err != nil || (!back && failed == nil) {
+			return err
+		}
+		if failed != nil {
+			return r.startRollback(g, failed)
+		}
+		took := r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
+		ro.Batch = nil
+		ro.NextBatchAt = r.now.Add(waitInterval(g))
+		if err := r.tx.PutGroup(g); err != nil {
+			return err
+		}
+		if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
+			"Software update of group %s: batch %d done in %s: its nodes run image %s.", g.Name, ro.Batches, took, st.DesiredImageID); err != nil {
+			return err
+		}
+	}
+	var outdated, busy []*store.Node
+	for _, n := range r.live(g.Name) {
+		switch {
+		case n.Details.SoftwareGeneration >= gen:
+		case isBringUp(n.Details.Phase):
+			busy = append(busy, n) // its bring-up (a repair) ends first
+		default:
+			outdated = append(outdated, n)
+		}
+	}
+	if len(outdated) == 0 {
+		if len(busy) > 0 {
+			return nil
+		}
+		return r.endUpdate(g, api.SoftwareUpdateStatusSucceeded, api.ClusterEventLevelInfo,
+			fmt.Sprintf("Software update of group %s succeeded: every node runs image %s.", g.Name, st.DesiredImageID))
+	}
+	if r.now.Before(ro.NextBatchAt) {
+		return nil // WaitIntervalInSeconds after the last batch
+	}
+	batch := pickBatch(outdated, batchSize(g, false))
+	return r.startBatch(g, batch, gen, st.DesiredImageID, st.DesiredImageReleaseVersion, "batch")
+}
+
+// rollbackStep takes the rollback one step: re-image the nodes on the new image back onto the
+// group's current image, a batch of RollbackMaximumBatchSize at a time.
+func (r *round) rollbackStep(g *store.Group) error {
+	st, ro := &g.State, g.State.Rollout
+	gen := st.SoftwareGeneration
+	if len(ro.Batch) > 0 {
+		back, failed, err := r.batchStep(g, ro.Batch, gen, st.CurrentImageID, st.CurrentImageReleaseVersion)
+		if err != nil || (!back && failed == nil) {
+			return err
+		}
+		if failed != nil {
+			return r.endUpdate(g, api.SoftwareUpdateStatusFailed, api.ClusterEventLevelError,
+				fmt.Sprintf("Software update of group %s failed and so did its rollback: node %s (instance %s) did not come back on the previous image %s: %s. The update had failed because %s. The node is left Failure; replace it (BatchReplaceClusterNodes) once the cause is fixed.",
+					g.Name, failed.LogicalID, failed.InstanceID, st.CurrentImageID, failed.StatusMessage, ro.Reason))
+		}
+		took := r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
+		ro.Batch = nil
+		if err := r.tx.PutGroup(g); err != nil {
+			return err
+		}
+		if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
+			"Software update of group %s: rollback batch %d done in %s: its nodes run image %s again.", g.Name, ro.Batches, took, st.CurrentImageID); err != nil {
+			return err
+		}
+	}
+	var moved []*store.Node
+	settling := false
+	for _, n := range r.live(g.Name) {
+		if n.Details.SoftwareGeneration != ro.UpdateGeneration {
+			continue
+		}
+		if isBringUp(n.Details.Phase) {
+			settling = true // a node of the failed batch still coming up: it ends first
+			continue
+		}
+		moved = append(moved, n)
+	}
+	if len(moved) == 0 {
+		if settling {
+			return nil
+		}
+		return r.endUpdate(g, api.SoftwareUpdateStatusRollbackComplete, api.ClusterEventLevelWarn,
+			fmt.Sprintf("Software update of group %s rolled back: every node runs image %s again. The update to image %s failed because %s.",
+				g.Name, st.CurrentImageID, st.DesiredImageID, ro.Reason))
+	}
+	batch := pickBatch(moved, batchSize(g, true))
+	return r.startBatch(g, batch, gen, st.CurrentImageID, st.CurrentImageReleaseVersion, "rollback batch")
+}
+
+// startBatch records a batch and re-images its nodes onto the image.
+func (r *round) startBatch(g *store.Group, batch []*store.Node, gen int, image, release, what string) error {
+	ro := g.State.Rollout
+	ro.Batches++
+	ro.BatchStarted = r.now
+	ro.Batch = nil
+	var names []string
+	for _, n := range batch {
+		ro.Batch = append(ro.Batch, n.LogicalID)
+		names = append(names, n.LogicalID)
+	}
+	failpoint.Hit("software:batch")
+	if err := r.tx.PutGroup(g); err != nil {
+		return err
+	}
+	if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
+		"Software update of group %s: %s %d started: re-imaging %s onto image %s.", g.Name, what, ro.Batches, strings.Join(names, ", "), image); err != nil {
+		return err
+	}
+	_, _, err := r.batchStep(g, ro.Batch, gen, image, release)
+	return err
+}
+
+// batchStep re-images the batch's nodes not yet on generation gen (an orchestrator that is
+// still taking one out delays it) and says whether every node of the batch is back Running,
+// or which one failed to come back.
+func (r *round) batchStep(g *store.Group, batch []string, gen int, image, release string) (back bool, failed *store.Node, err error) {
+	back = true
+	for _, id := range batch {
+		n := r.liveNode(g.Name, id)
+		if n == nil {
+			continue // removed (its group shrank): nothing to wait for
+		}
+		switch {
+		case n.Details.SoftwareGeneration != gen:
+			back = false
+			if r.or.TakeOutWaits(n) {
+				continue
+			}
+			if err := r.reimage(n, gen, image, release); err != nil {
+				return false, nil, err
+			}
+		case n.Details.Phase == store.PhaseFailed:
+			if failed == nil {
+				failed = n
+			}
+		case n.Details.Phase != store.PhaseReady || n.Details.Unreachable:
+			back = false
+		}
+	}
+	return back && failed == nil, failed, nil
+}
+
+// reimage replaces the node by a new instance booting from the image: its root file system is
+// new and its lifecycle scripts run again. A repair of the node is overtaken by it.
+func (r *round) reimage(n *store.Node, gen int, image, release string) error {
+	for _, rp := range r.open {
+		if rp.LogicalID == n.LogicalID && rp.State.Open() {
+			if err := r.repairCancel(rp, n, "the node is re-imaged by a software update"); err != nil {
+				return err
+			}
+		}
+	}
+	n.Details.ImageID, n.Details.ImageReleaseVersion = image, release
+	n.Details.SoftwareGeneration = gen
+	t := r.now
+	n.Details.LastSoftwareUpdateTime = &t
+	return r.replace(n, reimageReason+": re-imaged onto "+image)
+}
+
+// startRollback turns a failed batch into a rollback: the group's generation moves on (the
+// rollback's), and the nodes of the update's generation are to go back.
+func (r *round) startRollback(g *store.Group, failed *store.Node) error {
+	st, ro := &g.State, g.State.Rollout
+	failpoint.Hit("software:RollbackInProgress")
+	ro.Reason = fmt.Sprintf("node %s (instance %s) of batch %d did not come back on image %s: %s",
+		failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, failed.StatusMessage)
+	ro.Rollback, ro.UpdateGeneration = true, st.SoftwareGeneration
+	ro.Batch, ro.Batches = nil, 0
+	st.SoftwareGeneration++
+	st.SoftwareUpdateStatus = api.SoftwareUpdateStatusRollbackInProgress
+	if err := r.tx.PutGroup(g); err != nil {
+		return err
+	}
+	if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelError, nil,
+		"Software update of group %s failed: %s. Rolling back: the nodes on image %s are re-imaged onto image %s in batches of at most %d.",
+		g.Name, ro.Reason, st.DesiredImageID, st.CurrentImageID, batchSize(g, true)); err != nil {
+		return err
+	}
+	return r.rollbackStep(g)
+}
+
+// endUpdate ends the group's update: Succeeded moves its current image to the desired one;
+// a rollback's end (RollbackComplete, Failed) moves the desired image back.
+func (r *round) endUpdate(g *store.Group, status api.SoftwareUpdateStatus, level api.ClusterEventLevel, msg string) error {
+	st := &g.State
+	failpoint.Hit("software:" + string(status))
+	st.SoftwareUpdateStatus = status
+	if status == api.SoftwareUpdateStatusSucceeded {
+		st.CurrentImageID, st.CurrentImageReleaseVersion = st.DesiredImageID, st.DesiredImageReleaseVersion
+	} else {
+		st.DesiredImageID, st.DesiredImageReleaseVersion = st.CurrentImageID, st.CurrentImageReleaseVersion
+	}
+	st.ActiveSoftwareUpdateConfig, st.Rollout = nil, nil
+	st.Status = api.InstanceGroupStatusInService // aggregate makes it Degraded if a node failed
+	if err := r.tx.PutGroup(g); err != nil {
+		return err
+	}
+	return r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, level, nil, "%s", msg)
+}
+
+// heldByUpdate reports whether a failed node is the software update's to deal with (a node of
+// the batch under way, or one on the new image that a rollback is to move back): Continuous provisioning's retry leaves it alone, so
+// a node that fails on the new image is rolled back instead of replaced on it again.
+func (r *round) heldByUpdate(n *store.Node) bool {
+	g := r.byGroup[n.GroupName]
+	if g == nil || !updating(g) || g.State.Rollout == nil {
+		return false
+	}
+	ro := g.State.Rollout
+	return slices.Contains(ro.Batch, n.LogicalID) || (ro.Rollback && n.Details.SoftwareGeneration == ro.UpdateGeneration)
+}
+
+// liveNode is the group's node with the logical id, nil when it is gone or shutting down.
+func (r *round) liveNode(group, logicalID string) *store.Node {
+	for _, n := range r.live(group) {
+		if n.LogicalID == logicalID {
+			return n
+		}
+	}
+	return nil
+}
+
+// pickBatch chooses up to k nodes: failed ones first (they serve nothing already), then in
+// the order of their place in the group.
+func pickBatch(nodes []*store.Node, k int) []*store.Node {
+	sorted := slices.Clone(nodes)
+	slices.SortStableFunc(sorted, func(a, b *store.Node) int {
+		fa, fb := a.Details.Phase == store.PhaseFailed || a.Details.Unreachable, b.Details.Phase == store.PhaseFailed || b.Details.Unreachable
+		switch {
+		case fa && !fb:
+			return -1
+		case fb && !fa:
+			return 1
+		}
+		if a.Details.Ordinal != b.Details.Ordinal {
+			return a.Details.Ordinal - b.Details.Ordinal
+		}
+		return strings.Compare(a.LogicalID, b.LogicalID)
+	})
+	return sorted[:min(k, len(sorted))]
+}
+
+// batchSize is the rolling policy's MaximumBatchSize (rollback: its RollbackMaximumBatchSize,
+// MaximumBatchSize when absent): INSTANCE_COUNT nodes, or CAPACITY_PERCENTAGE of the group's
+// target rounded down, at least 1. Without a policy the whole group goes at once.
+func batchSize(g *store.Group, rollback bool) int {
 	target := max(1, int(g.Spec.GetInstanceCount()))
 	cfg := g.State.ActiveSoftwareUpdateConfig
 	if cfg == nil || cfg.RollingUpdatePolicy == nil || cfg.RollingUpdatePolicy.MaximumBatchSize == nil {
 		return target
 	}
 	b := cfg.RollingUpdatePolicy.MaximumBatchSize
+	if rb := cfg.RollingUpdatePolicy.RollbackMaximumBatchSize; rollback && rb != nil {
+		b = rb
+	}
 	if b.GetType() == api.NodeUnavailabilityTypeCapacityPercentage {
 		return max(1, target*int(b.GetValue())/100)
 	}
 	return max(1, int(b.GetValue()))
+}
+
+// waitInterval is the DeploymentConfig's WaitIntervalInSeconds: the wait between the end of a
+// batch and the start of the next.
+func waitInterval(g *store.Group) time.Duration {
+	cfg := g.State.ActiveSoftwareUpdateConfig
+	if cfg == nil || cfg.WaitIntervalInSeconds == nil {
+		return 0
+	}
+	return time.Duration(*cfg.WaitIntervalInSeconds) * time.Second
+}
+
+// waitWords says the wait between batches for an event ("" when none).
+func waitWords(g *store.Group) string {
+	if d := waitInterval(g); d > 0 {
+		return fmt.Sprintf(", %s apart", d)
+	}
+	return ""
 }

@@ -49,7 +49,9 @@ func (r *round) aggregate() error {
 			continue
 		}
 		groupDone := len(live) == target && bringUp == 0 && shuttingDown == 0
-		if !groupDone {
+		if !groupDone || updating(g) {
+			// A software update between batches has every node Running: the cluster stays
+			// SystemUpdating until the update (or its rollback) ends.
 			converged = false
 		}
 		if failures > 0 {
@@ -57,7 +59,7 @@ func (r *round) aggregate() error {
 		}
 		next := g.State.Status
 		switch {
-		case g.State.SoftwareUpdateStatus == api.SoftwareUpdateStatusInProgress:
+		case updating(g):
 			next = api.InstanceGroupStatusSystemUpdating
 		case groupDone && failures == 0:
 			next = api.InstanceGroupStatusInService

@@ -37,7 +37,7 @@ func init() {
 // Hit is a point where the process may be made to die. Names are "node:<phase>" (a node's
 // phase change), "repair:<state>" (a repair's step), "group:<status>" (an instance group's
 // status or scaling flag changes), "cluster:<status>" (the cluster record is saved with that
-// status), "software:<status>" (a group's software update moves to InProgress or Succeeded),
+// status), "software:<status>" (a group's software update moves to InProgress, RollbackInProgress or an end status), "software:batch" (a batch of it starts),
 // each before its round commits, and "committed" (after a reconcile round committed, before
 // its background work starts).
 func Hit(point string) {

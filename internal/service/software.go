@@ -69,6 +69,7 @@ func (s *Service) UpdateClusterSoftware(ctx context.Context, in *api.UpdateClust
 			g.State.SoftwareGeneration++ // every node is re-imaged, even onto the same image
 			g.State.SoftwareUpdateStatus = api.SoftwareUpdateStatusPending
 			g.State.ActiveSoftwareUpdateConfig = in.DeploymentConfig
+			g.State.Rollout = nil // the controller starts it (internal/controller/software.go)
 			g.State.Status = api.InstanceGroupStatusSystemUpdating
 			if err := tx.PutGroup(g); err != nil {
 				return "", err

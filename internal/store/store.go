@@ -284,13 +284,36 @@ type GroupState struct {
 	NextLogicalOrdinal         int                          `json:",omitempty"` // next NodeLogicalId suffix
 	// SoftwareGeneration counts the group's UpdateClusterSoftware calls; a node launched
 	// before the latest one is re-imaged by it.
-	SoftwareGeneration int  `json:",omitempty"`
-	Scaling            bool `json:",omitempty"` // a scaling operation is in progress
+	SoftwareGeneration int `json:",omitempty"`
+	// Rollout is the rolling re-image (UpdateClusterSoftware) under way: its batch, its wait,
+	// its rollback. Kept in the store so a restarted server carries on where it was.
+	Rollout *SoftwareRollout `json:",omitempty"`
+	Scaling bool             `json:",omitempty"` // a scaling operation is in progress
 	// Previous is the specification before the UpdateCluster in progress, and AddedByUpdate
 	// marks a group that update created: a failed update rolls back to them.
 	Previous      *api.ClusterInstanceGroupSpecification `json:",omitempty"`
 	AddedByUpdate bool                                   `json:",omitempty"`
 	Extra         map[string]string                      `json:",omitempty"` // for reconcilers' bookkeeping
+}
+
+// SoftwareRollout is where a group's rolling re-image stands (internal/controller/software.go).
+// Nodes carry the generation they were imaged with (NodeDetails.SoftwareGeneration): a node
+// of the update's generation runs the new image.
+type SoftwareRollout struct {
+	// Batch are the logical ids of the batch under way (none between batches); Batches counts
+	// the batches started, of the update or, once Rollback, of the rollback.
+	Batch   []string `json:",omitempty"`
+	Batches int      `json:",omitempty"`
+	// BatchStarted is when the batch under way started; NextBatchAt is the earliest start of
+	// the next one (the end of the last plus the DeploymentConfig's WaitIntervalInSeconds).
+	BatchStarted time.Time `json:",omitzero"`
+	NextBatchAt  time.Time `json:",omitzero"`
+	// Rollback: a batch failed (Reason says how) and the nodes of generation UpdateGeneration
+	// (those moved to the new image) are re-imaged back onto the group's CurrentImageId with
+	// the group's (new) SoftwareGeneration.
+	Rollback         bool   `json:",omitempty"`
+	Reason           string `json:",omitempty"`
+	UpdateGeneration int    `json:",omitempty"`
 }
 
 // Node is one instance of a group. Before an instance exists (Continuous provisioning) a node

@@ -420,7 +420,7 @@ var (
 	scaleUpPoints = []string{"node:Launching", "node:Booting", "node:Configuring", "node:Joining", "node:Ready",
 		"group:InService", "cluster:InService", "committed@2", "committed@6"}
 	scaleDownPoints = []string{"node:Terminating", "group:InService", "cluster:InService", "committed@2", "committed@4"}
-	updatePoints    = []string{"software:InProgress", "software:Succeeded", "group:SystemUpdating",
+	updatePoints    = []string{"software:InProgress", "software:batch", "software:Succeeded", "group:SystemUpdating",
 		"node:Launching", "node:Booting", "node:Configuring", "node:Joining", "node:Ready", "cluster:InService", "committed@3"}
 )
 
