@@ -200,6 +200,30 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 		e.waitIdle(t, ctl, gpus...)
 	})
 
+	t.Run("a deep health check runs in the image-booted nodes and passes", func(t *testing.T) {
+		// InstanceConnectivity: a bandwidth test around the group's ring, agent to agent, with
+		// the node reserved in Slurm meanwhile (InstanceStress, the other check, loads a node
+		// for a minute here: TestDeepHealthChecks runs it on the host's root).
+		if _, err := e.SDK.StartClusterHealthCheck(ctx, &sagemaker.StartClusterHealthCheckInput{ClusterName: aws.String(name),
+			DeepHealthCheckConfigurations: []types.InstanceGroupHealthCheckConfiguration{{InstanceGroupName: aws.String("gpu"),
+				DeepHealthChecks: []types.DeepHealthCheckType{types.DeepHealthCheckTypeInstanceConnectivity}}}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "InstanceConnectivity passed on both gpu nodes", func() (bool, string) {
+			passed, last := 0, ""
+			for _, n := range byGroup(e.nodes(name), "gpu") {
+				out := e.logStream(name, "DeepHealthCheckResults/"+aws.ToString(n.InstanceId))
+				if strings.Contains(out, "Deep health check (InstanceConnectivity) passed") {
+					passed++
+				}
+				last = tail(out, 3)
+			}
+			return passed == 2, last
+		})
+		e.waitStatus(name, types.ClusterStatusInservice, 30*time.Second)
+		e.waitIdle(t, ctl, gpus...)
+	})
+
 	t.Run("Action:Replace through scontrol replaces the node under its name", func(t *testing.T) {
 		n := e.nodeOf(name, "gpu-2")
 		before := len(e.repairsOf(name, "gpu-2"))
@@ -263,12 +287,14 @@ func (e *env) tryResize(t *testing.T, ctl, a, b, opts string) (shrunk, expanded 
 	}
 	script := fmt.Sprintf(`j=$(sbatch --parsable -p gpu -N2 -w %[1]s,%[2]s %[3]s --wrap 'sleep 300')
 for i in $(seq 100); do [ "$(squeue -h -j $j -o %%T)" = RUNNING ] && break; sleep 0.2; done
+echo "job: $(scontrol show job -o $j | grep -oE '(OverSubscribe|TresPer[A-Za-z]*|Shared|Exclusive[A-Za-z]*)=[^ ]*' | tr '\n' ' ') $(scontrol show job -d $j | grep -o ' GRES=[^ ]*' | tr -d '\n')"
 scontrol update JobId=$j NodeList=%[1]s 2>&1
 echo "shrunk: $(scontrol show job -o $j | grep -o ' NodeList=[^ ]*' | head -1 | tr -d ' ')"
 h=$(timeout 30 salloc --no-shell -p gpu -N1 -w %[2]s %[4]s --dependency=expand:$j 2>&1 | tee /dev/stderr | grep -o 'Granted job allocation [0-9]*' | grep -o '[0-9]*$')
 [ -n "$h" ] && scontrol update JobId=$h NumNodes=0 2>&1
 scontrol update JobId=$j NumNodes=ALL 2>&1
 echo "expanded: $(scontrol show job -o $j | grep -o ' NodeList=[^ ]*' | head -1 | tr -d ' ')"
+grep -E "JobId=($j|$h) has allocated GRES" /var/log/slurm/slurmctld.log | tail -1
 scancel $j $h
 `, a, b, opts, helperOpts)
 	out, err := e.onNode(ctl, script+" 2>&1")
