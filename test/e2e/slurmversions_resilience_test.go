@@ -139,7 +139,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 			t.Errorf("a GPU job sees CUDA_VISIBLE_DEVICES=%q (%v)", out, err)
 		}
 		// An Xid 13 (an application's fault) is found by the kernel log monitor and changes nothing.
-		e.inject(n.InstanceID, local.Fault{LoseGPU: -1, LogLine: "NVRM: Xid (PCI:" + agent.SimulatedPCI(0) + "): 13, pid=4242, name=python3, Graphics SM Global Exception"})
+		injectInto(t, e, n.InstanceID, local.Fault{LoseGPU: -1, LogLine: "NVRM: Xid (PCI:" + agent.SimulatedPCI(0) + "): 13, pid=4242, name=python3, Graphics SM Global Exception"})
 		eventually(t, 15*time.Second, "the Xid 13 finding", func() (bool, string) {
 			ev := e.events(name)
 			return strings.Contains(ev, "Health: gpu.xid.app_fault on instance "+n.InstanceID), tail(ev, 3)
@@ -149,10 +149,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 		}
 		// A GPU that falls off the bus: its device file goes from the node's /dev, the device
 		// monitor finds one GPU of one missing and the node is repaired.
-		// (e.inject takes a zero LoseGPU for none.)
-		if _, err := local.InjectFault(filepath.Join(e.Options.DataDir, "local"), n.InstanceID, local.Fault{LoseGPU: 0}); err != nil {
-			t.Fatal(err)
-		}
+		injectInto(t, e, n.InstanceID, local.Fault{LoseGPU: 0})
 		rp := e.waitRepair(t, name, "gpu-1", 1, 90*time.Second)
 		if rp.State != store.RepairDone || rp.Fault != "gpu.count_mismatch" {
 			t.Errorf("repair after the GPU was lost: %+v (%s)", rp, timelineText(rp))
@@ -277,8 +274,17 @@ func breakSecondOf(t *testing.T, e *env, cluster string, r *trainRun) *store.Nod
 		t.Fatalf("job %s runs on %v, want 2 nodes", r.id, nodes)
 	}
 	n := e.nodeNamed(t, cluster, nodes[1])
-	e.inject(n.InstanceID, xid(79))
+	injectInto(t, e, n.InstanceID, xid(79))
 	return n
+}
+
+// injectInto is e.inject for a check's subtest: it fails t, not the suite's test (e.t), and
+// takes f as given (a zero LoseGPU is GPU 0, where e.inject reads it as none).
+func injectInto(t *testing.T, e *env, instanceID string, f local.Fault) {
+	t.Helper()
+	if _, err := local.InjectFault(filepath.Join(e.Options.DataDir, "local"), instanceID, f); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tryResize does to a two-node job of the gpu partition, started with sbatch's opts, what
