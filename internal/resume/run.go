@@ -153,7 +153,7 @@ func (r *Runner) replaceNodes(ctx context.Context, jobID, stepID string, j job, 
 		why = "no node of the job is healthy"
 	case slices.Contains(bad, r.Hostname):
 		why = "the job's batch script runs on a node at fault, and the job cannot shrink away from it"
-	case holdsGRES(ctx, j, nodes):
+	case holdsGRES(ctx, jobID, j):
 		// Slurm refuses to expand a job that holds GRES ("JobId=N has allocated GRES"), and an
 		// --exclusive job on GPU nodes holds all of theirs.
 		why = "the job holds GRES (GPUs), and Slurm cannot expand such a job"

@@ -69,7 +69,7 @@ func expand(ctx context.Context, id string, j job, hosts []string) error {
 	if p := j["Partition"]; p != "" {
 		args = append(args, "-p", p)
 	}
-	if g, ok := strings.CutPrefix(j["TresPerNode"], "gres:"); ok {
+	if g := gresOf(j["TresPerNode"]); g != "" {
 		args = append(args, "--gres="+g)
 	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -103,28 +103,46 @@ func expand(ctx context.Context, id string, j job, hosts []string) error {
 	return nil
 }
 
-// holdsGRES says whether the job holds generic resources: it asked for them (TresPerNode,
-// TresPerJob, ...), or it has its nodes to itself (OverSubscribe=NO, --exclusive) and they have
-// GRES, all of which an exclusive job is given.
-func holdsGRES(ctx context.Context, j job, nodes []string) bool {
+// holdsGRES says whether the job holds generic resources (GPUs). Slurm will not expand such a
+// job: select/cons_tres refuses to merge a job whose GRES list is set ("JobId=N has allocated
+// GRES" in slurmctld's log, "Unspecified error" to scontrol), on 22.05, 24.11 and 26.05 alike
+// (TestSlurmVersions' resilience check tries it on each). A job holds GRES when it asked for them
+// (TresPerNode, TresPerJob, ...) and when it has nodes with GRES to itself (--exclusive): Slurm
+// gives it all of theirs. `scontrol show job -d` lists what the job holds (JOB_GRES=, and each
+// node's GRES=) on every version, where the flags that say why it holds them do not: 26.05 shows
+// OverSubscribe=NO for a job that shares its nodes, which 22.05 and 24.11 show as OK.
+func holdsGRES(ctx context.Context, id string, j job) bool {
 	for k, v := range j {
 		if strings.HasPrefix(k, "TresPer") && strings.Contains(v, "gres") {
 			return true
 		}
 	}
-	if j["OverSubscribe"] != "NO" {
-		return false
+	out, err := slurmCmd(ctx, "scontrol", "show", "job", "-d", id)
+	if err != nil {
+		return true // cannot tell: do not risk an expansion Slurm refuses
 	}
-	for _, n := range nodes {
-		out, err := slurmCmd(ctx, "scontrol", "show", "node", "-o", n)
-		if err != nil {
-			return true // cannot tell: do not risk an expansion Slurm refuses
-		}
-		for _, f := range strings.Fields(out) {
-			if g, ok := strings.CutPrefix(f, "Gres="); ok && g != "(null)" && g != "" {
-				return true
-			}
+	return gresHeld(out)
+}
+
+// gresHeld reads `scontrol show job -d`: the job holds GRES when its JOB_GRES or any node's
+// GRES is set ("gpu:1(IDX:0)"); unset, they are empty or "(null)".
+func gresHeld(detail string) bool {
+	for _, f := range strings.Fields(detail) {
+		k, v, ok := strings.Cut(f, "=")
+		if ok && (k == "GRES" || k == "JOB_GRES") && v != "" && v != "(null)" {
+			return true
 		}
 	}
 	return false
+}
+
+// gresOf is the --gres value of a job's TresPerNode: 22.05 shows "gres:gpu:1", 24.11 and
+// 26.05 "gres/gpu:1"; "" when it names no GRES.
+func gresOf(tresPerNode string) string {
+	for _, p := range []string{"gres:", "gres/"} {
+		if g, ok := strings.CutPrefix(tresPerNode, p); ok {
+			return g
+		}
+	}
+	return ""
 }
