@@ -106,7 +106,12 @@ run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
 
 step "Training: examples/train (PyTorch DDP over gloo on gpu-1 and gpu-2) with srun --auto-resume=1, checkpoints on /fsx"
 X="$HALE exec --cluster-name demo --node-id $login --"
-run $X sh -c "mkdir -p /fsx/train && cp $PWD/examples/train/train.py $PWD/examples/train/train.sbatch /fsx/train/ && grep -n 'srun' /fsx/train/train.sbatch"
+# The node has a root of its own (hale's default image), without this checkout: the files go
+# through hale exec's standard input, as one would copy them onto a cluster's shared storage.
+for f in train.py train.sbatch; do
+  run $X sh -c "mkdir -p /fsx/train && cat > /fsx/train/$f" < "examples/train/$f"
+done
+run $X grep -n srun /fsx/train/train.sbatch
 job=$($X sh -c 'cd /fsx && TRAIN_ARGS="--steps 600 --ckpt-every 25" sbatch --parsable -p gpu /fsx/train/train.sbatch')
 echo "submitted job $job: 600 steps, a checkpoint every 25, output in /fsx/train-$job.out"
 out="/fsx/train-$job.out"

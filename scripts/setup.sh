@@ -125,3 +125,26 @@ if [ "$(id -u)" -eq 0 ]; then
     echo "setup: $link exists and is not a link; leaving it (hale is at $PWD/bin/hale)" >&2
   fi
 fi
+# hale's default image: the root file system the nodes of groups with no ImageId boot from
+# (docs/images.md), built once per machine in /var/lib/hale/images/default, which every hale
+# server here uses. About 2.5 minutes and 2 GB (root and package cache) the first time; then
+# it is only checked. HALE_DEFAULT_IMAGE=DIR builds it elsewhere (hale server --default-image
+# DIR), HALE_DEFAULT_IMAGE=host skips it (nodes then run on the host's root, with a warning);
+# `sudo hale image build-default --rebuild` builds it again.
+default_image=${HALE_DEFAULT_IMAGE:-/var/lib/hale/images/default}
+if [ "$default_image" = host ]; then
+  echo "setup: HALE_DEFAULT_IMAGE=host: no default image; nodes of default groups run on the host's root"
+elif [ "$(id -u)" -ne 0 ]; then
+  if [ -f "$default_image/manifest.json" ] && grep -q '"Status": "Available"' "$default_image/manifest.json"; then
+    echo "setup: the default image in $default_image is built"
+  else
+    echo "setup: the default image is not built; run as root (sudo ./scripts/setup.sh, or sudo bin/hale image build-default) to build it" >&2
+  fi
+else
+  t0=$SECONDS
+  if ! bin/hale image build-default --dir "$default_image" | grep --line-buffered -v '^\(Get\|Preparing\|Unpacking\|Selecting\|Setting up\|Processing\)' ; then
+    echo "setup: the default image did not build (its log: $default_image/build.log)" >&2
+    exit 1
+  fi
+  echo "setup: default image ready in $default_image ($((SECONDS - t0)) s)"
+fi

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,7 +25,7 @@ func newImageCommand() *cobra.Command {
 that instance groups name as their ImageId. The server builds and keeps them in
 DATA_DIR/images; these commands ask it (docs/images.md).`,
 	}
-	cmd.AddCommand(newImageBuildCommand(), newImageListCommand(), newImageDescribeCommand(), newImageDeleteCommand())
+	cmd.AddCommand(newImageBuildCommand(), newImageListCommand(), newImageDescribeCommand(), newImageDeleteCommand(), newImageBuildDefaultCommand())
 	return cmd
 }
 
@@ -132,6 +133,39 @@ the same state of the archive copies the first image's root.
 	f.StringVar(&fromFile, "from-file", "", "a JSON spec (Name, Suite, Packages, NoPyTorch)")
 	f.BoolVar(&noWait, "no-wait", false, "print the new image's id and return while it builds")
 	cf.add(cmd)
+	return cmd
+}
+
+func newImageBuildDefaultCommand() *cobra.Command {
+	var dir, mirror string
+	var rebuild bool
+	cmd := &cobra.Command{
+		Use:   "build-default [--dir DIR] [--rebuild]",
+		Short: "Build hale's default image on this machine (scripts/setup.sh runs it; no server needed)",
+		Long: `Build hale's default image: the root file system the nodes of instance groups with no
+ImageId (or ImageId "default") boot from. Debian bookworm (Slurm 22.05) with Slurm's daemons,
+munge, MariaDB and slurmdbd, python3, iproute2, procps and PyTorch, built with mmdebstrap in
+DIR (` + image.DefaultDir + ` unless --dir says otherwise), which every hale server on the
+machine uses (hale server --default-image). It runs here, as root, and prints its progress.
+Already built: it says so and returns at once; --rebuild builds it again (nodes already running
+keep the old root; new nodes get the new one).`,
+		Example: `  sudo hale image build-default
+  sudo hale image build-default --rebuild`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := image.BuildDefault(cmd.Context(), image.DefaultBuild{Dir: dir, Mirror: mirror, Rebuild: rebuild}, cmd.OutOrStdout())
+			if err != nil {
+				return &exitError{1, err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "default image: %s (Debian %s, Slurm %s), %s, built in %.0f s\n", filepath.Join(dir, "rootfs"),
+				m.Suite, cmp.Or(m.Installed["slurmd"], "-"), humanBytes(m.SizeBytes), m.BuildSeconds)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", image.DefaultDir, "where the default image is built (hale server --default-image takes the same directory)")
+	f.StringVar(&mirror, "mirror", "", "the Debian archive (default "+image.DefaultMirror+")")
+	f.BoolVar(&rebuild, "rebuild", false, "build it again even when it is built")
 	return cmd
 }
 

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -109,12 +112,22 @@ func (r *round) launch(n *store.Node) error {
 	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
 		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
 		DNSDomain: dnsDomain(r.cl.ARN), AgentServer: r.c.cfg.AgentServer, AgentCA: r.c.cfg.AgentCA, ImageID: n.Details.ImageID}
-	if id := n.Details.ImageID; id != "" && id != "default" && r.c.cfg.ImageRoot != nil {
+	if r.c.cfg.ImageRoot != nil {
+		id := cmp.Or(n.Details.ImageID, image.Default)
 		root, err := r.c.cfg.ImageRoot(id)
-		if err != nil {
+		switch {
+		case id == image.Default && errors.Is(err, image.ErrNoDefault):
+			// A machine whose set-up did not build the default image still runs clusters, on
+			// the host's root as before images (docs/images.md), and says so on each node.
+			r.c.log.Warn("a node of a default group runs on the host's root file system", "instance_id", n.InstanceID, "error", err)
+			if err := r.nodeEvent(n, api.ClusterEventLevelWarn, "Instance %s runs on the host's root file system, not on a root of its own: %v.", n.InstanceID, err); err != nil {
+				return err
+			}
+		case err != nil:
 			return r.fail(n, fmt.Sprintf("its image %s cannot boot: %v", id, err))
+		default:
+			spec.ImageRoot = root
 		}
-		spec.ImageRoot = root
 	}
 	old, quarantine := n.Details.OldInstanceID, n.Details.Quarantine
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {

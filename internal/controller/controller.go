@@ -95,9 +95,11 @@ type Config struct {
 	// and the CA certificate (PEM) it verifies the server with (docs/security.md).
 	AgentServer string
 	AgentCA     []byte
-	// ImageRoot is the root file system of a node image (an instance group's ImageId other
-	// than "default"), for LaunchSpec.ImageRoot; nil launches every node on the provider's own
-	// root. An error fails the launch (the image was deleted or broke since it was validated).
+	// ImageRoot is the root file system of a node image (an instance group's ImageId;
+	// "default" for groups with none), for LaunchSpec.ImageRoot; "" or a nil ImageRoot launches
+	// on the provider's own root. An error fails the launch (the image was deleted or broke
+	// since it was validated), except image.ErrNoDefault for "default": that node runs on the
+	// provider's own root, with a Warn event saying so.
 	ImageRoot func(id string) (string, error)
 	// Revoke is told each instance the reconcilers terminate (replaced, removed, or owned by
 	// no node) before it goes: its agent's client certificates are revoked (agentca.CA.Revoke).

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -27,6 +28,9 @@ func (f fakeImages) Usable(id string) error {
 }
 
 func (f fakeImages) Root(id string) (string, error) {
+	if id == image.Default && f.roots[id] == "" {
+		return "", fmt.Errorf("%w in /var/lib/hale/images/default", image.ErrNoDefault)
+	}
 	if f.broken[id] || f.roots[id] == "" {
 		return "", fmt.Errorf("image %s is gone", id)
 	}
@@ -34,12 +38,14 @@ func (f fakeImages) Root(id string) (string, error) {
 }
 
 // Each node is launched with its group's image: the id, and its root file system from the
-// registry; a default group's nodes get no root (the provider's own); an image that cannot boot
-// fails its nodes with a message naming it.
+// registry; a default group's nodes get the default image's root, or none (the provider's own)
+// with a Warn event when the default image is not built; an image that cannot boot fails its
+// nodes with a message naming it.
 func TestLaunchBootsTheGroupsImage(t *testing.T) {
 	h := newHarness(t)
 	imgs := fakeImages{roots: map[string]string{"ami-0123456789abcdef0": "/images/ami-0123456789abcdef0/rootfs",
-		"ami-0fedcba9876543210": "/images/gone/rootfs", "ami-0aaaaaaaaaaaaaaaa": "/images/ami-0aaaaaaaaaaaaaaaa/rootfs"},
+		"ami-0fedcba9876543210": "/images/gone/rootfs", "ami-0aaaaaaaaaaaaaaaa": "/images/ami-0aaaaaaaaaaaaaaaa/rootfs",
+		"default": "/var/lib/hale/images/default/rootfs"},
 		broken: map[string]bool{"ami-0fedcba9876543210": true}}
 	h.svc = service.New(h.st, service.Config{Provider: "fake", Now: h.clock.Now, Images: imgs})
 	h.configure = func(c *Config) { c.ImageRoot = imgs.Root }
@@ -57,10 +63,26 @@ func TestLaunchBootsTheGroupsImage(t *testing.T) {
 				t.Errorf("%s launched with image %q root %q", n.LogicalID, got.ImageID, got.ImageRoot)
 			}
 		case "plain":
-			if got.ImageRoot != "" || (got.ImageID != "default" && got.ImageID != "") {
+			if got.ImageRoot != "/var/lib/hale/images/default/rootfs" || (got.ImageID != "default" && got.ImageID != "") {
 				t.Errorf("%s (default image) launched with image %q root %q", n.LogicalID, got.ImageID, got.ImageRoot)
 			}
 		}
+	}
+	if ev := h.events(id); strings.Contains(ev, "host's root") {
+		t.Errorf("a warning of the host's root with the default image built:\n%s", ev)
+	}
+
+	// The default image not built: its nodes run on the provider's own root, and say so.
+	delete(imgs.roots, image.Default)
+	hostRoot := h.create("hostroot", spec("plain", 1))
+	h.until(hostRoot, 20, "InService", func() bool { return h.status(hostRoot) == api.ClusterStatusInService })
+	n := h.nodes(hostRoot)[0]
+	if got := h.m.live[n.InstanceID].spec; got.ImageRoot != "" {
+		t.Errorf("node of a default group without the default image launched on root %q", got.ImageRoot)
+	}
+	if warns := strings.Join(h.eventsAt(hostRoot, api.ClusterEventLevelWarn), "\n"); !strings.Contains(warns, n.InstanceID+" runs on the host's root file system") ||
+		!strings.Contains(warns, "not built") {
+		t.Errorf("Warn events of a node on the host's root: %q", warns)
 	}
 
 	broken := spec("broken", 1)

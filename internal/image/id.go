@@ -6,8 +6,9 @@ import (
 	"regexp"
 )
 
-// Default is the ImageId that names hale's default image. Until nodes boot from images it means
-// the host's own root file system, which local nodes share today (docs/images.md).
+// Default is the ImageId that names hale's default image (DefaultSpec, built once per machine in
+// DefaultDir): the root the local provider's nodes of groups with no ImageId boot from, or the
+// host's own root where it is not built (docs/images.md).
 const Default = "default"
 
 // idPattern is the API's ImageId pattern (sagemaker-cluster-shapes.json, shape ImageId:

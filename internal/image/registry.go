@@ -37,6 +37,10 @@ type Options struct {
 	Dir string
 	// Mirror is the Debian archive (DefaultMirror).
 	Mirror string
+	// DefaultDir is where the default image is (BuildDefault; DefaultDir, the machine's, in
+	// hale server), read on each use so that a build made while the server runs counts. Empty:
+	// nodes of default groups run on the host's root, with no warning.
+	DefaultDir string
 	// Builder makes roots (Mmdebstrap{CacheDir: Dir/cache/apt}).
 	Builder Builder
 	// ArchiveState reads the archive's state for a suite (ArchiveState); an error only turns
@@ -125,11 +129,26 @@ func (r *Registry) Mirror() string { return r.o.Mirror }
 // Dir is the image's directory; its root file system is Dir(id)/rootfs.
 func (r *Registry) Dir(id string) string { return filepath.Join(r.o.Dir, id) }
 
-// List returns every image, oldest first.
+// defaultManifest is the default image's manifest as its directory has it (whatever its
+// status), or nil when there is none.
+func (r *Registry) defaultManifest() *Manifest {
+	if r.o.DefaultDir == "" {
+		return nil
+	}
+	m, err := readManifest(r.o.DefaultDir)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// List returns the default image first (when it is built, or its build failed), then every
+// other image, oldest first.
 func (r *Registry) List() []*Manifest {
+	def := r.defaultManifest()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*Manifest, 0, len(r.images))
+	out := make([]*Manifest, 0, len(r.images)+1)
 	for _, m := range r.images {
 		c := *m
 		out = append(out, &c)
@@ -140,11 +159,23 @@ func (r *Registry) List() []*Manifest {
 		}
 		return strings.Compare(a.ImageID, b.ImageID)
 	})
+	if def != nil {
+		out = append([]*Manifest{def}, out...)
+	}
 	return out
 }
 
-// Get returns the image's manifest. Errors: ErrNotFound.
+// Get returns the image's manifest ("default": the default image's). Errors: ErrNotFound.
 func (r *Registry) Get(id string) (*Manifest, error) {
+	if id == Default {
+		if m := r.defaultManifest(); m != nil {
+			return m, nil
+		}
+		if r.o.DefaultDir == "" {
+			return nil, fmt.Errorf("%w: this server runs the nodes of default groups on the host's root (hale server --default-image host)", ErrNotFound)
+		}
+		return nil, fmt.Errorf("%w: the default image is not built in %s (sudo hale image build-default --dir %s)", ErrNotFound, r.o.DefaultDir, r.o.DefaultDir)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.images[id]
@@ -178,11 +209,18 @@ func (r *Registry) Usable(id string) error {
 }
 
 // Root is the root file system nodes of image id boot from (Dir(id)/rootfs): the lower layer of
-// each node's root, which nothing writes to. Errors: the image is not Usable, or is "default"
-// (the host's own root, which has no directory here).
+// each node's root, which nothing writes to. For "default" it is the default image's root, or ""
+// (the host's own root) when the server has no DefaultDir. Errors: the image is not Usable;
+// ErrNoDefault (wrapped) when the default image is not built in DefaultDir.
 func (r *Registry) Root(id string) (string, error) {
 	if id == Default {
-		return "", fmt.Errorf("image %s is the host's own root", Default)
+		if r.o.DefaultDir == "" {
+			return "", nil
+		}
+		if _, err := ReadDefault(r.o.DefaultDir); err != nil {
+			return "", err
+		}
+		return filepath.Join(r.o.DefaultDir, rootDir), nil
 	}
 	if err := r.Usable(id); err != nil {
 		return "", err
@@ -271,7 +309,11 @@ func (r *Registry) Log(id string, from int) ([]string, int, error) {
 	if _, err := r.Get(id); err != nil {
 		return nil, from, err
 	}
-	f, err := os.Open(filepath.Join(r.Dir(id), logFile))
+	dir := r.Dir(id)
+	if id == Default {
+		dir = r.o.DefaultDir
+	}
+	f, err := os.Open(filepath.Join(dir, logFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, from, nil
 	}
@@ -438,6 +480,9 @@ type Users func(ctx context.Context, id string) ([]string, error)
 // no new cluster can take it meanwhile (Usable refuses it). Errors: ErrNotFound; ErrInUse
 // naming the groups that use it; ErrBusy while it builds, is deleted, or a build copies it.
 func (r *Registry) Delete(ctx context.Context, id string, users Users) error {
+	if id == Default {
+		return fmt.Errorf("%w: the default image is the machine's (hale image build-default --rebuild builds it again); the server does not delete it", ErrInvalid)
+	}
 	r.mu.Lock()
 	m := r.images[id]
 	switch {

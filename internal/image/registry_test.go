@@ -60,6 +60,9 @@ func (b *fakeBuilder) Build(ctx context.Context, spec Spec, src Source, target s
 	if err := os.WriteFile(filepath.Join(target, "etc/hostname"), []byte("node\n"), 0o644); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Join(target, "usr/bin"), 0o755); err != nil {
+		return err
+	}
 	return os.Symlink("hostname", filepath.Join(target, "etc/link"))
 }
 
@@ -310,12 +313,13 @@ func TestRegistryListUsableDelete(t *testing.T) {
 	if err := r.Usable("ami-00000000000000000"); err == nil || !strings.Contains(err.Error(), "no image ami-00000000000000000") {
 		t.Errorf("Usable(unknown) = %v", err)
 	}
-	// Root: where nodes of the image boot from; none for the default or an unknown image.
+	// Root: where nodes of the image boot from; the host's own ("") for the default of a
+	// registry with no default image directory; none for an unknown image.
 	if root, err := r.Root(a.ImageID); err != nil || root != filepath.Join(r.Dir(a.ImageID), "rootfs") {
 		t.Errorf("Root(%s) = %q, %v", a.ImageID, root, err)
 	}
-	if root, err := r.Root(Default); err == nil {
-		t.Errorf("Root(default) = %q, want an error (the host's own root)", root)
+	if root, err := r.Root(Default); err != nil || root != "" {
+		t.Errorf("Root(default) = %q, %v; want \"\" (the host's own root)", root, err)
 	}
 	if root, err := r.Root("ami-00000000000000000"); err == nil {
 		t.Errorf("Root(unknown) = %q", root)

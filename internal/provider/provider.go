@@ -82,10 +82,10 @@ type LaunchSpec struct {
 	// as EC2 names private hosts); it resolves on the cluster's nodes.
 	DNSDomain string
 	// ImageID is the node image the instance boots from (its group's ImageId: "ami-…", or
-	// "default" / "" for the provider's own root), and ImageRoot that image's root file system
-	// on this machine (DATA_DIR/images/<id>/rootfs; "" for the default). The local provider
-	// makes ImageRoot the lower layer of the node's root (docs/images.md); a provider that
-	// cannot boot images ignores both.
+	// "default" / ""), and ImageRoot that image's root file system on this machine
+	// (DATA_DIR/images/<id>/rootfs; the default image's, /var/lib/hale/images/default/rootfs;
+	// "" for the provider's own root). The local provider makes ImageRoot the lower layer of
+	// the node's root (docs/images.md); a provider that cannot boot images ignores both.
 	ImageID   string
 	ImageRoot string
 }

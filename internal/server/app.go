@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -133,7 +134,18 @@ type Options struct {
 	// ImageMirror is the Debian archive node images are built from (image.DefaultMirror when
 	// empty); images live in DataDir/images (docs/images.md).
 	ImageMirror string
+
+	// DefaultImage is the directory of hale's default image, which the local provider's nodes
+	// of groups with no ImageId (or "default") boot from: image.DefaultDir when empty, the
+	// machine's, built by scripts/setup.sh. "host" runs them on the host's root instead, as
+	// before images; so does a directory with no built image, with a warning event per node
+	// (docs/images.md). Other providers' nodes run on their hosts' own root.
+	DefaultImage string
 }
+
+// DefaultImageHost is the value of Options.DefaultImage (hale server --default-image) that runs
+// the nodes of default groups on the host's root.
+const DefaultImageHost = "host"
 
 // DefaultAgentPort is the port agents connect to.
 const DefaultAgentPort = 7071
@@ -243,7 +255,14 @@ func Start(o Options) (*App, error) {
 	if err := a.startEvents(o, st); err != nil {
 		return fail(err)
 	}
-	if a.Images, err = image.Open(image.Options{Dir: filepath.Join(o.DataDir, "images"), Mirror: o.ImageMirror, Logger: log}); err != nil {
+	defaultDir := ""
+	if o.Provider == "local" && o.DefaultImage != DefaultImageHost {
+		defaultDir = cmp.Or(o.DefaultImage, image.DefaultDir)
+		if _, err := image.ReadDefault(defaultDir); err != nil {
+			log.Warn("the nodes of default groups will run on the host's root file system, not on their own", "error", err)
+		}
+	}
+	if a.Images, err = image.Open(image.Options{Dir: filepath.Join(o.DataDir, "images"), Mirror: o.ImageMirror, DefaultDir: defaultDir, Logger: log}); err != nil {
 		return fail(err)
 	}
 	if o.ObjectStore == "" {

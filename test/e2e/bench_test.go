@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -701,4 +702,99 @@ func BenchmarkImageBuild(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDefaultImageBoot compares a small Slurm cluster (a controller and 3 workers, the
+// example lifecycle scripts: slurmctld, slurmd, munged, accounting on the controller) whose
+// nodes boot from the default image with the same cluster on the host's root (hale server
+// --default-image host), and reports, per root:
+//   - boot_s: CreateCluster until a node's agent registered (its phase leaves Launching and
+//     Booting), the mean over the nodes;
+//   - s-to-InService: CreateCluster until DescribeCluster says InService;
+//   - upper_MB: what a node wrote to its own layer by then (image: rootfs/upper; host: the
+//     writable copies of /etc and /var/lib), the mean over the nodes; node_dir_MB: its whole
+//     instance directory (the layer, /var/log, spool, MariaDB's files...), which both share.
+//
+// Run as root: go test -tags e2e ./test/e2e -run '^$' -bench DefaultImageBoot -benchtime 3x
+func BenchmarkDefaultImageBoot(b *testing.B) {
+	for _, root := range []string{"image", "host"} {
+		b.Run("root="+root, func(b *testing.B) {
+			if root == "host" {
+				b.Setenv("HALE_E2E_DEFAULT_IMAGE", "host")
+			}
+			e := startB(b)
+			lc := e.exampleBundle()
+			ctx := context.Background()
+			var toInService, boot time.Duration
+			var upper, dirs int64
+			booted := 0
+			for i := 0; i < b.N; i++ {
+				name := fmt.Sprintf("boot-%d", i)
+				start := time.Now()
+				if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+					group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc),
+					group("workers", "ml.c5.2xlarge", 3, types.ClusterSlurmNodeTypeCompute, lc, "batch"),
+				}}); err != nil {
+					b.Fatal(err)
+				}
+				registered := map[string]time.Duration{}
+				for {
+					for _, nd := range e.storeNodes(name) {
+						if _, ok := registered[nd.LogicalID]; !ok && nd.Details.Phase != "" && nd.Details.Phase != store.PhasePending &&
+							nd.Details.Phase != store.PhaseLaunching && nd.Details.Phase != store.PhaseBooting {
+							registered[nd.LogicalID] = time.Since(start)
+						}
+					}
+					d, err := e.SDK.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: aws.String(name)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if d.ClusterStatus == types.ClusterStatusInservice {
+						break
+					}
+					if d.ClusterStatus == types.ClusterStatusFailed || time.Since(start) > 3*time.Minute {
+						b.Fatalf("%s: %s\n%s", name, d.ClusterStatus, e.events(name))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				toInService += time.Since(start)
+				b.StopTimer()
+				for _, d := range registered {
+					boot += d
+					booted++
+				}
+				for _, nd := range e.storeNodes(name) {
+					dir := filepath.Join(e.Options.DataDir, "local", "instances", nd.InstanceID)
+					layer := filepath.Join(dir, "rootfs", "upper")
+					if root == "host" {
+						layer = filepath.Join(dir, "layers")
+					}
+					upper += duBytes(b, layer)
+					dirs += duBytes(b, dir)
+				}
+				e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)})
+				e.waitGone(name, time.Minute)
+				b.StartTimer()
+			}
+			b.ReportMetric(toInService.Seconds()/float64(b.N), "s-to-InService")
+			if booted > 0 {
+				b.ReportMetric(boot.Seconds()/float64(booted), "boot_s")
+			}
+			b.ReportMetric(float64(upper)/1e6/float64(4*b.N), "upper_MB")
+			b.ReportMetric(float64(dirs)/1e6/float64(4*b.N), "node_dir_MB")
+		})
+	}
+}
+
+// duBytes is du -sbx of path: its files' apparent bytes, on its own file system only.
+func duBytes(b *testing.B, path string) int64 {
+	out, err := exec.Command("du", "-sbx", path).Output()
+	if err != nil {
+		b.Fatalf("du %s: %v", path, err)
+	}
+	n, err := strconv.ParseInt(strings.Fields(string(out))[0], 10, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }

@@ -7,6 +7,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
@@ -63,6 +65,15 @@ func TestMain(m *testing.M) {
 	for _, p := range hostPaths {
 		_, err := os.Lstat(p)
 		hostHad[p] = err == nil
+	}
+	// The nodes of default groups boot from the machine's default image (scripts/setup.sh builds
+	// it); HALE_E2E_DEFAULT_IMAGE names another directory, or "host" for the host's root. The
+	// suite proves what nodes do on the image: without one it would test the fallback instead.
+	if d := os.Getenv("HALE_E2E_DEFAULT_IMAGE"); d != server.DefaultImageHost {
+		if _, err := image.ReadDefault(cmp.Or(d, image.DefaultDir)); err != nil {
+			fmt.Fprintf(os.Stderr, "test/e2e: %v\n(or HALE_E2E_DEFAULT_IMAGE=host runs the nodes on the host's root)\n", err)
+			os.Exit(1)
+		}
 	}
 	haleBin = filepath.Join(dir, "hale")
 	if out, err := exec.Command("go", "build", "-o", haleBin, "github.com/haleproject/hale/cmd/hale").CombinedOutput(); err != nil {
@@ -107,7 +118,8 @@ func (e *env) endpoint() string {
 func options(t testing.TB, dataDir string) server.Options {
 	bridge, subnet := network()
 	o := server.Options{DataDir: dataDir, Provider: "local", LocalBridge: bridge, LocalSubnet: subnet, AgentBinary: haleBin,
-		ObjectStore: filepath.Join(dataDir, "s3"), BootTimeout: 30 * time.Second, LifecycleTimeout: 60 * time.Second}
+		ObjectStore: filepath.Join(dataDir, "s3"), BootTimeout: 30 * time.Second, LifecycleTimeout: 60 * time.Second,
+		DefaultImage: os.Getenv("HALE_E2E_DEFAULT_IMAGE")}
 	switch {
 	case os.Getenv("HALE_E2E_LOG") != "": // the servers' logs in a file, without -v's timing
 		f, err := os.OpenFile(os.Getenv("HALE_E2E_LOG"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
@@ -166,4 +170,40 @@ func TestImageBuildListDescribeDelete(t *testing.T) {
 	if list, err := haleCLI(dataDir, "image", "list"); err != nil || strings.Contains(list, "ami-") {
 		t.Errorf("hale image list after the deletes: %q, %v", list, err)
 	}
+}
+
+// A server whose default image is not built (a machine whose set-up skipped it) still brings a
+// default group's node up, on the host's root, and says so in a Warn event naming the directory
+// and the command that builds it; DescribeCluster still reports the default image.
+func TestDefaultImageMissingFallsBackToHostRoot(t *testing.T) {
+	missing := t.TempDir()
+	t.Setenv("HALE_E2E_DEFAULT_IMAGE", missing)
+	e := start(t)
+	lc := e.script("fallback", "on_create.sh", recordScript)
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("fallback"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc)}}); err != nil {
+		t.Fatal(err)
+	}
+	d := e.waitStatus("fallback", types.ClusterStatusInservice, time.Minute)
+	if g := d.InstanceGroups[0]; aws.ToString(g.CurrentImageId) != image.Default {
+		t.Errorf("CurrentImageId %q, want default", aws.ToString(g.CurrentImageId))
+	}
+	node := aws.ToString(e.nodes("fallback")[0].InstanceId)
+	events := e.events("fallback")
+	if want := "Instance " + node + " runs on the host's root file system, not on a root of its own: the default image is not built in " + missing; !strings.Contains(events, want) ||
+		!strings.Contains(events, "hale image build-default") {
+		t.Errorf("events do not say the node runs on the host's root (%q):\n%s", want, events)
+	}
+	// On the host's root: no overlay over an image, and the host's files are there.
+	checkout, _ := filepath.Abs(".")
+	out, err := e.onNode(node, "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") print $(i+1)}' /proc/self/mountinfo; test -d "+checkout+" && echo host files")
+	root, _ := exec.Command("awk", `$5 == "/" {for (i = 7; i < NF; i++) if ($i == "-") print $(i+1)}`, "/proc/self/mountinfo").Output()
+	if err != nil || out != string(root)+"host files\n" {
+		t.Errorf("a node on the host's root: %q, %v; want the host's root file system type (%q) and this checkout", out, err, root)
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("fallback")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("fallback", time.Minute)
 }

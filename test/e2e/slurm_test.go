@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/image"
 	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
@@ -194,6 +195,43 @@ func TestSlurmCluster(t *testing.T) {
 		out2, err := exec.Command(haleBin, "exec", "--cluster-name", "slurm", "--node-id", login, "--", "sh", "-c", "pwd; srun -N1 -p cpu hostname").CombinedOutput()
 		if err != nil || string(out2) != home+"\n"+cpuHost+"\n" {
 			t.Errorf("hale exec -- sh -c 'pwd; srun -N1 -p cpu hostname':\n%s(%v)\nwant %s and %s", out2, err, home, cpuHost)
+		}
+	})
+
+	t.Run("a default group's node boots from the default image, isolated from the host", func(t *testing.T) {
+		// These groups name no ImageId: the node's root is an overlay whose lower layer is the
+		// machine's default image, it sees none of the host's own files (this checkout, the
+		// host's Go), and what it writes to its root lands in its own upper layer only.
+		if os.Getenv("HALE_E2E_DEFAULT_IMAGE") == "host" {
+			t.Skip("HALE_E2E_DEFAULT_IMAGE=host: the nodes run on the host's root")
+		}
+		cpuNode := aws.ToString(byGroup(nodes, "cpu")[0].InstanceId)
+		checkout, _ := filepath.Abs(".")
+		out, err := e.onNode(cpuNode, "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") print $(i+1), $(i+3)}' /proc/self/mountinfo | tr ' ,' '\\n\\n' | grep -E '^overlay$|^lowerdir='; "+
+			"for p in "+checkout+" /usr/local/go; do test -e $p && echo host file $p; done; echo written > /etc/node-marker")
+		lower := filepath.Join(image.DefaultDir, "rootfs")
+		if d := os.Getenv("HALE_E2E_DEFAULT_IMAGE"); d != "" {
+			lower = filepath.Join(d, "rootfs")
+		}
+		if want := "overlay\nlowerdir=" + lower + "\n"; err != nil || out != want {
+			t.Errorf("the root of a default group's node:\n%s(%v)\nwant:\n%s", out, err, want)
+		}
+		upper := filepath.Join(e.Options.DataDir, "local", "instances", cpuNode, "rootfs", "upper", "etc", "node-marker")
+		if b, err := os.ReadFile(upper); err != nil || string(b) != "written\n" {
+			t.Errorf("the node's write is not in its upper layer %s: %q, %v", upper, b, err)
+		}
+		if _, err := os.Stat(filepath.Join(lower, "etc", "node-marker")); err == nil {
+			t.Errorf("the node's write reached the image")
+		}
+		if _, err := os.Stat("/etc/node-marker"); err == nil {
+			t.Errorf("the node's write reached the host")
+		}
+		// hale image list and describe show the default image the node booted from.
+		m := describeImage(t, e.Options.DataDir, image.Default)
+		list, err := haleCLI(e.Options.DataDir, "image", "list")
+		if m.ImageID != image.Default || m.Status != image.StatusAvailable || m.Suite != "bookworm" || m.Installed["python3-torch"] == "" ||
+			err != nil || !strings.Contains(list, "default  ") || !strings.Contains(list, m.Installed["slurmd"]) {
+			t.Errorf("hale image describe default: %+v\nhale image list: %s (%v)", m, list, err)
 		}
 	})
 
