@@ -32,9 +32,34 @@ func Slurmctld() Daemon {
 // Version prints the node's Slurm version ("slurm 22.05.8").
 func Version() []string { return []string{"slurmctld", "-V"} }
 
+// SlurmdPidFile is where slurmd writes its pid (SlurmdPidFile of DefaultOperatorPart): hale's own
+// and one a lifecycle script started, which reads the same slurm.conf, from the controller when
+// configless.
+const SlurmdPidFile = "/var/spool/slurmd/slurmd.pid"
+
 // Slurmd is a compute node's daemon, named as slurm.conf names the node.
+//
+// A lifecycle script may have started slurmd itself, as HyperPod's sample start_slurm.sh does
+// with `slurmd --conf-server <controller>` (configless: slurmd fetches slurm.conf, gres.conf
+// and the topology from slurmctld, which DefaultOperatorPart's enable_configless allows). hale
+// keeps that slurmd rather than start a second one (which would kill it through the pid file):
+// while the process SlurmdPidFile names is a slurmd of this node (its mount and network
+// namespaces are this shell's, so a stale file naming another node's slurmd on the same host is
+// no match; a zombie, which an agent that reaps no orphans may hold, is not alive), the supervised process waits on it and passes SIGTERM on; when it is gone, it
+// exits and the agent starts hale's own slurmd in its place.
 func Slurmd(node string) Daemon {
-	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"slurmd", "-D", "-f", ConfPath, "-N", node}}
+	adopt := `p=$(cat ` + SlurmdPidFile + ` 2>/dev/null)
+alive() { [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' /proc/$p/status 2>/dev/null; }
+if alive && [ "$(cat /proc/$p/comm 2>/dev/null)" = slurmd ] &&
+   [ "$(readlink /proc/$p/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$p/ns/net)" = "$(readlink /proc/self/ns/net)" ]; then
+  echo "hale: keeping slurmd $p, started by the node's lifecycle scripts: $(tr '\0' ' ' < /proc/$p/cmdline)"
+  trap 'kill -TERM $p; exit 0' TERM
+  while alive; do sleep 1 & wait $!; done
+  echo "hale: slurmd $p exited; starting hale's own"
+  exit 1
+fi
+exec "$0" "$@"`
+	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"sh", "-c", adopt, "slurmd", "-D", "-f", ConfPath, "-N", node}}
 }
 
 // ReadConf prints slurm.conf as one line of base64: the agent answers with the last lines of a
