@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -336,8 +337,11 @@ func (e *env) noSlurmctldErrors(t *testing.T, ctl string) {
 			strings.Contains(l, "does not support glob parsing"), strings.Contains(l, `"Include" failed in file /etc/slurm/plugstack.conf`),
 			// A first start has no state to recover.
 			strings.Contains(l, "state file"), strings.Contains(l, "Trying backup state save file"),
-			// Nodes going away or not answering yet while the cluster changes.
-			strings.Contains(l, "Nodes ") && strings.Contains(l, "not responding"):
+			// Nodes going away or not answering yet while the cluster changes, and an srun that
+			// exited before slurmctld told it its job was done.
+			strings.Contains(l, "Nodes ") && strings.Contains(l, "not responding"), strings.Contains(l, "msg_type=SRUN_JOB_COMPLETE"),
+			// This machine's clock is slow to read under load (slurmctld times it at start).
+			strings.Contains(l, "High latency for 1000 calls to gettimeofday()"):
 			continue
 		}
 		bad = append(bad, l)
@@ -345,6 +349,17 @@ func (e *env) noSlurmctldErrors(t *testing.T, ctl string) {
 	if len(bad) > 0 {
 		t.Errorf("slurmctld.log has %d error line(s):\n%s", len(bad), strings.Join(bad, "\n"))
 	}
+}
+
+// inNodePIDs runs shell inside a node's namespaces, its process namespace too (a node's pids,
+// as its /proc and its pid files give them, are not the host's).
+func (e *env) inNodePIDs(instanceID, shell string) (string, error) {
+	pid, err := e.agentPID(instanceID)
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--pid", "--", "sh", "-c", shell).CombinedOutput()
+	return string(out), err
 }
 
 // deleteCluster deletes a cluster and waits until it is gone.
@@ -391,7 +406,8 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 	e.waitIdle(t, ctl, name)
 	pid := e.must(t, worker, "cat /var/spool/slurmd/slurmd.pid")
 	if cmd := e.must(t, worker, "tr '\\0' ' ' < /proc/"+pid+"/cmdline"); !strings.Contains(cmd, "--conf-server") {
-		t.Errorf("the node's slurmd is %q, not the script's configless one", cmd)
+		out, _ := e.onNode(worker, "tail -n 20 /var/log/slurm/slurmd.log; cat /var/log/slurm/slurmd.out; ls -la /var/spool/slurmd")
+		t.Errorf("the node's slurmd is %q, not the script's configless one\n%s\n%s", cmd, out, e.logStream("cfgless", "LifecycleConfig/workers/"+worker))
 	}
 	if out, err := e.onNode(worker, "grep -c enable_configless /var/spool/slurmd/conf-cache/slurm.conf"); err != nil || strings.TrimSpace(out) != "1" {
 		t.Errorf("the configless slurmd's cached slurm.conf (from slurmctld): %v %q", err, out)
@@ -403,7 +419,9 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 		t.Errorf("srun on the configless node: %q", out)
 	}
 	// When it dies, hale's own slurmd (slurm.conf from hale's files) takes the node.
-	e.must(t, worker, "kill "+pid)
+	if out, err := e.inNodePIDs(worker, "kill "+pid); err != nil {
+		t.Fatalf("kill %s in the node: %v %s", pid, err, out)
+	}
 	eventually(t, 30*time.Second, "hale's own slurmd runs", func() (bool, string) {
 		out, _ := e.onNode(worker, "p=$(cat /var/spool/slurmd/slurmd.pid) && tr '\\0' ' ' < /proc/$p/cmdline")
 		return strings.Contains(out, "slurmd -D -f /etc/slurm/slurm.conf -N "+name), out

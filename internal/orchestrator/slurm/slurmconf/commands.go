@@ -32,29 +32,28 @@ func Slurmctld() Daemon {
 // Version prints the node's Slurm version ("slurm 22.05.8").
 func Version() []string { return []string{"slurmctld", "-V"} }
 
-// SlurmdPidFile is where slurmd writes its pid (SlurmdPidFile of DefaultOperatorPart): hale's own
-// and one a lifecycle script started, which reads the same slurm.conf, from the controller when
-// configless.
-const SlurmdPidFile = "/var/spool/slurmd/slurmd.pid"
-
 // Slurmd is a compute node's daemon, named as slurm.conf names the node.
 //
 // A lifecycle script may have started slurmd itself, as HyperPod's sample start_slurm.sh does
 // with `slurmd --conf-server <controller>` (configless: slurmd fetches slurm.conf, gres.conf
 // and the topology from slurmctld, which DefaultOperatorPart's enable_configless allows). hale
-// keeps that slurmd rather than start a second one (which would kill it through the pid file):
-// while the process SlurmdPidFile names is a slurmd of this node (its mount and network
-// namespaces are this shell's, so a stale file naming another node's slurmd on the same host is
-// no match; a zombie, which an agent that reaps no orphans may hold, is not alive), the supervised process waits on it and passes SIGTERM on; when it is gone, it
-// exits and the agent starts hale's own slurmd in its place.
+// keeps that slurmd rather than start a second one (which would kill it through the pid file,
+// or fail on its port): while a slurmd of this node runs, the supervised process waits on it
+// and passes SIGTERM on; when it is gone, it exits and the agent starts hale's own slurmd in its
+// place. The slurmd is found in /proc, not through its pid file: a configless slurmd writes
+// that only once it has its configuration, and it retries every 10 s while slurmctld is not up
+// yet, so at first there is a slurmd without a pid file. It must be this node's: its mount and
+// network namespaces are this shell's (on the local provider, where nodes share a host), and a
+// zombie, which an agent that reaps no orphans may hold, does not count.
 func Slurmd(node string) Daemon {
-	adopt := `p=$(cat ` + SlurmdPidFile + ` 2>/dev/null)
-alive() { [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' /proc/$p/status 2>/dev/null; }
-if alive && [ "$(cat /proc/$p/comm 2>/dev/null)" = slurmd ] &&
-   [ "$(readlink /proc/$p/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$p/ns/net)" = "$(readlink /proc/self/ns/net)" ]; then
+	adopt := `mine() { [ "$(cat /proc/$1/comm 2>/dev/null)" = slurmd ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null &&
+  [ "$(readlink /proc/$1/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/self/ns/net)" ]; }
+p=
+for d in /proc/[0-9]*; do if mine "${d#/proc/}"; then p=${d#/proc/}; break; fi; done
+if [ -n "$p" ]; then
   echo "hale: keeping slurmd $p, started by the node's lifecycle scripts: $(tr '\0' ' ' < /proc/$p/cmdline)"
   trap 'kill -TERM $p; exit 0' TERM
-  while alive; do sleep 1 & wait $!; done
+  while mine "$p"; do sleep 1 & wait $!; done
   echo "hale: slurmd $p exited; starting hale's own"
   exit 1
 fi
