@@ -340,6 +340,9 @@ func (e *env) noSlurmctldErrors(t *testing.T, ctl string) {
 			// Nodes going away or not answering yet while the cluster changes, and an srun that
 			// exited before slurmctld told it its job was done.
 			strings.Contains(l, "Nodes ") && strings.Contains(l, "not responding"), strings.Contains(l, "msg_type=SRUN_JOB_COMPLETE"),
+			// Debian's slurmctld 22.05 loads every MPI plugin at start, and the image has no PMIx
+			// library (MpiDefault=none: no job uses it).
+			strings.Contains(l, "pmix"), strings.Contains(l, "MPI: Cannot create context"),
 			// This machine's clock is slow to read under load (slurmctld times it at start).
 			strings.Contains(l, "High latency for 1000 calls to gettimeofday()"):
 			continue
