@@ -415,7 +415,14 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 	if out, err := e.onNode(worker, "grep -c enable_configless /var/spool/slurmd/conf-cache/slurm.conf"); err != nil || strings.TrimSpace(out) != "1" {
 		t.Errorf("the configless slurmd's cached slurm.conf (from slurmctld): %v %q", err, out)
 	}
-	if out := e.must(t, worker, "cat /var/log/slurm/slurmd.out"); !strings.Contains(out, "hale: keeping slurmd "+pid) {
+	// hale starts its supervised slurmd once slurmctld lists the node, which may be after the
+	// script's slurmd registered.
+	var out string
+	poll(30*time.Second, func() (bool, string) {
+		out, _ = e.onNode(worker, "cat /var/log/slurm/slurmd.out")
+		return strings.Contains(out, "hale: "), out
+	})
+	if !strings.Contains(out, "hale: keeping slurmd "+pid) {
 		t.Errorf("hale's supervised slurmd did not keep the script's:\n%s", out)
 	}
 	if out := e.must(t, ctl, "srun -p cpu -N1 hostname"); out != name {

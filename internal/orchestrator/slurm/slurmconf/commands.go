@@ -42,15 +42,15 @@ func Version() []string { return []string{"slurmctld", "-V"} }
 // and passes SIGTERM on; when it is gone, it exits and the agent starts hale's own slurmd in its
 // place. The slurmd is found in /proc, not through its pid file: a configless slurmd writes
 // that only once it has its configuration, and it retries every 10 s while slurmctld is not up
-// yet, so at first there is a slurmd without a pid file. A slurmd is known by its executable,
-// not its process name: slurmd 24.11 reconfigures (scontrol reconfigure, which hale runs after
-// every membership change) by executing itself again ("Relinquishing control to new slurmd
-// process"), and a check by name (/proc/<pid>/comm) did not find that process on Debian's
-// 24.11.5 (test/e2e, check configless). It must be this node's: its mount and
+// yet, so at first there is a slurmd without a pid file. A slurmd is known by its executable
+// (/proc/<pid>/exe), slurmd or Debian's slurmd-wlm (/usr/sbin/slurmd is an alternatives link to
+// it), not by its process name: slurmd 24.11 reconfigures (scontrol reconfigure, which hale runs
+// after every membership change) by executing its binary again ("Relinquishing control to new
+// slurmd process"), after which its name is slurmd-wlm. It must be this node's: its mount and
 // network namespaces are this shell's (on the local provider, where nodes share a host), and a
 // zombie, which an agent that reaps no orphans may hold, does not count.
 func Slurmd(node string) Daemon {
-	adopt := `mine() { case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd|*"/slurmd (deleted)") ;; *) return 1 ;; esac
+	adopt := `mine() { case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd | */slurmd-wlm | */slurmd" (deleted)" | */slurmd-wlm" (deleted)") ;; *) return 1 ;; esac
   ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null &&
   [ "$(readlink /proc/$1/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/self/ns/net)" ]; }
 p=
