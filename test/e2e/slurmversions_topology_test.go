@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -354,17 +353,6 @@ func (e *env) noSlurmctldErrors(t *testing.T, ctl string) {
 	}
 }
 
-// inNodePIDs runs shell inside a node's namespaces, its process namespace too (a node's pids,
-// as its /proc and its pid files give them, are not the host's).
-func (e *env) inNodePIDs(instanceID, shell string) (string, error) {
-	pid, err := e.agentPID(instanceID)
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--pid", "--", "sh", "-c", shell).CombinedOutput()
-	return string(out), err
-}
-
 // deleteCluster deletes a cluster and waits until it is gone.
 func (e *env) deleteCluster(t *testing.T, name string) {
 	if _, err := e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)}); err != nil {
@@ -429,9 +417,7 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 		t.Errorf("srun on the configless node: %q", out)
 	}
 	// When it dies, hale's own slurmd (slurm.conf from hale's files) takes the node.
-	if out, err := e.inNodePIDs(worker, "kill "+pid); err != nil {
-		t.Fatalf("kill %s in the node: %v %s", pid, err, out)
-	}
+	e.must(t, worker, "kill "+pid)
 	eventually(t, 30*time.Second, "hale's own slurmd runs", func() (bool, string) {
 		out, _ := e.onNode(worker, "p=$(cat /var/spool/slurmd/slurmd.pid) && tr '\\0' ' ' < /proc/$p/cmdline")
 		return strings.Contains(out, "slurmd -D -f /etc/slurm/slurm.conf -N "+name), out
