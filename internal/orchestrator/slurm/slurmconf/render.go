@@ -162,8 +162,8 @@ func anyGPU(nodes []Node) bool {
 // short cred_expire so a requeued job starts again in seconds (research slurm-local-cluster.md
 // §3.2), and the job accounting HyperPod's sample scripts configure (jobacct_gather/linux every
 // 30 s; where records go is hale's block). enable_configless lets a lifecycle script start
-// slurmd with --conf-server <controller>, as HyperPod's sample start_slurm.sh does (slurmd's
-// own pid file is then the one hale's supervised slurmd looks for: commands.go). MailProg is
+// slurmd with --conf-server <controller>, as HyperPod's sample start_slurm.sh does (hale's
+// supervised slurmd then keeps that slurmd: Slurmd in commands.go). MailProg is
 // /bin/true since nodes have no mail program: slurmctld 24.11 and newer log "error: Configured
 // MailProg is invalid" at every start without one.
 const DefaultOperatorPart = `# slurm.conf of a hale cluster. The block hale manages (cluster name, controller, accounting
