@@ -217,6 +217,33 @@ func BuildBlock(nodes []Node, sizes []int) *Topology {
 	return t
 }
 
+// FitBlockSizes lowers a block topology's BlockSizes to its smallest capacity block when that
+// block has fewer instances than the catalog's UltraServer size, for Slurm 23.11 to 24.11
+// (topology.conf): their slurmctld exits at start on a block smaller than BlockSizes' first size
+// ("fatal: Block configuration (<name>) children count lower than bblock_node_cnt", seen on
+// Debian's 24.11.5), so a cluster with part of an UltraServer (2 of its 18 instances, or 17 with
+// one kept spare, which HyperPod's topology guide answers with BlockSizes=17) would otherwise get
+// no topology at all. Blocks of instances without a capacity block (solo-<node>) do not count:
+// such a block stays smaller than BlockSizes and does not validate, as docs/topology.md says.
+// Slurm 25.05 and newer take smaller blocks, so topology.yaml keeps the catalog's size.
+func FitBlockSizes(t *Topology) {
+	if t == nil || t.Kind != Block || len(t.BlockSizes) == 0 {
+		return
+	}
+	smallest := 0
+	for _, b := range t.Blocks {
+		if strings.HasPrefix(b.Name, "solo-") {
+			continue
+		}
+		if smallest == 0 || len(b.Nodes) < smallest {
+			smallest = len(b.Nodes)
+		}
+	}
+	if smallest > 0 && smallest < t.BlockSizes[0] {
+		t.BlockSizes = []int{smallest}
+	}
+}
+
 func cleanNetworkNodes(nn []string) []string {
 	var out []string
 	for _, s := range nn {

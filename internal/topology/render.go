@@ -72,6 +72,7 @@ func Generate(nodes []Node, v Version) (*Plan, error) {
 		return &Plan{}, nil
 	case Block:
 		t = BuildBlock(nodes, nil)
+		FitBlockSizes(t)
 	default:
 		var err error
 		if t, err = BuildTree(nodes); err != nil {

@@ -137,12 +137,21 @@ func TestGB200CapacityBlocks(t *testing.T) {
 	if p.Partitions["gb200"] != "block" {
 		t.Errorf("partition gb200 -> %q, want block", p.Partitions["gb200"])
 	}
-	// A block short of BlockSizes' 18 cannot be scheduled before 25.05: refused, not written.
-	if _, err := Generate(gb200(1, 17), v2411); err == nil || !strings.Contains(err.Error(), "fewer than BlockSizes") {
-		t.Errorf("a 17-node block on 24.11: %v", err)
+	// slurmctld 24.11 exits on a block short of BlockSizes' first size (seen on Debian's
+	// 24.11.5): BlockSizes comes down to the smallest block, as HyperPod's guide sets 17 for an
+	// UltraServer with a spare. 25.05 and newer take the short block under the catalog's 18.
+	p = generate(t, append(gb200(1, 17), gb200(2, 18)[18:]...), v2411)
+	if !strings.Contains(p.Conf, "\nBlockSizes=17\n") {
+		t.Errorf("blocks of 17 and 18 on 24.11:\n%s", p.Conf)
 	}
-	if _, err := Generate(gb200(1, 17), v2511); err != nil {
-		t.Errorf("a 17-node block on 25.11: %v", err)
+	if p := generate(t, gb200(1, 17), v2511); !strings.Contains(p.YAML, "block_sizes:\n      - 18\n") {
+		t.Errorf("a 17-node block on 25.11:\n%s", p.YAML)
+	}
+	// A block of one instance EC2 has not given a capacity block yet stays short: refused.
+	solo := gb200(1, 18)
+	solo[0].CapacityBlockID = ""
+	if _, err := Generate(solo, v2411); err == nil || !strings.Contains(err.Error(), "fewer than BlockSizes") {
+		t.Errorf("a block without a capacity block on 24.11: %v", err)
 	}
 }
 

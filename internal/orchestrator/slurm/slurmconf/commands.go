@@ -33,8 +33,37 @@ func Slurmctld() Daemon {
 func Version() []string { return []string{"slurmctld", "-V"} }
 
 // Slurmd is a compute node's daemon, named as slurm.conf names the node.
+//
+// A lifecycle script may have started slurmd itself, as HyperPod's sample start_slurm.sh does
+// with `slurmd --conf-server <controller>` (configless: slurmd fetches slurm.conf, gres.conf
+// and the topology from slurmctld, which DefaultOperatorPart's enable_configless allows). hale
+// keeps that slurmd rather than start a second one (which would kill it through the pid file,
+// or fail on its port): while a slurmd of this node runs, the supervised process waits on it
+// and passes SIGTERM on; when it is gone, it exits and the agent starts hale's own slurmd in its
+// place. The slurmd is found in /proc, not through its pid file: a configless slurmd writes
+// that only once it has its configuration, and it retries every 10 s while slurmctld is not up
+// yet, so at first there is a slurmd without a pid file. A slurmd is known by its executable
+// (/proc/<pid>/exe), slurmd or Debian's slurmd-wlm (/usr/sbin/slurmd is an alternatives link to
+// it), not by its process name: slurmd 24.11 reconfigures (scontrol reconfigure, which hale runs
+// after every membership change) by executing its binary again ("Relinquishing control to new
+// slurmd process"), after which its name is slurmd-wlm. It must be this node's: its mount and
+// network namespaces are this shell's (on the local provider, where nodes share a host), and a
+// zombie, which an agent that reaps no orphans may hold, does not count.
 func Slurmd(node string) Daemon {
-	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"slurmd", "-D", "-f", ConfPath, "-N", node}}
+	adopt := `mine() { case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd | */slurmd-wlm | */slurmd" (deleted)" | */slurmd-wlm" (deleted)") ;; *) return 1 ;; esac
+  ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null &&
+  [ "$(readlink /proc/$1/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/self/ns/net)" ]; }
+p=
+for d in /proc/[0-9]*; do if mine "${d#/proc/}"; then p=${d#/proc/}; break; fi; done
+if [ -n "$p" ]; then
+  echo "hale: keeping slurmd $p, started by the node's lifecycle scripts: $(tr '\0' ' ' < /proc/$p/cmdline)"
+  trap 'kill -TERM $p; exit 0' TERM
+  while mine "$p"; do sleep 1 & wait $!; done
+  echo "hale: slurmd $p exited; starting hale's own"
+  exit 1
+fi
+exec "$0" "$@"`
+	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"sh", "-c", adopt, "slurmd", "-D", "-f", ConfPath, "-N", node}}
 }
 
 // ReadConf prints slurm.conf as one line of base64: the agent answers with the last lines of a

@@ -161,7 +161,11 @@ func anyGPU(nodes []Node) bool {
 // with the scheduler settings HyperPod's auto-resume relies on (permit_job_expansion), a
 // short cred_expire so a requeued job starts again in seconds (research slurm-local-cluster.md
 // §3.2), and the job accounting HyperPod's sample scripts configure (jobacct_gather/linux every
-// 30 s; where records go is hale's block).
+// 30 s; where records go is hale's block). enable_configless lets a lifecycle script start
+// slurmd with --conf-server <controller>, as HyperPod's sample start_slurm.sh does (hale's
+// supervised slurmd then keeps that slurmd: Slurmd in commands.go). MailProg is
+// /bin/true since nodes have no mail program: slurmctld 24.11 and newer log "error: Configured
+// MailProg is invalid" at every start without one.
 const DefaultOperatorPart = `# slurm.conf of a hale cluster. The block hale manages (cluster name, controller, accounting
 # storage, nodes, partitions) is marked below; the rest is yours, kept, merged or overwritten per the
 # cluster's SlurmConfigStrategy (Managed, Merge, Overwrite).
@@ -183,12 +187,14 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerParameters=permit_job_expansion,sched_interval=5,bf_interval=5
+SlurmctldParameters=enable_configless
 ReturnToService=2
 SlurmdTimeout=10
 MessageTimeout=10
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 MpiDefault=none
+MailProg=/bin/true
 `
 
 // hale owns these keys wherever they appear: an operator line that sets one is dropped when
