@@ -161,46 +161,35 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 		}
 	})
 
+	// resumes runs a checkpointing job (sbatch options opts), breaks its second node with an
+	// Xid 79 once step 40 is saved, and checks the job completed through auto-resume: its output
+	// says what Slurm and hale did (wants), every step ran once from the checkpoint, and the
+	// node was replaced.
+	resumes := func(t *testing.T, label, opts string, wants ...string) {
+		r := e.submitSteps(t, ctl, label, opts)
+		r.waitFor(t, `checkpoint saved at step 40\b`, 90*time.Second)
+		bad := breakSecondOf(t, e, name, r)
+		before := len(e.repairsOf(name, bad.LogicalID))
+		if state, exit := r.waitEnd(t, 150*time.Second); state != "COMPLETED" {
+			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
+		}
+		o := r.output()
+		for _, want := range wants {
+			if !strings.Contains(o, strings.ReplaceAll(want, "JOBID", r.id)) {
+				t.Errorf("job output lacks %q:\n%s", want, o)
+			}
+		}
+		checkResumed(t, r, 40, resilienceEvery, resilienceSteps)
+		if rs := e.repairsOf(name, bad.LogicalID); len(rs) <= before || rs[len(rs)-1].Action != "Replace" {
+			t.Errorf("node %s was not replaced: %v", bad.LogicalID, rs)
+		}
+		e.waitIdle(t, ctl, gpus...)
+	}
 	t.Run("auto-resume: a job without GRES shrinks, waits for the replacement and expands", func(t *testing.T) {
-		r := e.submitSteps(t, ctl, "expand", "")
-		r.waitFor(t, `checkpoint saved at step 40\b`, 90*time.Second)
-		bad := breakSecondOf(t, e, name, r)
-		before := len(e.repairsOf(name, bad.LogicalID))
-		if state, exit := r.waitEnd(t, 150*time.Second); state != "COMPLETED" {
-			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
-		}
-		o := r.output()
-		for _, want := range []string{"ResumeAction=RETRYSTEP", "Successfully shrink job to retain healthy nodes", "Job Expansion complete", "Retrying step. Attempt number: 1"} {
-			if !strings.Contains(o, want) {
-				t.Errorf("job output lacks %q:\n%s", want, o)
-			}
-		}
-		checkResumed(t, r, 40, resilienceEvery, resilienceSteps)
-		if rs := e.repairsOf(name, bad.LogicalID); len(rs) <= before || rs[len(rs)-1].Action != "Replace" {
-			t.Errorf("node %s was not replaced: %v", bad.LogicalID, rs)
-		}
-		e.waitIdle(t, ctl, gpus...)
+		resumes(t, "expand", "", "ResumeAction=RETRYSTEP", "Successfully shrink job to retain healthy nodes", "Job Expansion complete", "Retrying step. Attempt number: 1")
 	})
-
 	t.Run("auto-resume: a GRES job is requeued and resumes from its checkpoint", func(t *testing.T) {
-		r := e.submitSteps(t, ctl, "requeue", "--gres=gpu:1")
-		r.waitFor(t, `checkpoint saved at step 40\b`, 90*time.Second)
-		bad := breakSecondOf(t, e, name, r)
-		before := len(e.repairsOf(name, bad.LogicalID))
-		if state, exit := r.waitEnd(t, 150*time.Second); state != "COMPLETED" {
-			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
-		}
-		o := r.output()
-		for _, want := range []string{"ResumeAction=RETRYSTEP", "Requeueing job " + r.id + " (same job id)"} {
-			if !strings.Contains(o, want) {
-				t.Errorf("job output lacks %q:\n%s", want, o)
-			}
-		}
-		checkResumed(t, r, 40, resilienceEvery, resilienceSteps)
-		if rs := e.repairsOf(name, bad.LogicalID); len(rs) <= before || rs[len(rs)-1].Action != "Replace" {
-			t.Errorf("node %s was not replaced: %v", bad.LogicalID, rs)
-		}
-		e.waitIdle(t, ctl, gpus...)
+		resumes(t, "requeue", "--gres=gpu:1", "ResumeAction=RETRYSTEP", "Requeueing job JOBID (same job id)")
 	})
 
 	t.Run("a deep health check runs in the image-booted nodes and passes", func(t *testing.T) {
