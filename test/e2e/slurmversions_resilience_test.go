@@ -217,14 +217,19 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 		e.waitIdle(t, ctl, gpus...)
 	})
 
-	t.Run("Action:Replace through scontrol replaces the node under its name", func(t *testing.T) {
-		n := e.nodeOf(name, "gpu-2")
-		before := len(e.repairsOf(name, "gpu-2"))
-		if out, err := e.onNode(ctl, "scontrol update nodename="+slurmName(n)+` state=fail reason="Action:Replace"`); err != nil {
+	// failWith sets a node FAIL in Slurm with reason action, as HyperPod's users do, and returns
+	// the node before, the repair hale carried out, and the node after.
+	failWith := func(t *testing.T, logical, action string) (n *store.Node, rp *store.Repair, after *store.Node) {
+		n = e.nodeOf(name, logical)
+		before := len(e.repairsOf(name, logical))
+		if out, err := e.onNode(ctl, "scontrol update nodename="+slurmName(n)+` state=fail reason="`+action+`"`); err != nil {
 			t.Fatal(err, out)
 		}
-		rp := e.waitRepair(t, name, "gpu-2", before+1, 90*time.Second)
-		after := e.nodeOf(name, "gpu-2")
+		rp = e.waitRepair(t, name, logical, before+1, 90*time.Second)
+		return n, rp, e.nodeOf(name, logical)
+	}
+	t.Run("Action:Replace through scontrol replaces the node under its name", func(t *testing.T) {
+		n, rp, after := failWith(t, "gpu-2", "Action:Replace")
 		if rp.State != store.RepairDone || rp.Action != "Replace" || after.InstanceID == n.InstanceID || slurmName(after) != slurmName(n) {
 			t.Fatalf("repair %+v (%s); node now %s (%s)", rp, timelineText(rp), after.InstanceID, slurmName(after))
 		}
@@ -238,13 +243,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	})
 
 	t.Run("Action:Reboot through scontrol reboots the node", func(t *testing.T) {
-		n := e.nodeOf(name, "gpu-1")
-		before := len(e.repairsOf(name, "gpu-1"))
-		if out, err := e.onNode(ctl, "scontrol update nodename="+slurmName(n)+` state=fail reason="Action:Reboot"`); err != nil {
-			t.Fatal(err, out)
-		}
-		rp := e.waitRepair(t, name, "gpu-1", before+1, 90*time.Second)
-		after := e.nodeOf(name, "gpu-1")
+		n, rp, after := failWith(t, "gpu-1", "Action:Reboot")
 		if rp.State != store.RepairDone || rp.Action != "Reboot" || after.InstanceID != n.InstanceID || !after.Details.BootTime.After(n.Details.BootTime) {
 			t.Fatalf("repair %+v (%s); node now %s booted %s (was %s)", rp, timelineText(rp), after.InstanceID, after.Details.BootTime, n.Details.BootTime)
 		}
