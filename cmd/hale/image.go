@@ -111,7 +111,7 @@ the same state of the archive copies the first image's root.
 				switch d.Image.Status {
 				case image.StatusAvailable:
 					fmt.Fprintf(out, "%s\t%s\t%s\tslurm %s\t%s\t%.1f s\n", m.ImageID, m.Name, d.Image.Status,
-						cmp.Or(d.Image.Installed["slurmd"], "-"), humanBytes(d.Image.SizeBytes), d.Image.BuildSeconds)
+						cmp.Or(d.Image.Installed["slurmd"], "-"), image.HumanSize(d.Image.SizeBytes), d.Image.BuildSeconds)
 					return nil
 				case image.StatusBuilding:
 				default:
@@ -158,7 +158,7 @@ keep the old root; new nodes get the new one).`,
 				return &exitError{1, err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "default image: %s (Debian %s, Slurm %s), %s, built in %.0f s\n", filepath.Join(dir, "rootfs"),
-				m.Suite, cmp.Or(m.Installed["slurmd"], "-"), humanBytes(m.SizeBytes), m.BuildSeconds)
+				m.Suite, cmp.Or(m.Installed["slurmd"], "-"), image.HumanSize(m.SizeBytes), m.BuildSeconds)
 			return nil
 		},
 	}
@@ -199,7 +199,7 @@ func newImageListCommand() *cobra.Command {
 			fmt.Fprintln(tw, "IMAGE ID\tNAME\tSUITE\tSLURM\tSTATUS\tSIZE\tCREATED")
 			for _, m := range list.Images {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ImageID, m.Name, m.Suite, cmp.Or(m.Installed["slurmd"], "-"),
-					m.Status, humanBytes(m.SizeBytes), m.CreatedAt.Format(time.RFC3339))
+					m.Status, image.HumanSize(m.SizeBytes), m.CreatedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
@@ -276,16 +276,4 @@ groups.`,
 	}
 	cf.add(cmd)
 	return cmd
-}
-
-// humanBytes prints a size in MB or GB (decimal, as du -h --si), "-" for none.
-func humanBytes(n int64) string {
-	switch {
-	case n <= 0:
-		return "-"
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	default:
-		return fmt.Sprintf("%.0f MB", float64(n)/1e6)
-	}
 }

@@ -97,7 +97,7 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 	prev, perr := ReadDefault(dir)
 	if perr == nil && !rebuild {
 		m := prev
-		fmt.Fprintf(log, "hale: the default image in %s is already built (%s, %s); --rebuild builds it again\n", dir, m.CreatedAt.Format(time.RFC3339), humanSize(m.SizeBytes))
+		fmt.Fprintf(log, "hale: the default image in %s is already built (%s, %s); --rebuild builds it again\n", dir, m.CreatedAt.Format(time.RFC3339), HumanSize(m.SizeBytes))
 		return m, nil
 	}
 	spec := DefaultSpec
@@ -159,7 +159,7 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 		fmt.Fprintf(out, "hale: the default image's build failed after %.0f s: %v\n", m.BuildSeconds, err)
 	} else {
 		m.Status = StatusAvailable
-		fmt.Fprintf(out, "hale: the default image is Available: %s, %.0f s\n", humanSize(m.SizeBytes), m.BuildSeconds)
+		fmt.Fprintf(out, "hale: the default image is Available: %s, %.0f s\n", HumanSize(m.SizeBytes), m.BuildSeconds)
 	}
 	if err != nil && prev != nil {
 		// A failed rebuild leaves the image that was built: nodes keep booting from it.
@@ -175,10 +175,15 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 	return m, err
 }
 
-// humanSize is n bytes in MB or GB, for progress lines.
-func humanSize(n int64) string {
-	if n >= 1e9 {
-		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+// HumanSize prints a size in MB or GB (decimal, as du -h --si), "-" for none: for progress
+// lines here and hale image's tables.
+func HumanSize(n int64) string {
+	switch {
+	case n <= 0:
+		return "-"
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	default:
+		return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 	}
-	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 }
