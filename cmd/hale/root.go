@@ -39,7 +39,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version(),
 	}
-	root.AddCommand(newServerCommand(), newKubeCommand(), newRepairsCommand(), newObservabilityCommand(), newUpdateKubeconfigCommand(), newHostsCommand(), newImageCommand(), newAccessKeyCommand(), newAgentCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand(),
+	root.AddCommand(newServerCommand(), newKubeCommand(), newRepairsCommand(), newObservabilityCommand(), newUpdateKubeconfigCommand(), newHostsCommand(), newImageCommand(), newAccessKeyCommand(), newAgentCommand(), newNodeInitCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand(),
 		newDiagnoseCommand(), newDebugCommand(), newSrunCommand(), newTopologyCommand(), newConsoleCommand())
 	addOperationCommands(root)
 	return root

@@ -263,13 +263,14 @@ func (e *env) nodes(name string) []types.ClusterNodeSummary {
 	return all
 }
 
-// onNode runs a shell command inside a node's namespaces, as hale exec does.
+// onNode runs a shell command inside a node's namespaces (its PID namespace too: ps lists the
+// node's processes), as hale exec does.
 func (e *env) onNode(instanceID, shell string) (string, error) {
 	pid, err := e.agentPID(instanceID)
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--", "sh", "-c", shell).CombinedOutput()
+	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--pid", "--net", "--uts", "--mount", "--root", "--wd", "--", "sh", "-c", shell).CombinedOutput()
 	return string(out), err
 }
 

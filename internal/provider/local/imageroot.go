@@ -123,8 +123,8 @@ func (s *NodeSetup) applyImage() error {
 // kernelFileSystems gives the pivoted node its /proc, /sys, /dev, /tmp and /run; host is where
 // the host's root still is.
 //
-//   - /proc is a new procfs (the node shares the host's PID namespace, as before images, so it
-//     lists the same processes).
+//   - /proc is a new procfs, of the PID namespace of the mounting process: under hale node-init
+//     (NodeInit, PID 1 of the node's own PID namespace) it lists only the node's processes.
 //   - /sys is the host's, bound recursively: Slurm needs the cgroup file system under it, which a
 //     new sysfs mount would not carry (research slurm-local-cluster.md §4).
 //   - /dev is a tmpfs with a few of the host's device nodes made anew (nodeDevices), so the

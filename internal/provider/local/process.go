@@ -361,7 +361,6 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 		"--instance-id", r.ID,
 		"--instance-type", r.InstanceType,
 		"--state-dir", "/var/lib/hale-agent",
-		"--local-setup", filepath.Join(dir, "setup.json"),
 		"--kernel-log", NodeKernelLog,
 		"--disk-path", NodeDisk,
 	}
@@ -369,7 +368,16 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 		args = append(args, "--bootstrap-token-file", p.agentFile(r, "token"))
 	}
 	args = append(args, p.cfg.AgentArgs...)
-	argv := AgentCommand(r.Netns, args...)
+	// The node is its own PID namespace, whose PID 1 is hale node-init (NodeInit): it applies
+	// setup.json and starts the agent. An agent restart in the same boot (UpgradeAgents) enters
+	// the running node's namespaces instead, and finds the node set up.
+	var argv []string
+	if initPID, err := pidFile(filepath.Join(dir, "init.pid")); sameBoot && err == nil && isNodeInit(initPID) {
+		argv = AgentCommandIn(initPID, append(args, "--device-dir", "/dev")...)
+	} else {
+		os.Remove(filepath.Join(dir, "init.pid"))
+		argv = NodeCommand(r.Netns, p.cfg.AgentBinary, filepath.Join(dir, "setup.json"), args)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
@@ -378,9 +386,31 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start agent of %s: %w", r.ID, err)
 	}
-	os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
 	go cmd.Wait() // reap it if it exits while the server runs
+	// The agent is a child or grandchild of the started process (unshare forks node-init, which
+	// starts the agent after the node's setup; nsenter forks for --pid): its host pid is what the
+	// provider's bookkeeping (agentRunning, UpgradeAgents, inject) keys on.
+	agentPID, initPID, err := findAgent(cmd.Process.Pid, 30*time.Second)
+	if initPID != 0 {
+		os.WriteFile(filepath.Join(dir, "init.pid"), []byte(strconv.Itoa(initPID)+"\n"), 0o600)
+	}
+	if err != nil {
+		os.Remove(filepath.Join(dir, "agent.pid"))
+		return fmt.Errorf("start agent of %s: %w (agent.log says why)", r.ID, err)
+	}
+	os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(agentPID)+"\n"), 0o600)
 	return nil
+}
+
+// NodeCommand is the command line that boots a node: hale node-init (NodeInit) as PID 1 of new
+// PID, UTS and mount namespaces, in the instance's network namespace, applying setupPath and
+// starting agentArgs (hale agent's command line, the binary first) as its child. unshare --fork makes node-init its child
+// (a process cannot move itself into a new PID namespace, only its children start there).
+// Propagation "slave" keeps the node seeing the host's later unmounts (AgentCommand).
+func NodeCommand(netns, hale, setupPath string, agentArgs []string) []string {
+	argv := []string{"nsenter", "--net=/run/netns/" + netns, "--", "unshare", "--uts", "--mount", "--pid", "--fork", "--propagation", "slave", "--",
+		hale, "node-init", "--local-setup", setupPath, "--"}
+	return append(argv, agentArgs...)
 }
 
 // killNetns ends every process in the namespace: SIGKILL, as a machine that loses power, then
