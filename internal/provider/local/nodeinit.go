@@ -81,10 +81,21 @@ func childPIDs(pid int) []int {
 	return out
 }
 
-// isAgent says whether host pid runs hale agent (its command line has the word agent).
-func isAgent(pid int) bool {
+// isAgent says whether host pid runs hale agent: its second argument is the subcommand agent
+// (the command lines of unshare, nsenter and node-init that start it hold the word agent too).
+func isAgent(pid int) bool { return subcommand(pid) == "agent" }
+
+// subcommand is the second argument of host pid's command line ("" if none or gone).
+func subcommand(pid int) string {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains("\x00"+string(cmdline), "\x00agent\x00")
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	if len(args) < 2 {
+		return ""
+	}
+	return args[1]
 }
 
 // findAgent waits (at most wait) for a hale agent among the descendants of host pid root, at
@@ -120,10 +131,7 @@ func findAgent(root int, wait time.Duration) (agent, init int, err error) {
 }
 
 // isNodeInit says whether host pid runs hale node-init.
-func isNodeInit(pid int) bool {
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains("\x00"+string(cmdline), "\x00node-init\x00")
-}
+func isNodeInit(pid int) bool { return subcommand(pid) == "node-init" }
 
 // hostPID maps pid as the node numbers it (its own PID namespace, e.g. a pid file written in
 // the node) to the host's: the process in the PID namespace of init whose NSpid ends in nsPID.
