@@ -368,6 +368,10 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 		args = append(args, "--bootstrap-token-file", p.agentFile(r, "token"))
 	}
 	args = append(args, p.cfg.AgentArgs...)
+	if r.ImageRoot != "" {
+		// node-init starts the agent after the node's pivot_root, where hale is bound here.
+		args[0] = NodeAgentBinary
+	}
 	// The node is its own PID namespace, whose PID 1 is hale node-init (NodeInit): it applies
 	// setup.json and starts the agent. An agent restart in the same boot (UpgradeAgents) enters
 	// the running node's namespaces instead, and finds the node set up.
