@@ -99,7 +99,8 @@ func subcommand(pid int) string {
 }
 
 // findAgent waits (at most wait) for a hale agent among the descendants of host pid root, at
-// most three generations down (unshare → node-init → agent; nsenter → agent), and returns its
+// most three generations down (unshare → node-init → agent; nsenter → agent; the started
+// process itself when it execs into the agent, AgentCommand), and returns its
 // host pid, with the node-init's when one is on the way.
 func findAgent(root int, wait time.Duration) (agent, init int, err error) {
 	deadline := time.Now().Add(wait)
@@ -111,7 +112,7 @@ func findAgent(root int, wait time.Duration) (agent, init int, err error) {
 				if isNodeInit(p) {
 					init = p
 				}
-				if p != root && isAgent(p) {
+				if isAgent(p) {
 					return p, init, nil
 				}
 				next = append(next, childPIDs(p)...)

@@ -376,9 +376,17 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 	// setup.json and starts the agent. An agent restart in the same boot (UpgradeAgents) enters
 	// the running node's namespaces instead, and finds the node set up.
 	var argv []string
-	if initPID, err := pidFile(filepath.Join(dir, "init.pid")); sameBoot && err == nil && isNodeInit(initPID) {
+	initPID, initErr := pidFile(filepath.Join(dir, "init.pid"))
+	switch {
+	case sameBoot && initErr == nil && isNodeInit(initPID):
 		argv = AgentCommandIn(initPID, append(args, "--device-dir", "/dev")...)
-	} else {
+	case sameBoot:
+		// A node an older hale booted (no node-init): its daemons are in the host's PID
+		// namespace, where the restarted agent must find them (slurmd's adopt script reads
+		// /proc/<pid in slurmd.pid>), so it starts as before, in fresh UTS and mount namespaces.
+		args[0] = p.cfg.AgentBinary
+		argv = AgentCommand(r.Netns, append(args, "--local-setup", filepath.Join(dir, "setup.json"))...)
+	default:
 		os.Remove(filepath.Join(dir, "init.pid"))
 		argv = NodeCommand(r.Netns, p.cfg.AgentBinary, filepath.Join(dir, "setup.json"), args)
 	}
