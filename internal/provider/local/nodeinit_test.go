@@ -29,7 +29,8 @@ func TestNodeInitHelper(t *testing.T) {
 
 // A node booted by node-init is its own PID namespace: its /proc lists only its processes, PID
 // 1 is node-init, and node-init stays when the agent exits (the node's other processes live
-// on: an orphaned daemon here); killing node-init from the host ends the whole node.
+// on: an orphaned daemon here); a restarted agent enters the node (AgentCommandIn); killing
+// node-init from the host ends the whole node.
 func TestNodeInit(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (PID and mount namespaces, overlayfs)")
@@ -108,6 +109,15 @@ func TestNodeInit(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if syscall.Kill(initPID, 0) != nil {
 		t.Fatalf("node-init ended with the agent:\n%s", out.String())
+	}
+	// A restarted agent enters the running node (AgentCommandIn): its PID 1, hostname, /proc.
+	argv := AgentCommandIn(initPID, "/usr/bin/sh", "-c", `tr '\0' ' ' < /proc/1/cmdline; echo; hostname; echo $$`)
+	in, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(in)), "\n")
+	if err != nil || len(lines) != 3 || !strings.Contains(lines[0], "TestNodeInitHelper") || lines[1] != s.Hostname {
+		t.Errorf("a process entering the node: %q, %v", in, err)
+	} else if n, _ := strconv.Atoi(lines[2]); n <= 1 || n > 100 {
+		t.Errorf("a process entering the node has pid %s there, not one of the node's", lines[2])
 	}
 	d, _ := os.ReadFile(filepath.Join(shared, "daemon"))
 	nsDaemon, _ := strconv.Atoi(strings.TrimSpace(string(d)))
