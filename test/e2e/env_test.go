@@ -263,6 +263,30 @@ func (e *env) nodes(name string) []types.ClusterNodeSummary {
 	return all
 }
 
+// checkNodeProcesses checks that a node is its own PID namespace: PID 1 is hale node-init and
+// the node's /proc does not list this test's process.
+func (e *env) checkNodeProcesses(t *testing.T, instanceID string) {
+	t.Helper()
+	out, err := e.onNode(instanceID, "tr '\\0' ' ' < /proc/1/cmdline; echo; test -d /proc/"+strconv.Itoa(os.Getpid())+" && echo sees the host")
+	if pid1, _, _ := strings.Cut(out, "\n"); err != nil || !strings.Contains(pid1, " node-init ") || strings.Contains(out, "sees the host") {
+		t.Errorf("the processes of node %s: %q (%v); want PID 1 hale node-init and none of the host's", instanceID, out, err)
+	}
+}
+
+// checkNodeNamespaces checks checkNodeProcesses and that an image-booted node's /sys is its
+// own: read-only, listing the network devices of the node's namespace (as ip link does there),
+// not the host's.
+func (e *env) checkNodeNamespaces(t *testing.T, instanceID string) {
+	t.Helper()
+	e.checkNodeProcesses(t, instanceID)
+	out, err := e.onNode(instanceID, "ls /sys/class/net | sort | tr '\\n' ' '; echo; ip -o link | awk -F': ' '{sub(/@.*/, \"\", $2); print $2}' | sort | tr '\\n' ' '; echo; "+
+		"awk '$2 == \"/sys\" {split($4, o, \",\"); print o[1]}' /proc/self/mounts; test -d /sys/fs/cgroup/memory -o -f /sys/fs/cgroup/cgroup.controllers && echo cgroups")
+	lines := strings.Split(out, "\n")
+	if err != nil || len(lines) < 3 || len(lines) < 4 || lines[0] != lines[1] || lines[2] != "ro" || lines[3] != "cgroups" {
+		t.Errorf("the /sys of node %s: %q (%v); want /sys/class/net equal to ip link's devices, read-only, with cgroups", instanceID, out, err)
+	}
+}
+
 // onNode runs a shell command inside a node's namespaces (its PID namespace too: ps lists the
 // node's processes), as hale exec does.
 func (e *env) onNode(instanceID, shell string) (string, error) {

@@ -202,6 +202,7 @@ func TestDefaultImageMissingFallsBackToHostRoot(t *testing.T) {
 	if err != nil || out != string(root)+"host files\n" {
 		t.Errorf("a node on the host's root: %q, %v; want the host's root file system type (%q) and this checkout", out, err, root)
 	}
+	e.checkNodeProcesses(t, node)
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("fallback")}); err != nil {
 		t.Fatal(err)
 	}

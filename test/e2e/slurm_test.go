@@ -225,6 +225,7 @@ func TestSlurmCluster(t *testing.T) {
 		if _, err := os.Stat("/etc/node-marker"); err == nil {
 			t.Errorf("the node's write reached the host")
 		}
+		e.checkNodeNamespaces(t, cpuNode)
 		// hale image list and describe show the default image the node booted from.
 		m := describeImage(t, e.Options.DataDir, image.Default)
 		list, err := haleCLI(e.Options.DataDir, "image", "list")

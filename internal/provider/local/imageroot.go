@@ -125,8 +125,7 @@ func (s *NodeSetup) applyImage() error {
 //
 //   - /proc is a new procfs, of the PID namespace of the mounting process: under hale node-init
 //     (NodeInit, PID 1 of the node's own PID namespace) it lists only the node's processes.
-//   - /sys is the host's, bound recursively: Slurm needs the cgroup file system under it, which a
-//     new sysfs mount would not carry (research slurm-local-cluster.md §4).
+//   - /sys is a new sysfs, read-only (nodeSysfs).
 //   - /dev is a tmpfs with a few of the host's device nodes made anew (nodeDevices), so the
 //     agent can add the node's simulated GPUs at /dev/nvidia*, a devpts of its own and an
 //     empty /dev/shm.
@@ -140,8 +139,8 @@ func kernelFileSystems(host string) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("proc on /proc: %w", err)
 	}
-	if err := unix.Mount(filepath.Join(host, "sys"), "/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind /sys: %w", err)
+	if err := nodeSysfs(host); err != nil {
+		return err
 	}
 	if err := privateDev(filepath.Join(host, "dev"), "/dev"); err != nil {
 		return err
@@ -157,6 +156,22 @@ func kernelFileSystems(host string) error {
 		return err
 	}
 	return os.Chmod("/run/lock", 0o1777)
+}
+
+// nodeSysfs mounts the node's /sys: a new sysfs, which lists the network devices of the
+// node's network namespace (its veth, not the host's interfaces), read-only so that nothing in
+// a node can change a kernel setting of the host's (a real machine's /sys is writable, but
+// there the kernel is the node's own). The host's cgroup file systems are bound in under
+// /sys/fs/cgroup, writable: slurmd initialises its cgroup plugin at every start and fails
+// without them (research slurm-local-cluster.md §4, failure 1).
+func nodeSysfs(host string) error {
+	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
+		return fmt.Errorf("sysfs on /sys: %w", err)
+	}
+	if err := unix.Mount(filepath.Join(host, "sys/fs/cgroup"), "/sys/fs/cgroup", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind the cgroup file systems on /sys/fs/cgroup: %w", err)
+	}
+	return nil
 }
 
 // nodeDevices are the host's /dev entries an image-booted node gets: the devices every

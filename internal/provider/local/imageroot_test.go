@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // helperSetupEnv names the setup.json TestImageNodeHelper applies when the test binary runs as
@@ -28,7 +30,10 @@ type nodeView struct {
 	Dev          []string
 	ProcSelf     bool
 	TmpWritable  bool
-	Command      string // the output of HALE_TEST_NODE_COMMAND, run with sh -c inside the node
+	SysNet       []string // /sys/class/net
+	SysReadOnly  bool     // /sys is mounted read-only
+	Cgroups      []string // /sys/fs/cgroup
+	Command      string   // the output of HALE_TEST_NODE_COMMAND, run with sh -c inside the node
 	Error        string
 }
 
@@ -70,6 +75,17 @@ func TestImageNodeHelper(t *testing.T) {
 	_, err = os.Stat("/proc/self/status")
 	v.ProcSelf = err == nil
 	v.TmpWritable = os.WriteFile("/tmp/x", nil, 0o644) == nil
+	for _, dir := range []struct {
+		path string
+		into *[]string
+	}{{"/sys/class/net", &v.SysNet}, {"/sys/fs/cgroup", &v.Cgroups}} {
+		entries, _ := os.ReadDir(dir.path)
+		for _, e := range entries {
+			*dir.into = append(*dir.into, e.Name())
+		}
+	}
+	var st unix.Statfs_t
+	v.SysReadOnly = unix.Statfs("/sys", &st) == nil && st.Flags&unix.ST_RDONLY != 0
 	if c := os.Getenv("HALE_TEST_NODE_COMMAND"); c != "" {
 		out, err := exec.Command("sh", "-c", c).CombinedOutput()
 		v.Command = string(out)
@@ -142,6 +158,15 @@ func TestImageRoot(t *testing.T) {
 	if !v.ProcSelf || !v.TmpWritable {
 		t.Errorf("/proc %v, /tmp writable %v", v.ProcSelf, v.TmpWritable)
 	}
+	// /sys is the node's: its network namespace's devices (only lo here), read-only, with the
+	// host's cgroup file systems under it for slurmd.
+	if strings.Join(v.SysNet, " ") != "lo" || !v.SysReadOnly {
+		t.Errorf("the node's /sys: class/net %v (want lo only), read-only %v", v.SysNet, v.SysReadOnly)
+	}
+	hostCgroups, _ := os.ReadDir("/sys/fs/cgroup")
+	if len(v.Cgroups) == 0 || len(v.Cgroups) != len(hostCgroups) {
+		t.Errorf("the node's /sys/fs/cgroup: %v, the host has %d entries", v.Cgroups, len(hostCgroups))
+	}
 	if b, err := os.ReadFile(filepath.Join(shared, "from-node")); err != nil || string(b) != v.Hostname {
 		t.Errorf("the shared directory: %q, %v", b, err)
 	}
@@ -185,7 +210,7 @@ func bootNode(t *testing.T, tmp, inst, lower, shared, agent, hostFile, name, com
 	b, _ := json.Marshal(s)
 	path := filepath.Join(inst, "setup.json")
 	os.WriteFile(path, b, 0o600)
-	cmd := exec.Command("unshare", "--uts", "--mount", "--propagation", "slave", "--",
+	cmd := exec.Command("unshare", "--uts", "--mount", "--net", "--propagation", "slave", "--",
 		os.Args[0], "-test.run=^TestImageNodeHelper$", "-test.v=false")
 	cmd.Env = append(os.Environ(), helperSetupEnv+"="+path, "HALE_TEST_HOST_FILE="+hostFile, "HALE_TEST_BOOT="+name,
 		"HALE_TEST_NODE_COMMAND="+command)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // NodeInit is PID 1 of a local node's own PID namespace (hale node-init). It applies the
@@ -26,8 +28,17 @@ func NodeInit(setupPath string, agentArgv []string) error {
 	if os.Getpid() != 1 {
 		return errors.New("node-init: not PID 1 of a new PID namespace (start it with unshare --pid --fork)")
 	}
-	if _, err := SetupNode(setupPath); err != nil {
+	s, err := SetupNode(setupPath)
+	if err != nil {
 		return err
+	}
+	if s.Root == nil {
+		// A node on the host's root (no default image built) keeps the host's /sys, /dev and
+		// /tmp, but gets the /proc of its PID namespace, as an image-booted node does in
+		// kernelFileSystems: over the host's, in the node's mount namespace only.
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("node-init: proc on /proc: %w", err)
+		}
 	}
 	// PID 1 gets no default signal actions: SIGTERM from inside the node would do nothing, from
 	// the host it is ignored too. Ignore it explicitly so the intent is plain; the host ends a
