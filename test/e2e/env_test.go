@@ -267,7 +267,7 @@ func (e *env) nodes(name string) []types.ClusterNodeSummary {
 // the node's /proc does not list this test's process.
 func (e *env) checkNodeProcesses(t *testing.T, instanceID string) {
 	t.Helper()
-	out, err := e.onNode(instanceID, "tr '\\0' ' ' < /proc/1/cmdline; echo; test -d /proc/"+strconv.Itoa(os.Getpid())+" && echo sees the host")
+	out, err := e.onNode(instanceID, "tr '\\0' ' ' < /proc/1/cmdline; echo; test -d /proc/"+strconv.Itoa(os.Getpid())+" && echo sees the host; true")
 	if pid1, _, _ := strings.Cut(out, "\n"); err != nil || !strings.Contains(pid1, " node-init ") || strings.Contains(out, "sees the host") {
 		t.Errorf("the processes of node %s: %q (%v); want PID 1 hale node-init and none of the host's", instanceID, out, err)
 	}

@@ -416,6 +416,33 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 	if out := e.must(t, ctl, "srun -p cpu -N1 hostname"); out != name {
 		t.Errorf("srun on the configless node: %q", out)
 	}
+	// A scale-up: the new node's script starts slurmd configless too; slurmctld hands it (and
+	// the first node, at hale's reconfigure) a slurm.conf listing both, and a job spans them.
+	workers := group("workers", "ml.c5.large", 2, types.ClusterSlurmNodeTypeCompute, lc, "cpu")
+	workers.ImageId = aws.String(id)
+	if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("cfgless"), InstanceGroups: []types.ClusterInstanceGroupSpecification{workers}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("cfgless", types.ClusterStatusInservice, 180*time.Second)
+	names := e.hostsOf("cfgless", "workers")
+	e.waitIdle(t, ctl, names...)
+	for _, w := range byGroup(e.nodes("cfgless"), "workers") {
+		if *w.InstanceId == worker {
+			continue
+		}
+		p := e.must(t, *w.InstanceId, "cat /var/spool/slurmd/slurmd.pid")
+		if cmd := e.must(t, *w.InstanceId, "tr '\\0' ' ' < /proc/"+p+"/cmdline"); !strings.Contains(cmd, "--conf-server") {
+			t.Errorf("the added node's slurmd is %q, not its script's configless one", cmd)
+		}
+	}
+	eventually(t, 30*time.Second, "both workers in the first node's cached slurm.conf", func() (bool, string) {
+		out, _ := e.onNode(worker, "grep -c '^NodeName=' /var/spool/slurmd/conf-cache/slurm.conf")
+		return strings.TrimSpace(out) == "2", out
+	})
+	sort.Strings(names)
+	if out := e.must(t, ctl, "srun -p cpu -N2 hostname | sort"); out != strings.Join(names, "\n") {
+		t.Errorf("srun -N2 over the configless nodes after the scale-up: %q, want %v", out, names)
+	}
 	// When it dies, hale's own slurmd (slurm.conf from hale's files) takes the node.
 	e.must(t, worker, "kill "+pid)
 	eventually(t, 30*time.Second, "hale's own slurmd runs", func() (bool, string) {

@@ -282,7 +282,7 @@ func topologySummary(ts []*topology.Topology) string {
 	return strings.Join(parts, "; ")
 }
 
-// slurmVersion is the cluster's Slurm version, as its controller node reported it
+// versionOf is the cluster's Slurm version, as its controller node reported it
 // (SlurmState.Version): hale only configures a topology plugin that Slurm has (22.05 has
 // topology/tree but not block). Until the controller has answered, Debian 12's 22.05, the
 // oldest hale supports.
