@@ -114,7 +114,9 @@ func nodeCommand(dataDir, id string, args []string) ([]string, error) {
 	// nsenter opens DIR before it enters the mount namespace, and the node has a root of its
 	// own, so a directory opened on the host's root is unreachable from the node (getcwd fails,
 	// and srun refuses to run).
-	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--net", "--uts", "--mount", "--", "env", "--chdir=" + homeDir(), "HOSTNAME=" + setup.Hostname}
+	// --pid: the command is one of the node's processes, so pids it reads in the node (pid
+	// files, ps, $$) are the node's; nsenter forks for it and waits for the command.
+	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--pid", "--net", "--uts", "--mount", "--", "env", "--chdir=" + homeDir(), "HOSTNAME=" + setup.Hostname}
 	return append(argv, args...), nil
 }
 

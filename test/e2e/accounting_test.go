@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,14 +154,17 @@ func TestSlurmAccounting(t *testing.T) {
 				t.Fatalf("no %s pid in %s", name, file)
 			}
 		}
-		for _, pid := range old {
-			syscall.Kill(pid, syscall.SIGKILL)
+		for name, pid := range old {
+			if out, err := e.onNode(ctl, "kill -KILL "+strconv.Itoa(pid)); err != nil {
+				t.Fatalf("kill %s: %v %s", name, err, out)
+			}
 		}
 		id := e.jobID(t, login, "srun -N2 -J whiledown hostname >/dev/null && squeue -h -t all -o %i -n whiledown | tail -1")
 		for name, file := range pids {
 			eventually(t, 30*time.Second, "a new "+name, func() (bool, string) {
 				pid := pidOf(file)
-				return pid > 0 && pid != old[name] && syscall.Kill(pid, 0) == nil, strconv.Itoa(pid)
+				_, err := e.onNode(ctl, "kill -0 "+strconv.Itoa(pid))
+				return pid > 0 && pid != old[name] && err == nil, strconv.Itoa(pid)
 			})
 		}
 		e.waitJobs(t, login, map[string]string{id: "whiledown COMPLETED"})
@@ -178,8 +180,11 @@ func (e *env) deleteGone(t *testing.T, name, ctl string) {
 	var pids []int
 	for _, file := range []string{"/var/lib/mysql/mariadbd.pid", "/var/spool/slurmctld/slurmdbd.pid"} {
 		out, _ := e.onNode(ctl, "cat "+file+" 2>/dev/null")
+		// The file holds the node's number; its host pid is what outlives the node, or not.
 		if pid, err := strconv.Atoi(strings.TrimSpace(out)); err == nil && pid > 0 {
-			pids = append(pids, pid)
+			if host := e.hostPID(ctl, pid); host > 0 {
+				pids = append(pids, host)
+			}
 		}
 	}
 	if _, err := e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)}); err != nil {

@@ -293,9 +293,11 @@ func BenchmarkHealthDetectAndRepair(b *testing.B) {
 		name, _, _ := strings.Cut(node.Details.PrivateDNSHostname, ".")
 		for start := time.Now(); !idle(name) && time.Since(start) < time.Minute; time.Sleep(50 * time.Millisecond) {
 		}
-		pidb, _ := os.ReadFile(filepath.Join(e.Options.DataDir, "local", "instances", node.InstanceID, "root", "var", "spool", "slurmd", "slurmd.pid"))
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
-		if pid <= 1 {
+		// slurmd.pid holds the node's own number for it; signals come from the host.
+		pidb, _ := e.onNode(node.InstanceID, "cat /var/spool/slurmd/slurmd.pid")
+		nsPID, _ := strconv.Atoi(strings.TrimSpace(pidb))
+		pid := e.hostPID(node.InstanceID, nsPID)
+		if nsPID <= 1 || pid <= 1 {
 			continue
 		}
 		start := time.Now()

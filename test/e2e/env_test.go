@@ -287,6 +287,16 @@ func (e *env) checkNodeNamespaces(t *testing.T, instanceID string) {
 	}
 }
 
+// hostPID is the host's pid of the process a node numbers nsPID (its own PID namespace's:
+// what a pid file inside the node holds); 0 when the node has no such process.
+func (e *env) hostPID(instanceID string, nsPID int) int {
+	pid, err := local.NodeHostPID(filepath.Join(e.Options.DataDir, "local", "instances", instanceID), nsPID)
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
 // onNode runs a shell command inside a node's namespaces (its PID namespace too: ps lists the
 // node's processes), as hale exec does.
 func (e *env) onNode(instanceID, shell string) (string, error) {

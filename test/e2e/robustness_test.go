@@ -513,8 +513,8 @@ func (r *robust) linkCut(id string, d time.Duration) string {
 }
 
 // killSlurmctld kills the controller node's slurmctld, found among the processes of the node's
-// network namespace: nodes share the host's pid namespace, so a pkill by name would also kill
-// the slurmctld of every other cluster on the machine.
+// network namespace (ip netns pids gives host pids): a pkill by name on the host would also
+// kill the slurmctld of every other cluster on the machine.
 func (r *robust) killSlurmctld(id string, _ time.Duration) string {
 	out, _ := exec.Command("ip", "netns", "pids", r.e.instanceRecord(id).Netns).Output()
 	for _, p := range strings.Fields(string(out)) {

@@ -82,12 +82,9 @@ func InjectFault(root, id string, f Fault) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("no slurmd on %s: %w", id, err)
 		}
-		// The pid file holds the node's own number for slurmd (its PID namespace's); the host's
-		// differs.
-		if initPID, err := pidFile(filepath.Join(dir, "init.pid")); err == nil && isNodeInit(initPID) {
-			if pid, err = hostPID(initPID, pid); err != nil {
-				return "", fmt.Errorf("slurmd of %s: %w", id, err)
-			}
+		// The pid file holds the node's own number for slurmd (its PID namespace's).
+		if pid, err = NodeHostPID(dir, pid); err != nil {
+			return "", fmt.Errorf("slurmd of %s: %w", id, err)
 		}
 		return fmt.Sprintf("killed slurmd on %s (pid %d)", id, pid), syscall.Kill(pid, syscall.SIGKILL)
 	case f.LoseGPU >= 0:

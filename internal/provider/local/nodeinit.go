@@ -145,6 +145,18 @@ func findAgent(root int, wait time.Duration) (agent, init int, err error) {
 // isNodeInit says whether host pid runs hale node-init.
 func isNodeInit(pid int) bool { return subcommand(pid) == "node-init" }
 
+// NodeHostPID maps nsPID, a pid as the local node whose instance directory is instanceDir
+// numbers it (a pid file written in the node, $$ of a script there), to the host's pid of that
+// process. A node that an older hale booted without node-init shares the host's PID namespace,
+// so there the number is the host's. An error when the node has no such process.
+func NodeHostPID(instanceDir string, nsPID int) (int, error) {
+	initPID, err := pidFile(filepath.Join(instanceDir, "init.pid"))
+	if err != nil || !isNodeInit(initPID) {
+		return nsPID, nil
+	}
+	return hostPID(initPID, nsPID)
+}
+
 // hostPID maps pid as the node numbers it (its own PID namespace, e.g. a pid file written in
 // the node) to the host's: the process in the PID namespace of init whose NSpid ends in nsPID.
 func hostPID(initPID, nsPID int) (int, error) {
