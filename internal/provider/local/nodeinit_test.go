@@ -141,3 +141,57 @@ func isNodeInit2(pid int) bool {
 	c, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return err == nil && strings.Contains(string(c), "TestNodeInitHelper")
 }
+
+// findAgent finds the agent below the process the provider started, by its subcommand, not by
+// the word agent on a command line (node-init's holds it too), and reports the node-init on the
+// way: here a node-init (a script whose argv[1] is node-init) starting an agent (argv[1] agent)
+// two generations down.
+func TestFindAgent(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "agent"), []byte("sleep 60\n"), 0o755)
+	// node-init's command line names the agent, as hale node-init's does; a shell in between.
+	os.WriteFile(filepath.Join(dir, "node-init"), []byte("sh -c '/bin/sh agent; true' agent\n"), 0o755)
+	cmd := exec.Command("/bin/sh", "node-init", "agent")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, p := range descendants(cmd.Process.Pid) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	agent, init, err := findAgent(cmd.Process.Pid, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if init != cmd.Process.Pid {
+		t.Errorf("node-init found: %d, want %d", init, cmd.Process.Pid)
+	}
+	if subcommand(agent) != "agent" || agent == cmd.Process.Pid {
+		t.Errorf("agent found: pid %d (%q)", agent, subcommand(agent))
+	}
+	// No agent below a process: an error once the wait is over.
+	sleeper := exec.Command("sleep", "60")
+	sleeper.Start()
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	if _, _, err := findAgent(sleeper.Process.Pid, 100*time.Millisecond); err == nil {
+		t.Error("findAgent found an agent under a lone sleep")
+	}
+}
+
+// descendants lists pid's descendants, deepest last.
+func descendants(pid int) []int {
+	var out []int
+	for level := []int{pid}; len(level) > 0; {
+		var next []int
+		for _, p := range level {
+			next = append(next, childPIDs(p)...)
+		}
+		out = append(out, next...)
+		level = next
+	}
+	return out
+}
