@@ -102,6 +102,8 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
 	f.DurationVar(&o.DeepHealthCheckDuration, "deep-health-check-duration", controller.DefaultDeepHealthCheckDuration, "how long the InstanceStress deep health check loads a node")
 	f.Float64Var(&o.ConnectivityMBps, "connectivity-threshold", controller.DefaultConnectivityMBps, "bandwidth in MB/s the InstanceConnectivity deep health check must reach")
+	f.StringVar(&o.AlarmsPrometheus, "alarms-prometheus", "", "Prometheus server (base URL, e.g. http://127.0.0.1:9090) whose firing alerts are the alarms UpdateClusterSoftware's AutoRollbackConfiguration names: an update rolls back when an alert named by an AlarmName fires (default: such alarms are not watched)")
+	f.DurationVar(&o.AlarmInterval, "alarm-interval", controller.DefaultAlarmInterval, "how often a software update's rollback alarms are read")
 	f.Float64Var(&o.RepairMaxShare, "repair-max-share", controller.DefaultRepairMaxShare, "share of a cluster's nodes (0-1, one node at least) in automatic repair at once; more wait, drained")
 	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", agentserver.DefaultHeartbeatInterval, "agents' heartbeat interval")
 	f.IntVar(&o.MissedHeartbeats, "missed-heartbeats", agentserver.DefaultMissedHeartbeats, "missed heartbeats before a node is unreachable")

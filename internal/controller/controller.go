@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/alarms"
+
 	"github.com/haleproject/hale/internal/failpoint"
 
 	"github.com/haleproject/hale/api"
@@ -105,6 +107,12 @@ type Config struct {
 	// no node) before it goes: its agent's client certificates are revoked (agentca.CA.Revoke).
 	// Nil: nothing to revoke.
 	Revoke func(instanceID, reason string)
+	// Alarms, when set, is read while a software update whose AutoRollbackConfiguration names
+	// alarms runs, every AlarmInterval (DefaultAlarmInterval when zero): an alarm in ALARM rolls
+	// the update back (software.go). Nil: such alarms are not watched, and the update's start
+	// event says so.
+	Alarms        alarms.Source
+	AlarmInterval time.Duration
 }
 
 // terminate revokes an instance's agent certificates and ends the instance through the
@@ -154,7 +162,8 @@ type Controller struct {
 	RetryDelay time.Duration
 
 	mu       sync.Mutex
-	inflight map[jobKey]bool // background work running now, by kind and subject (jobs.go)
+	inflight map[jobKey]bool         // background work running now, by kind and subject (jobs.go)
+	firing   map[string]alarmReading // the last reading of each update's alarms (software.go)
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -210,11 +219,14 @@ func New(cfg Config) *Controller {
 	if cfg.BurstWindow <= 0 {
 		cfg.BurstWindow = DefaultBurstWindow
 	}
+	if cfg.AlarmInterval <= 0 {
+		cfg.AlarmInterval = DefaultAlarmInterval
+	}
 	if cfg.BurstHold == 0 {
 		cfg.BurstHold = DefaultBurstHold
 	}
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[jobKey]bool{}, ctx: context.Background()}
+		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, ctx: context.Background()}
 	for _, o := range cfg.Orchestrators {
 		o.Bind(host{c})
 	}

@@ -13,6 +13,7 @@ const (
 	jobDeepHealth jobKind = "dhc"       // a deep health check action (by action id)
 	jobTakeOut    jobKind = "take-out"  // a replaced node taken out of service by its orchestrator (by instance)
 	jobResetGPU   jobKind = "reset-gpu" // a GPU reset asked of a node's agent (by repair id)
+	jobAlarms     jobKind = "alarms"    // a software update's rollback alarms read (by cluster, group, generation)
 )
 
 // An orchestrator's jobs have kinds of its own, "<orchestrator>:<kind>" (round.Go).

@@ -33,6 +33,9 @@ import (
 // CurrentImageId. A node that does not come back on the previous image either ends the
 // rollback as Failed: the group is left Degraded with that node Failure for an operator.
 //
+// An alarm of the update's AutoRollbackConfiguration read in ALARM while it rolls forward rolls
+// it back the same way (alarms.go).
+//
 // Each batch's state (its nodes, its start, the wait) is in the group's record
 // (store.SoftwareRollout), written in the round that decides it, so a server that restarts
 // mid-update carries on with the same batch. The controller's clock times the wait.
@@ -55,9 +58,13 @@ func (r *round) softwareUpdate() error {
 			if err := r.tx.PutGroup(g); err != nil {
 				return err
 			}
-			if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
-				"Software update of group %s started: nodes are re-imaged onto image %s in batches of at most %d%s.",
-				g.Name, st.DesiredImageID, batchSize(g, false), waitWords(g)); err != nil {
+			level := api.ClusterEventLevelInfo
+			if len(alarmNames(g)) > 0 && r.c.cfg.Alarms == nil {
+				level = api.ClusterEventLevelWarn
+			}
+			if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, level, nil,
+				"Software update of group %s started: nodes are re-imaged onto image %s in batches of at most %d%s.%s",
+				g.Name, st.DesiredImageID, batchSize(g, false), waitWords(g), r.alarmsUnwatched(g)); err != nil {
 				return err
 			}
 		}
@@ -91,13 +98,22 @@ func updating(g *store.Group) bool {
 func (r *round) rolloutStep(g *store.Group) error {
 	st, ro := &g.State, g.State.Rollout
 	gen := st.SoftwareGeneration
+	firing, err := r.alarmsFiring(g)
+	if err != nil {
+		return err
+	}
+	if len(firing) > 0 {
+		return r.startRollback(g, fmt.Sprintf("alarm %s is in ALARM (a firing alert in %s) during batch %d",
+			strings.Join(firing, ", "), r.c.cfg.Alarms, ro.Batches))
+	}
 	if len(ro.Batch) > 0 {
 		back, failed, err := r.batchStep(g, ro.Batch, gen, st.DesiredImageID, st.DesiredImageReleaseVersion)
 		if err != nil || (!back && failed == nil) {
 			return err
 		}
 		if failed != nil {
-			return r.startRollback(g, failed)
+			return r.startRollback(g, fmt.Sprintf("node %s (instance %s) of batch %d did not come back on image %s: %s",
+				failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, failed.StatusMessage))
 		}
 		took := r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
 		ro.Batch = nil
@@ -253,13 +269,14 @@ func (r *round) reimage(n *store.Node, gen int, image, release string) error {
 	return r.replace(n, reimageReason+": re-imaged onto "+image)
 }
 
-// startRollback turns a failed batch into a rollback: the group's generation moves on (the
-// rollback's), and the nodes of the update's generation are to go back.
-func (r *round) startRollback(g *store.Group, failed *store.Node) error {
+// startRollback turns the update into a rollback, for reason (a failed batch, an alarm): the
+// group's generation moves on (the rollback's), and the nodes of the update's generation are to
+// go back.
+func (r *round) startRollback(g *store.Group, reason string) error {
 	st, ro := &g.State, g.State.Rollout
 	failpoint.Hit("software:RollbackInProgress")
-	ro.Reason = fmt.Sprintf("node %s (instance %s) of batch %d did not come back on image %s: %s",
-		failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, failed.StatusMessage)
+	r.c.forgetAlarms(r.cl.ID, g.Name)
+	ro.Reason, ro.Alarms = reason, nil
 	ro.Rollback, ro.UpdateGeneration = true, st.SoftwareGeneration
 	ro.Batch, ro.Batches = nil, 0
 	st.SoftwareGeneration++
@@ -287,6 +304,7 @@ func (r *round) endUpdate(g *store.Group, status api.SoftwareUpdateStatus, level
 		st.DesiredImageID, st.DesiredImageReleaseVersion = st.CurrentImageID, st.CurrentImageReleaseVersion
 	}
 	st.ActiveSoftwareUpdateConfig, st.Rollout = nil, nil
+	r.c.forgetAlarms(r.cl.ID, g.Name)
 	st.Status = api.InstanceGroupStatusInService // aggregate makes it Degraded if a node failed
 	if err := r.tx.PutGroup(g); err != nil {
 		return err

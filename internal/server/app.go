@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/alarms"
+
 	"github.com/haleproject/hale/internal/console"
 	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/metrics"
@@ -117,6 +119,13 @@ type Options struct {
 	HeartbeatInterval       time.Duration
 	MissedHeartbeats        int
 	ReconnectGrace          time.Duration
+
+	// AlarmsPrometheus, when set, is the base address of the Prometheus server whose firing
+	// alerts are the alarms UpdateClusterSoftware's AutoRollbackConfiguration names
+	// (internal/alarms); AlarmInterval how often they are read (controller.DefaultAlarmInterval
+	// when zero).
+	AlarmsPrometheus string
+	AlarmInterval    time.Duration
 
 	// RepairMaxShare and RepairBurstNodes: see controller.Config (RepairMaxShare, BurstNodes:
 	// -1 turns the burst pause off, for benchmarks that inject one fault on many nodes).
@@ -356,6 +365,14 @@ func Start(o Options) (*App, error) {
 		source = lifecycle.NewS3Source(awsCfg, endpoint)
 		a.ObjectStore = o.ObjectStoreEndpoint
 	}
+	var alarmSource alarms.Source
+	if o.AlarmsPrometheus != "" {
+		p, err := alarms.NewPrometheus(o.AlarmsPrometheus)
+		if err != nil {
+			return fail(err)
+		}
+		alarmSource = p
+	}
 	revoke := func(instanceID, reason string) {
 		if err := a.AgentCA.Revoke(instanceID, reason); err != nil {
 			log.Error("revoke the agent certificates of an instance", "instance_id", instanceID, "error", err)
@@ -374,7 +391,7 @@ func Start(o Options) (*App, error) {
 		},
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
-		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes})
+		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes, Alarms: alarmSource, AlarmInterval: o.AlarmInterval})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
 		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,

@@ -314,6 +314,10 @@ type SoftwareRollout struct {
 	Rollback         bool   `json:",omitempty"`
 	Reason           string `json:",omitempty"`
 	UpdateGeneration int    `json:",omitempty"`
+	// Alarms are the update's rollback alarms (AutoRollbackConfiguration) read in ALARM while it
+	// rolled forward: the next round rolls it back. Written by the reading (a background job),
+	// so a restart between the reading and that round loses nothing.
+	Alarms []string `json:",omitempty"`
 }
 
 // Node is one instance of a group. Before an instance exists (Continuous provisioning) a node

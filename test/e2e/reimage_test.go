@@ -4,15 +4,22 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/haleproject/hale/internal/server/servertest"
 )
 
 // reimageScript is an on_create.sh that refuses image C, the one image with jq: the update to C
@@ -38,7 +45,21 @@ func TestRollingReimage(t *testing.T) {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
 	ctx := context.Background()
-	e := start(t)
+	// A real Prometheus whose alert LossSpike is the third update's rollback alarm: it fires
+	// while the training's own metric (served here, as a job's exporter would) is above 0.
+	var lossSpike atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE training_loss_spike gauge\ntraining_loss_spike %d\n", lossSpike.Load())
+	}))
+	defer target.Close()
+	rules := filepath.Join(t.TempDir(), "rules.yml")
+	os.WriteFile(rules, []byte("groups:\n- name: training\n  rules:\n  - alert: LossSpike\n    expr: training_loss_spike > 0\n"), 0o644)
+	prom := startPrometheus(t, "rule_files: ["+rules+"]\nscrape_configs:\n- job_name: training\n  static_configs:\n  - targets: ['"+strings.TrimPrefix(target.URL, "http://")+"']\n")
+	dir := t.TempDir()
+	t.Setenv("HALE_DATA_DIR", dir)
+	o := options(t, dir)
+	o.AlarmsPrometheus, o.AlarmInterval = prom.url, time.Second
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
 	dataDir := e.Options.DataDir
 	build := func(name, packages string) string {
 		t.Helper()
@@ -99,12 +120,16 @@ func TestRollingReimage(t *testing.T) {
 	}
 
 	// A to B in batches of 2, 10 s apart.
-	update := func(image string, wait int32) {
+	update := func(image string, wait int32, alarms ...string) {
 		t.Helper()
+		cfg := &types.DeploymentConfiguration{WaitIntervalInSeconds: aws.Int32(wait), RollingUpdatePolicy: &types.RollingDeploymentPolicy{
+			MaximumBatchSize: &types.CapacitySizeConfig{Type: types.NodeUnavailabilityTypeInstanceCount, Value: aws.Int32(2)}}}
+		for _, a := range alarms {
+			cfg.AutoRollbackConfiguration = append(cfg.AutoRollbackConfiguration, types.AlarmDetails{AlarmName: aws.String(a)})
+		}
 		if _, err := e.SDK.UpdateClusterSoftware(ctx, &sagemaker.UpdateClusterSoftwareInput{ClusterName: aws.String(cl), ImageId: aws.String(image),
-			InstanceGroups: []types.UpdateClusterSoftwareInstanceGroupSpecification{{InstanceGroupName: aws.String("workers")}},
-			DeploymentConfig: &types.DeploymentConfiguration{WaitIntervalInSeconds: aws.Int32(wait), RollingUpdatePolicy: &types.RollingDeploymentPolicy{
-				MaximumBatchSize: &types.CapacitySizeConfig{Type: types.NodeUnavailabilityTypeInstanceCount, Value: aws.Int32(2)}}}}); err != nil {
+			InstanceGroups:   []types.UpdateClusterSoftwareInstanceGroupSpecification{{InstanceGroupName: aws.String("workers")}},
+			DeploymentConfig: cfg}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,6 +191,46 @@ func TestRollingReimage(t *testing.T) {
 	}
 	if ev := e.events(cl); !strings.Contains(ev, "did not come back on image "+imgC) || !strings.Contains(ev, "jq is on this image") || !strings.Contains(ev, "rolled back") {
 		t.Errorf("the events do not say why the update was rolled back:\n%s", ev)
+	}
+
+	// B to A with the rollback alarm LossSpike, 60 s between batches: the first batch moves to
+	// A, the training's loss spikes in the wait, Prometheus fires LossSpike, and hale rolls the
+	// update back before the second batch.
+	firstDone := strings.Count(e.events(cl), "workers: batch 1 done")
+	began = time.Now()
+	update(imgA, 60, "LossSpike")
+	eventually(t, 150*time.Second, "the first batch on image A", func() (bool, string) {
+		ev := e.events(cl)
+		return strings.Count(ev, "workers: batch 1 done") > firstDone, ev
+	})
+	if g := e.describeGroup(t, cl, "workers"); g.SoftwareUpdateStatus != types.SoftwareUpdateStatusInProgress {
+		t.Fatalf("update %s after its first batch, before any alarm", g.SoftwareUpdateStatus)
+	}
+	lossSpike.Store(1)
+	spiked := time.Now()
+	seen, _ = e.watchReimage(t, cl, types.SoftwareUpdateStatusRollbackComplete, 150*time.Second)
+	t.Logf("update B -> A rolled back by alarm LossSpike: %.1f s from the spike (%.1f s in all); the batches: %s",
+		time.Since(spiked).Seconds(), time.Since(began).Seconds(), batchTimes(e.events(cl)))
+	if v, ok := prom.query(t, `ALERTS{alertname="LossSpike",alertstate="firing"}`); !ok || v != 1 {
+		t.Errorf("Prometheus has no firing LossSpike: %v %v", v, ok)
+	}
+	if !seen[types.SoftwareUpdateStatusRollbackInProgress] {
+		t.Errorf("DescribeCluster never showed RollbackInProgress (saw %v)", seen)
+	}
+	for _, n := range workers(e.nodes(cl)) {
+		if got := onImage(*n.InstanceId); got != "B" {
+			t.Errorf("%s runs image %s after the alarm's rollback, want B", *n.NodeLogicalId, got)
+		}
+		if *n.NodeLogicalId == "workers-3" && *n.InstanceId != afterB["workers-3"] {
+			t.Errorf("workers-3, of the batch after the alarm, was re-imaged (%s, was %s)", *n.InstanceId, afterB["workers-3"])
+		}
+	}
+	ev := e.events(cl)
+	for _, want := range []string{"It rolls back if one of its alarms (LossSpike) is in ALARM (a firing alert of that name in Prometheus at " + prom.url + ")",
+		"failed: alarm LossSpike is in ALARM (a firing alert in Prometheus at " + prom.url + ") during batch 1"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("the events do not say %q:\n%s", want, ev)
+		}
 	}
 }
 
