@@ -173,17 +173,21 @@ func TestRollingReimage(t *testing.T) {
 			t.Log(strings.TrimSpace(line))
 		}
 	}
-	if !seen[types.SoftwareUpdateStatusRollbackInProgress] {
-		t.Errorf("DescribeCluster never showed RollbackInProgress (saw %v)", seen)
-	}
-	for _, n := range workers(e.nodes(cl)) {
-		if got := onImage(*n.InstanceId); got != "B" {
-			t.Errorf("%s runs image %s after the rollback, want B", *n.NodeLogicalId, got)
+	rolledBackToB := func(seen map[types.SoftwareUpdateStatus]bool, why string) {
+		t.Helper()
+		if !seen[types.SoftwareUpdateStatusRollbackInProgress] {
+			t.Errorf("DescribeCluster never showed RollbackInProgress (saw %v)", seen)
 		}
-		if *n.NodeLogicalId == "workers-3" && *n.InstanceId != afterB["workers-3"] {
-			t.Errorf("workers-3, not in the failed batch, was re-imaged (%s, was %s)", *n.InstanceId, afterB["workers-3"])
+		for _, n := range workers(e.nodes(cl)) {
+			if got := onImage(*n.InstanceId); got != "B" {
+				t.Errorf("%s runs image %s after the rollback (%s), want B", *n.NodeLogicalId, got, why)
+			}
+			if *n.NodeLogicalId == "workers-3" && *n.InstanceId != afterB["workers-3"] {
+				t.Errorf("workers-3, not in the first batch, was re-imaged (%s, was %s; %s)", *n.InstanceId, afterB["workers-3"], why)
+			}
 		}
 	}
+	rolledBackToB(seen, "a failed batch")
 	g = e.describeGroup(t, cl, "workers")
 	if aws.ToString(g.CurrentImageId) != imgB || aws.ToString(g.DesiredImageId) != imgB || g.ActiveSoftwareUpdateConfig != nil || g.Status != types.InstanceGroupStatusInservice {
 		t.Errorf("after the rollback: CurrentImageId %s DesiredImageId %s config %v status %s, want %s twice, none, InService",
@@ -214,17 +218,7 @@ func TestRollingReimage(t *testing.T) {
 	if v, ok := prom.query(t, `ALERTS{alertname="LossSpike",alertstate="firing"}`); !ok || v != 1 {
 		t.Errorf("Prometheus has no firing LossSpike: %v %v", v, ok)
 	}
-	if !seen[types.SoftwareUpdateStatusRollbackInProgress] {
-		t.Errorf("DescribeCluster never showed RollbackInProgress (saw %v)", seen)
-	}
-	for _, n := range workers(e.nodes(cl)) {
-		if got := onImage(*n.InstanceId); got != "B" {
-			t.Errorf("%s runs image %s after the alarm's rollback, want B", *n.NodeLogicalId, got)
-		}
-		if *n.NodeLogicalId == "workers-3" && *n.InstanceId != afterB["workers-3"] {
-			t.Errorf("workers-3, of the batch after the alarm, was re-imaged (%s, was %s)", *n.InstanceId, afterB["workers-3"])
-		}
-	}
+	rolledBackToB(seen, "alarm LossSpike")
 	ev := e.events(cl)
 	for _, want := range []string{"It rolls back if one of its alarms (LossSpike) is in ALARM (a firing alert of that name in Prometheus at " + prom.url + ")",
 		"failed: alarm LossSpike is in ALARM (a firing alert in Prometheus at " + prom.url + ") during batch 1"} {
