@@ -443,6 +443,12 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 	if out := e.must(t, ctl, "srun -p cpu -N2 hostname | sort"); out != strings.Join(names, "\n") {
 		t.Errorf("srun -N2 over the configless nodes after the scale-up: %q, want %v", out, names)
 	}
+	// The first node's slurmd is still the configless one (24.11 and later re-exec slurmd at a
+	// reconfigure, under a new pid).
+	pid = e.must(t, worker, "cat /var/spool/slurmd/slurmd.pid")
+	if cmd := e.must(t, worker, "tr '\\0' ' ' < /proc/"+pid+"/cmdline"); !strings.Contains(cmd, "--conf-server") {
+		t.Errorf("after the scale-up the first node's slurmd is %q, not configless", cmd)
+	}
 	// When it dies, hale's own slurmd (slurm.conf from hale's files) takes the node.
 	e.must(t, worker, "kill "+pid)
 	eventually(t, 30*time.Second, "hale's own slurmd runs", func() (bool, string) {
