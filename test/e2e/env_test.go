@@ -237,14 +237,18 @@ func (e *env) waitGone(name string, within time.Duration) {
 	e.t.Fatalf("cluster %s still exists after %s", name, within)
 }
 
+// events lists every event of the cluster, oldest first, a line each (all pages).
 func (e *env) events(name string) string {
-	out, err := e.SDK.ListClusterEvents(context.Background(), &sagemaker.ListClusterEventsInput{ClusterName: &name, SortOrder: types.SortOrderAscending})
-	if err != nil {
-		return err.Error()
-	}
 	var b strings.Builder
-	for _, ev := range out.Events {
-		fmt.Fprintf(&b, "  %s %s %s\n", ev.EventTime.Format("15:04:05.000"), ev.EventLevel, *ev.Description)
+	pages := sagemaker.NewListClusterEventsPaginator(e.SDK, &sagemaker.ListClusterEventsInput{ClusterName: &name, SortOrder: types.SortOrderAscending})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(context.Background())
+		if err != nil {
+			return b.String() + err.Error()
+		}
+		for _, ev := range out.Events {
+			fmt.Fprintf(&b, "  %s %s %s\n", ev.EventTime.Format("15:04:05.000"), ev.EventLevel, *ev.Description)
+		}
 	}
 	return b.String()
 }
