@@ -296,6 +296,19 @@ func (p *Provider) List(ctx context.Context) ([]*provider.Instance, error) {
 // id that has a record finishes what a crashed launch left: the namespace is made if missing
 // and the agent started if not running.
 func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provider.Instance, error) {
+	inst, wait, err := p.launch(spec)
+	if err == nil && wait != nil {
+		err = wait() // without p.mu: the nodes of a scale-up set up side by side
+	}
+	if err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// launch is Launch's part under p.mu: the instance's record, directories and namespace, and its
+// agent started (wait, when not nil, waits until it runs).
+func (p *Provider) launch(spec provider.LaunchSpec) (inst *provider.Instance, wait func() error, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, err := p.readRecord(spec.InstanceID)
@@ -310,34 +323,34 @@ func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provi
 		err = p.writeRecord(r)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r.AgentToken != "" {
 		if err := os.WriteFile(filepath.Join(p.dir(r.ID), "token"), []byte(r.AgentToken), 0o600); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if len(spec.AgentCA) > 0 {
 		// Beside the token, read by the agent at its start (hale agent --ca-file): public.
 		if err := os.WriteFile(filepath.Join(p.dir(r.ID), "ca.crt"), spec.AgentCA, 0o644); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := p.prepareDirs(r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.writeHosts(r.ClusterID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.ensureNetns(r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(netnsPIDs(r.Netns)) == 0 {
-		if err := p.startAgent(r); err != nil {
-			return nil, err
+		if wait, err = p.startAgent(r); err != nil {
+			return nil, nil, err
 		}
 	}
-	return p.instance(r), nil
+	return p.instance(r), wait, nil
 }
 
 func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
@@ -483,17 +496,25 @@ func (p *Provider) writeHosts(clusterID string) error {
 // Reboot ends every process of the instance and starts its agent again; the namespace, the
 // address and the node's directories stay, as a machine's disks survive a reboot.
 func (p *Provider) Reboot(ctx context.Context, id string) error {
+	wait, err := p.reboot(ctx, id)
+	if err != nil {
+		return err
+	}
+	return wait() // without p.mu, as Launch
+}
+
+func (p *Provider) reboot(ctx context.Context, id string) (wait func() error, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, err := p.readRecord(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := killNetns(ctx, r.Netns); err != nil {
-		return err
+		return nil, err
 	}
 	if err := p.ensureNetns(r); err != nil {
-		return err
+		return nil, err
 	}
 	return p.startAgent(r)
 }

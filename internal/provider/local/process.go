@@ -335,15 +335,17 @@ func AgentCommand(netns string, argv ...string) []string {
 
 // startAgent starts hale agent in the instance's namespaces, logging to agent.log. The agent is
 // not tied to the server's life: a crashed server's agents keep running and reconnect.
-func (p *Provider) startAgent(r *record) error { return p.startAgentIn(r, false) }
+func (p *Provider) startAgent(r *record) (wait func() error, err error) { return p.startAgentIn(r, false) }
 
 // startAgentIn starts the agent; sameBoot keeps the node's boot id (an agent restart, not a
-// boot).
-func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
+// boot). The returned wait waits until the agent runs (the node is set up) and records its pid
+// and its node-init's: the callers run it without p.mu, so that nodes launched together set up
+// side by side.
+func (p *Provider) startAgentIn(r *record, sameBoot bool) (wait func() error, err error) {
 	dir := p.dir(r.ID)
 	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	// Nodes share the host's kernel, so the kernel's boot id says nothing of a node's boot:
@@ -351,7 +353,7 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 	bootID := filepath.Join(dir, "boot_id")
 	if _, err := os.Stat(bootID); !sameBoot || err != nil {
 		if err := os.WriteFile(bootID, []byte(uuid.NewString()+"\n"), 0o644); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	args := []string{p.cfg.AgentBinary, "agent",
@@ -396,22 +398,23 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) error {
 	// Its own process group and session: a Ctrl-C at the server's terminal is not the node's.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start agent of %s: %w", r.ID, err)
+		return nil, fmt.Errorf("start agent of %s: %w", r.ID, err)
 	}
 	go cmd.Wait() // reap it if it exits while the server runs
 	// The agent is a child or grandchild of the started process (unshare forks node-init, which
 	// starts the agent after the node's setup; nsenter forks for --pid): its host pid is what the
 	// provider's bookkeeping (agentRunning, UpgradeAgents, inject) keys on.
-	agentPID, initPID, err := findAgent(cmd.Process.Pid, 30*time.Second)
-	if initPID != 0 {
-		os.WriteFile(filepath.Join(dir, "init.pid"), []byte(strconv.Itoa(initPID)+"\n"), 0o600)
-	}
-	if err != nil {
-		os.Remove(filepath.Join(dir, "agent.pid"))
-		return fmt.Errorf("start agent of %s: %w (agent.log says why)", r.ID, err)
-	}
-	os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(agentPID)+"\n"), 0o600)
-	return nil
+	return func() error {
+		agentPID, initPID, err := findAgent(cmd.Process.Pid, 30*time.Second)
+		if initPID != 0 {
+			os.WriteFile(filepath.Join(dir, "init.pid"), []byte(strconv.Itoa(initPID)+"\n"), 0o600)
+		}
+		if err != nil {
+			os.Remove(filepath.Join(dir, "agent.pid"))
+			return fmt.Errorf("start agent of %s: %w (agent.log says why)", r.ID, err)
+		}
+		return os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(agentPID)+"\n"), 0o600)
+	}, nil
 }
 
 // NodeCommand is the command line that boots a node: hale node-init (NodeInit) as PID 1 of new
@@ -484,7 +487,11 @@ func (p *Provider) UpgradeAgents(ca []byte) (int, error) {
 		if syscall.Kill(pid, 0) == nil {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := p.startAgentIn(r, true); err != nil {
+		wait, err := p.startAgentIn(r, true)
+		if err == nil {
+			err = wait()
+		}
+		if err != nil {
 			return n, err
 		}
 		n++
