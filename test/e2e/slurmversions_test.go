@@ -136,6 +136,8 @@ func nodesBootFromImage(t *testing.T, e *env, suite, id string) {
 	if out := run(*ctl.InstanceId, "srun -N2 -p cpu hostname | sort"); !strings.Contains(out, host(w[0])) || !strings.Contains(out, host(w[1])) {
 		t.Errorf("srun on the image's Slurm: %q", out)
 	}
+	// Its own processes (PID 1 hale node-init) and its own read-only /sys, on this Debian too.
+	e.checkNodeNamespaces(t, a)
 	// The node sees nothing of the host's files: not hale's data directory.
 	if out, err := e.onNode(a, "test -e "+dataDir+" && echo visible"); strings.Contains(out, "visible") {
 		t.Errorf("the node sees the host's %s (%v)", dataDir, err)
