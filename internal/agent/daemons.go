@@ -177,7 +177,11 @@ func (d *daemons) supervise(s *supervised) {
 			exits = exits[1:]
 		}
 		cat := health.Default()
-		evidence := fmt.Sprintf("%s exited (%v) after %s; restarting it in %s", s.spec.Name, err, now.Sub(started).Round(time.Millisecond), backoff)
+		how := "exit status 0" // a clean exit of a daemon that should run is still an exit
+		if err != nil {
+			how = err.Error()
+		}
+		evidence := fmt.Sprintf("%s exited (%s) after %s; restarting it in %s", s.spec.Name, how, now.Sub(started).Round(time.Millisecond), backoff)
 		if len(exits) >= crashLoopExits {
 			d.a.report(cat.FaultFinding("daemon.crashloop", fmt.Sprintf("%s exited %d times within %s; last: %s", s.spec.Name, len(exits), crashLoopWindow, evidence)), "daemons")
 			exits = nil

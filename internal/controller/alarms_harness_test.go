@@ -123,7 +123,7 @@ func TestSoftwareUpdateRollsBackOnAlarm(t *testing.T) {
 			}
 			ev := h.events(id)
 			for _, want := range []string{"It rolls back if one of its alarms (NodesOnNewImageFailing, XidBurst) is in ALARM",
-				"failed: alarm XidBurst is in ALARM (a firing alert in the test's alarms) during batch 1", "rolled back"} {
+				"failed: alarm XidBurst is in ALARM (a firing alert in the test's alarms) in the wait after batch 1", "rolled back"} {
 				if !strings.Contains(ev, want) {
 					t.Errorf("the events do not say %q:\n%s", want, ev)
 				}

@@ -103,8 +103,12 @@ func (r *round) rolloutStep(g *store.Group) error {
 		return err
 	}
 	if len(firing) > 0 {
-		return r.startRollback(g, fmt.Sprintf("alarm %s is in ALARM (a firing alert in %s) during batch %d",
-			strings.Join(firing, ", "), r.c.cfg.Alarms, ro.Batches))
+		when := fmt.Sprintf("during batch %d", ro.Batches)
+		if len(ro.Batch) == 0 {
+			when = fmt.Sprintf("in the wait after batch %d", ro.Batches)
+		}
+		return r.startRollback(g, fmt.Sprintf("alarm %s is in ALARM (a firing alert in %s) %s",
+			strings.Join(firing, ", "), r.c.cfg.Alarms, when))
 	}
 	if len(ro.Batch) > 0 {
 		back, failed, err := r.batchStep(g, ro.Batch, gen, st.DesiredImageID, st.DesiredImageReleaseVersion)
@@ -113,7 +117,7 @@ func (r *round) rolloutStep(g *store.Group) error {
 		}
 		if failed != nil {
 			return r.startRollback(g, fmt.Sprintf("node %s (instance %s) of batch %d did not come back on image %s: %s",
-				failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, failed.StatusMessage))
+				failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, strings.TrimSuffix(failed.StatusMessage, ".")))
 		}
 		took := r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
 		ro.Batch = nil
@@ -163,7 +167,7 @@ func (r *round) rollbackStep(g *store.Group) error {
 		if failed != nil {
 			return r.endUpdate(g, api.SoftwareUpdateStatusFailed, api.ClusterEventLevelError,
 				fmt.Sprintf("Software update of group %s failed and so did its rollback: node %s (instance %s) did not come back on the previous image %s: %s. The update had failed because %s. The node is left Failure; replace it (BatchReplaceClusterNodes) once the cause is fixed.",
-					g.Name, failed.LogicalID, failed.InstanceID, st.CurrentImageID, failed.StatusMessage, ro.Reason))
+					g.Name, failed.LogicalID, failed.InstanceID, st.CurrentImageID, strings.TrimSuffix(failed.StatusMessage, "."), ro.Reason))
 		}
 		took := r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
 		ro.Batch = nil

@@ -6,6 +6,7 @@ package image
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -546,4 +547,26 @@ func errorLines(path string) string {
 		}
 	}
 	return strings.Join(errs, "; ")
+}
+
+// SlurmRelease is the Slurm release (major.minor, such as "24.11") image id installs, from its
+// manifest (Debian's slurmctld, else slurmd package version); "" when it has none or the image
+// is unknown (the default image not built: its nodes run the host's Slurm).
+func (r *Registry) SlurmRelease(id string) string {
+	m, err := r.Get(id)
+	if err != nil {
+		return ""
+	}
+	return SlurmRelease(m)
+}
+
+// SlurmRelease is the Slurm release (major.minor) a manifest's packages install; "" when none.
+func SlurmRelease(m *Manifest) string {
+	v := cmp.Or(m.Installed["slurmctld"], m.Installed["slurmd"])
+	major, rest, ok := strings.Cut(v, ".")
+	if !ok {
+		return ""
+	}
+	minor, _, _ := strings.Cut(rest, ".")
+	return major + "." + minor
 }

@@ -25,8 +25,14 @@ import (
 // root), so the server's registry loads it at start.
 func putImage(t *testing.T, dataDir, name string, status image.Status) *image.Manifest {
 	t.Helper()
+	return putImageWith(t, dataDir, name, status, "24.11.5-4")
+}
+
+// putImageWith is putImage of an image whose slurmd package has version slurmd.
+func putImageWith(t *testing.T, dataDir, name string, status image.Status, slurmd string) *image.Manifest {
+	t.Helper()
 	m := &image.Manifest{ImageID: image.NewID(), Name: name, Suite: "trixie", Mirror: image.DefaultMirror,
-		Packages: image.BasePackages, Installed: map[string]string{"slurmd": "24.11.5-4"}, SizeBytes: 123,
+		Packages: image.BasePackages, Installed: map[string]string{"slurmd": slurmd}, SizeBytes: 123,
 		ContentHash: "sha256:" + strings.Repeat("ab", 32), SpecKey: "sha256:k", CreatedAt: time.Now().UTC().Truncate(time.Second), Status: status}
 	dir := filepath.Join(dataDir, "images", m.ImageID)
 	if err := os.MkdirAll(filepath.Join(dir, "rootfs", "etc"), 0o755); err != nil {
@@ -203,4 +209,59 @@ func TestStaticProviderRefusesImages(t *testing.T) {
 	markInService(t, e, "own")
 	_, err = e.SDK.UpdateClusterSoftware(ctx, &sagemaker.UpdateClusterSoftwareInput{ClusterName: in.ClusterName, ImageId: aws.String(img.ImageID)})
 	wantValidation(t, "UpdateClusterSoftware to an image on the static provider", err, "Value '"+img.ImageID+"' at 'imageId'", "static provider")
+}
+
+// The groups of a Slurm cluster run one Slurm release: CreateCluster, UpdateCluster (a new
+// group) and UpdateClusterSoftware (some groups only) that would mix images of two releases
+// are a ValidationException naming the groups and releases, and store nothing; moving every
+// group at once is accepted.
+func TestOneSlurmReleasePerCluster(t *testing.T) {
+	dataDir := t.TempDir()
+	trixie := putImageWith(t, dataDir, "slurm-24.11", image.StatusAvailable, "24.11.5-4+deb13u1")
+	trixie2 := putImageWith(t, dataDir, "slurm-24.11-again", image.StatusAvailable, "24.11.6-1")
+	bookworm := putImageWith(t, dataDir, "slurm-22.05", image.StatusAvailable, "22.05.8-4+deb12u3")
+	e := servertest.Start(t, server.Options{DataDir: dataDir})
+	ctx := servertest.Ctx(t)
+	var in sagemaker.CreateClusterInput
+	if err := unmarshalSDK(readFile(t, "../../examples/cluster.json"), &in); err != nil {
+		t.Fatal(err)
+	}
+	in.ClusterName = aws.String("mixed")
+	for i := range in.InstanceGroups {
+		in.InstanceGroups[i].ImageId = aws.String(trixie.ImageID)
+	}
+	in.InstanceGroups[2].ImageId = aws.String(bookworm.ImageID) // gpu
+	_, err := e.SDK.CreateCluster(ctx, &in)
+	wantValidation(t, "CreateCluster mixing Slurm 22.05 and 24.11", err, "must run one Slurm release",
+		"Slurm 22.05: gpu ("+bookworm.ImageID+")", "Slurm 24.11: ", "controller ("+trixie.ImageID+")", "Incompatible versions of client and server code")
+	if out, _ := e.SDK.ListClusters(ctx, &sagemaker.ListClustersInput{}); len(out.ClusterSummaries) != 0 {
+		t.Fatalf("a refused CreateCluster stored a cluster: %+v", out.ClusterSummaries)
+	}
+	in.InstanceGroups[2].ImageId = aws.String(trixie2.ImageID) // another 24.11 point release: one release
+	if _, err := e.SDK.CreateCluster(ctx, &in); err != nil {
+		t.Fatalf("CreateCluster on one Slurm release: %v", err)
+	}
+	markInService(t, e, "mixed")
+	_, err = e.SDK.UpdateClusterSoftware(ctx, &sagemaker.UpdateClusterSoftwareInput{ClusterName: in.ClusterName, ImageId: aws.String(bookworm.ImageID),
+		InstanceGroups: []types.UpdateClusterSoftwareInstanceGroupSpecification{{InstanceGroupName: aws.String("gpu")}}})
+	wantValidation(t, "UpdateClusterSoftware of one group to another Slurm release", err, "Slurm 22.05: gpu ("+bookworm.ImageID+")", "Slurm 24.11: controller")
+	_, err = e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: in.ClusterName, InstanceGroups: []types.ClusterInstanceGroupSpecification{{
+		InstanceGroupName: aws.String("extra"), InstanceType: types.ClusterInstanceTypeMlT3Medium, InstanceCount: aws.Int32(1),
+		ExecutionRole: in.InstanceGroups[3].ExecutionRole, LifeCycleConfig: in.InstanceGroups[3].LifeCycleConfig,
+		ImageId: aws.String(bookworm.ImageID), SlurmConfig: &types.ClusterSlurmConfig{NodeType: types.ClusterSlurmNodeTypeCompute, PartitionNames: []string{"extra"}},
+	}}})
+	wantValidation(t, "UpdateCluster adding a group of another Slurm release", err, "Slurm 22.05: extra ("+bookworm.ImageID+")")
+	dc, err := e.SDK.DescribeCluster(ctx, &sagemaker.DescribeClusterInput{ClusterName: in.ClusterName})
+	if err != nil || dc.ClusterStatus != types.ClusterStatusInservice || len(dc.InstanceGroups) != 4 {
+		t.Fatalf("after the refused updates: %v, %+v", err, dc)
+	}
+	for _, g := range dc.InstanceGroups {
+		if g.SoftwareUpdateStatus != "" && g.SoftwareUpdateStatus != types.SoftwareUpdateStatusSucceeded {
+			t.Errorf("group %s has an update %s after a refused UpdateClusterSoftware", *g.InstanceGroupName, g.SoftwareUpdateStatus)
+		}
+	}
+	// Every group at once to 22.05: one release after the update.
+	if _, err := e.SDK.UpdateClusterSoftware(ctx, &sagemaker.UpdateClusterSoftwareInput{ClusterName: in.ClusterName, ImageId: aws.String(bookworm.ImageID)}); err != nil {
+		t.Errorf("UpdateClusterSoftware of every group to 22.05: %v", err)
+	}
 }

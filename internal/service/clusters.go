@@ -48,6 +48,9 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 		if err := s.checkImages(in.InstanceGroups); err != nil {
 			return "", err
 		}
+		if err := s.checkSlurmRelease(in.Orchestrator != nil && in.Orchestrator.Eks != nil, specImages(in.InstanceGroups)); err != nil {
+			return "", err
+		}
 		if s.cfg.Provider == "static" && in.Orchestrator != nil && in.Orchestrator.Eks != nil {
 			// Nothing would play the nodes' kubelets: they would never join (docs/own-machines.md).
 			return "", api.Errorf(api.CodeValidationException, "orchestrator.eks: the static provider installs no kubelet on its hosts, so its nodes cannot join a Kubernetes cluster; use Orchestrator.Slurm on your own machines, or the local provider for Eks")
@@ -238,6 +241,15 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 			return "", err
 		}
 		if err := s.checkImages(in.InstanceGroups); err != nil {
+			return "", err
+		}
+		images := specImages(next.InstanceGroups)
+		for name := range images {
+			if g := byName[name]; g != nil {
+				images[name] = groupImage(g) // an existing group keeps its image (UpdateClusterSoftware moves it)
+			}
+		}
+		if err := s.checkSlurmRelease(c.Spec.Orchestrator != nil && c.Spec.Orchestrator.Eks != nil, images); err != nil {
 			return "", err
 		}
 		if n := totalInstances(next.InstanceGroups); n > s.cfg.MaxInstancesPerCluster {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -49,6 +50,17 @@ func (s *Service) UpdateClusterSoftware(ctx context.Context, in *api.UpdateClust
 			}
 			release[g.GetInstanceGroupName()] = g.GetImageReleaseVersion()
 			names = append(names, g.GetInstanceGroupName())
+		}
+		// The images every group will run once the update is done.
+		after := map[string]string{}
+		for _, g := range groups {
+			after[g.Name] = groupImage(g)
+			if len(in.InstanceGroups) == 0 || slices.Contains(names, g.Name) {
+				after[g.Name] = cmp.Or(in.GetImageId(), "default")
+			}
+		}
+		if err := s.checkSlurmRelease(c.Spec.Orchestrator != nil && c.Spec.Orchestrator.Eks != nil, after); err != nil {
+			return "", err
 		}
 		now := s.now()
 		var targets []string

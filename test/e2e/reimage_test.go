@@ -221,7 +221,7 @@ func TestRollingReimage(t *testing.T) {
 	rolledBackToB(seen, "alarm LossSpike")
 	ev := e.events(cl)
 	for _, want := range []string{"It rolls back if one of its alarms (LossSpike) is in ALARM (a firing alert of that name in Prometheus at " + prom.url + ")",
-		"failed: alarm LossSpike is in ALARM (a firing alert in Prometheus at " + prom.url + ") during batch 1"} {
+		"failed: alarm LossSpike is in ALARM (a firing alert in Prometheus at " + prom.url + ") in the wait after batch 1"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("the events do not say %q:\n%s", want, ev)
 		}
