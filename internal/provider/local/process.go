@@ -335,7 +335,9 @@ func AgentCommand(netns string, argv ...string) []string {
 
 // startAgent starts hale agent in the instance's namespaces, logging to agent.log. The agent is
 // not tied to the server's life: a crashed server's agents keep running and reconnect.
-func (p *Provider) startAgent(r *record) (wait func() error, err error) { return p.startAgentIn(r, false) }
+func (p *Provider) startAgent(r *record) (wait func() error, err error) {
+	return p.startAgentIn(r, false)
+}
 
 // startAgentIn starts the agent; sameBoot keeps the node's boot id (an agent restart, not a
 // boot). The returned wait waits until the agent runs (the node is set up) and records its pid
