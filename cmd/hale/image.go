@@ -55,7 +55,7 @@ the same state of the archive copies the first image's root.
 			if fromFile != "" {
 				var err error
 				if s, err = image.ReadSpec(fromFile); err != nil {
-					return &exitError{255, err}
+					return &exitError{252, err} // a bad parameter, as the AWS CLI exits for one
 				}
 				f := cmd.Flags()
 				if f.Changed("name") {
@@ -72,7 +72,7 @@ the same state of the archive copies the first image's root.
 				}
 			}
 			if err := s.Validate(); err != nil {
-				return &exitError{255, err}
+				return &exitError{252, err}
 			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {

@@ -21,14 +21,14 @@ func TestImageCommands(t *testing.T) {
 	os.WriteFile(spec, []byte(`{"Name":"from-file","Suite":"trixie","Packages":["vim"]}`), 0o644)
 	// The flag's suite replaces the file's, and is refused before any build starts.
 	r := hale(t, "image", "build", "--from-file", spec, "--suite", "jessie")
-	if r.code != 255 || !strings.Contains(r.stderr, `Suite "jessie"`) {
+	if r.code != 252 || !strings.Contains(r.stderr, `Suite "jessie"`) {
 		t.Errorf("build --from-file with a bad --suite: %+v", r)
 	}
 	os.WriteFile(spec, []byte(`{"Name":"from-file","Suite":"trixie","Pakages":["vim"]}`), 0o644)
-	if r := hale(t, "image", "build", "--from-file", spec); r.code != 255 || !strings.Contains(r.stderr, "Pakages") {
+	if r := hale(t, "image", "build", "--from-file", spec); r.code != 252 || !strings.Contains(r.stderr, "Pakages") {
 		t.Errorf("build --from-file with a misspelt member: %+v", r)
 	}
-	if r := hale(t, "image", "build", "--name", "x", "--suite", "sid"); r.code != 255 || !strings.Contains(r.stderr, `Name "x"`) {
+	if r := hale(t, "image", "build", "--name", "x", "--suite", "sid"); r.code != 252 || !strings.Contains(r.stderr, `Name "x"`) {
 		t.Errorf("build with a short name: %+v", r)
 	}
 	if r := hale(t, "image", "describe", "ami-00000000000000000"); r.code != 254 || !strings.Contains(r.stderr, "ResourceNotFound") {
