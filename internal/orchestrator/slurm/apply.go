@@ -340,7 +340,12 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 			prevReason := rec.Reason
 			rec.State, rec.Reason = ns.State, ns.Reason
 			var events []func() error
-			if changed && (wasOut != isOut || isOut && prevReason != ns.Reason) {
+			// hale's own take-out of the node's previous instance (a replacement, a re-image)
+			// has its event already ("taken out of service by hale"); the new instance is not
+			// to blame for it, and it ends when the new one joins.
+			const takeOut = slurmconf.HaleReason + "replacing instance "
+			takenOutBefore := strings.HasPrefix(ns.Reason, takeOut) && !strings.HasPrefix(ns.Reason, takeOut+n.InstanceID+" ")
+			if changed && (wasOut != isOut || isOut && prevReason != ns.Reason) && !(isOut && takenOutBefore) {
 				level, what := api.ClusterEventLevelInfo, "is back in service"
 				if isOut {
 					level, what = api.ClusterEventLevelWarn, "is out of service"
