@@ -283,6 +283,9 @@ func topologyYAML(t *testing.T, e *env, id string) {
 			t.Errorf("topology.yaml lacks %q", want)
 		}
 	}
+	if out, _ := e.onNode(ctl, "test -e /etc/slurm/topology.conf && grep -v '^#' /etc/slurm/topology.conf"); strings.TrimSpace(out) != "" {
+		t.Errorf("a topology.conf with switches stays beside topology.yaml:\n%s", out)
+	}
 	if out := e.must(t, ctl, "scontrol show partition p5"); !strings.Contains(out, "Topology=tree") {
 		t.Errorf("partition p5 has no Topology=tree:\n%s", out)
 	}

@@ -155,7 +155,11 @@ func (s *Slurm) syncFiles(ctx context.Context, clusterID, logicalID string) erro
 	}
 	switch {
 	case st.Topology != "" && st.TopologyYAML:
-		files = append(files, &agentproto.File{Path: slurmconf.TopologyYAMLPath, Content: []byte(st.Topology), Mode: 0o644})
+		// topology.conf empties: a cluster's first rendering, before its controller said which
+		// Slurm it runs, may have written one (for 22.05), which would otherwise stay beside
+		// the topology.yaml that Slurm reads instead.
+		files = append(files, &agentproto.File{Path: slurmconf.TopologyYAMLPath, Content: []byte(st.Topology), Mode: 0o644},
+			&agentproto.File{Path: slurmconf.TopologyPath, Content: []byte(slurmconf.TopologyConfUnused), Mode: 0o644})
 	case st.Topology != "":
 		files = append(files, &agentproto.File{Path: slurmconf.TopologyPath, Content: []byte(st.Topology), Mode: 0o644})
 	}

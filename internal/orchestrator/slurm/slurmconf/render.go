@@ -27,11 +27,13 @@ const (
 	GresPath = ConfDir + "/gres.conf"
 	// TopologyPath is topology.conf, beside slurm.conf (Slurm reads it from there);
 	// TopologyYAMLPath is Slurm 25.05's topology.yaml, which takes precedence when it exists.
-	TopologyPath     = ConfDir + "/topology.conf"
-	TopologyYAMLPath = ConfDir + "/topology.yaml"
-	MungeKey         = "/etc/munge/munge.key"
-	BeginMark        = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
-	EndMark          = "# ---- END hale ----"
+	TopologyPath = ConfDir + "/topology.conf"
+	// TopologyConfUnused is topology.conf's content when topology.yaml holds the topology.
+	TopologyConfUnused = "# Unused: this cluster's topology is in topology.yaml (Slurm 25.05 and newer), written by hale.\n"
+	TopologyYAMLPath   = ConfDir + "/topology.yaml"
+	MungeKey           = "/etc/munge/munge.key"
+	BeginMark          = "# ---- BEGIN hale: ClusterName, SlurmctldHost, nodes and partitions; managed by hale ----"
+	EndMark            = "# ---- END hale ----"
 )
 
 // Node is a Slurm node as slurm.conf describes it.
