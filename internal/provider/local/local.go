@@ -287,6 +287,7 @@ func (p *Provider) List(ctx context.Context) ([]*provider.Instance, error) {
 	}
 	out := make([]*provider.Instance, len(rs))
 	for i, r := range rs {
+		p.healPIDFiles(r)
 		out[i] = p.instance(r)
 	}
 	return out, nil
@@ -349,6 +350,8 @@ func (p *Provider) launch(spec provider.LaunchSpec) (inst *provider.Instance, wa
 		if wait, err = p.startAgent(r); err != nil {
 			return nil, nil, err
 		}
+	} else {
+		p.healPIDFiles(r)
 	}
 	return p.instance(r), wait, nil
 }

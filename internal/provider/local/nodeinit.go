@@ -145,6 +145,30 @@ func findAgent(root int, wait time.Duration) (agent, init int, err error) {
 // isNodeInit says whether host pid runs hale node-init.
 func isNodeInit(pid int) bool { return subcommand(pid) == "node-init" }
 
+// healPIDFiles rewrites the instance's agent.pid and init.pid when the node runs but they do not
+// name its processes: a server that died between starting a node and recording its agent (the
+// agent appears below node-init only once the node is set up) left none, and the node's
+// agent, which lives on and registers again, would otherwise count as not running. The agent
+// is the process of the node's network namespace that runs hale agent for this instance.
+func (p *Provider) healPIDFiles(r *record) {
+	dir := p.dir(r.ID)
+	if agentRunning(dir) {
+		return
+	}
+	for _, pid := range netnsPIDs(r.Netns) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(cmdline), "\x00--instance-id\x00"+r.ID+"\x00") {
+			continue
+		}
+		switch {
+		case isNodeInit(pid):
+			os.WriteFile(filepath.Join(dir, "init.pid"), []byte(strconv.Itoa(pid)+"\n"), 0o600)
+		case isAgent(pid):
+			os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(pid)+"\n"), 0o600)
+		}
+	}
+}
+
 // NodeHostPID maps nsPID, a pid as the local node whose instance directory is instanceDir
 // numbers it (a pid file written in the node, $$ of a script there), to the host's pid of that
 // process. A node that an older hale booted without node-init shares the host's PID namespace,

@@ -195,3 +195,46 @@ func descendants(pid int) []int {
 	}
 	return out
 }
+
+// A node whose agent runs but whose agent.pid names nothing (a server died between starting the
+// node and recording its agent) gets agent.pid back from the processes of its network
+// namespace: the one running hale agent for the instance, not another instance's.
+func TestHealPIDFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a network namespace)")
+	}
+	dir := t.TempDir()
+	ns := "hale-heal-" + strconv.Itoa(os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("ip netns add: %v %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	scripts := t.TempDir()
+	os.WriteFile(filepath.Join(scripts, "agent"), []byte("sleep 60\n"), 0o755)
+	start := func(id string) *exec.Cmd {
+		// argv [/bin/sh agent --instance-id ID]: subcommand agent, as hale agent's.
+		cmd := exec.Command("ip", "netns", "exec", ns, "/bin/sh", "agent", "--instance-id", id)
+		cmd.Dir = scripts
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	other := start("i-other")
+	mine := start("i-0123456789abcdef0")
+	p := &Provider{cfg: Config{Root: dir}}
+	r := &record{ID: "i-0123456789abcdef0", Netns: ns}
+	os.MkdirAll(p.dir(r.ID), 0o755)
+	var got int
+	for i := 0; i < 100; i++ { // ip netns exec execs the shell: wait until it has
+		p.healPIDFiles(r)
+		if got, _ = pidFile(filepath.Join(p.dir(r.ID), "agent.pid")); got == mine.Process.Pid {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got != mine.Process.Pid || got == other.Process.Pid {
+		t.Errorf("agent.pid %d, want the instance's agent %d (the other instance's is %d)", got, mine.Process.Pid, other.Process.Pid)
+	}
+}
