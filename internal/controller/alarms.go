@@ -114,8 +114,7 @@ func (r *round) alarmsFiring(g *store.Group) ([]string, error) {
 
 // forgetAlarms drops the readings of the group's updates (the update ended).
 func (c *Controller) forgetAlarms(clusterID, group string) {
-	prefix := alarmKey(clusterID, group, 0)
-	prefix = prefix[:len(prefix)-1]
+	prefix := clusterID + "/" + group + "/" // alarmKey's, whatever the generation
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.firing {
