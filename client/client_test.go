@@ -77,6 +77,28 @@ func TestDescribeUnknownClusterIsResourceNotFound(t *testing.T) {
 	}
 }
 
+// Options.DataDir names the server's data directory in place of HALE_DATA_DIR (which points
+// elsewhere here): several servers' clients in one process, each with its own.
+func TestDataDirOption(t *testing.T) {
+	isolate(t)
+	a, b := startServer(t, server.Options{}), startServer(t, server.Options{})
+	for _, app := range []*server.App{a, b} {
+		c, err := New(context.Background(), Options{DataDir: filepath.Dir(app.CredentialsFile)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Profile() != "hale" || c.Endpoint() != app.URL+"/" {
+			t.Fatalf("profile %q endpoint %q, want hale at %s", c.Profile(), c.Endpoint(), app.URL)
+		}
+		if err := c.CallJSON(context.Background(), "ListClusters", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(context.Background(), Options{}); err == nil || !strings.Contains(err.Error(), "no-hale-here") {
+		t.Fatalf("without DataDir the client reads HALE_DATA_DIR's directory: %v", err)
+	}
+}
+
 func TestSharedFilesThroughAWSVariables(t *testing.T) {
 	isolate(t)
 	app := startServer(t, server.Options{})

@@ -41,16 +41,28 @@ type Options struct {
 	// EndpointURL is where requests go. Empty: AWS_ENDPOINT_URL_SAGEMAKER, AWS_ENDPOINT_URL, the
 	// profile's services section for SageMaker, then the profile's endpoint_url.
 	EndpointURL string
+	// DataDir is the hale server's data directory whose credentials and config files (and the
+	// endpoint the server wrote there) New reads, as `hale --data-dir` would. Empty:
+	// HALE_DATA_DIR, else DefaultDataDir. Tests that run several servers in one process name
+	// each one's here, since the environment is the process's.
+	DataDir string
+}
+
+// dataDir is the data directory o names, else the environment's, else the default.
+func (o Options) dataDir() string {
+	if o.DataDir != "" {
+		return o.DataDir
+	}
+	return envOr(DataDirEnv, DefaultDataDir)
 }
 
 // sharedFiles returns the shared credentials and config files to read: the AWS defaults (or
 // AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE) followed by hale's data-directory files when
-// they exist. The SDK lets later files override earlier ones, so the server's freshly written
-// endpoint_url wins over a stale copy of [profile hale] in ~/.aws/config.
-func sharedFiles() (creds, confs []string) {
+// they exist (dir). The SDK lets later files override earlier ones, so the server's freshly
+// written endpoint_url wins over a stale copy of [profile hale] in ~/.aws/config.
+func sharedFiles(dir string) (creds, confs []string) {
 	creds = []string{envOr("AWS_SHARED_CREDENTIALS_FILE", config.DefaultSharedCredentialsFilename())}
 	confs = []string{envOr("AWS_CONFIG_FILE", config.DefaultSharedConfigFilename())}
-	dir := envOr(DataDirEnv, DefaultDataDir)
 	if f := filepath.Join(dir, "credentials"); fileExists(f) && !contains(creds, f) {
 		creds = append(creds, f)
 	}
@@ -102,7 +114,7 @@ func hasSection(path, name string) bool {
 
 // load resolves the aws.Config, the endpoint and the region for o.
 func load(ctx context.Context, o Options) (cfg aws.Config, endpoint, profile string, err error) {
-	creds, confs := sharedFiles()
+	creds, confs := sharedFiles(o.dataDir())
 	profile, explicit := chooseProfile(o, append(append([]string{}, creds...), confs...))
 	opts := []func(*config.LoadOptions) error{
 		config.WithSharedCredentialsFiles(creds),
@@ -133,10 +145,10 @@ func load(ctx context.Context, o Options) (cfg aws.Config, endpoint, profile str
 	}
 	endpoint = resolveEndpoint(ctx, o, cfg)
 	if endpoint == "" {
-		endpoint = serverEndpoint(ctx)
+		endpoint = serverEndpoint(ctx, o.dataDir())
 	}
 	if endpoint == "" {
-		dir := envOr(DataDirEnv, DefaultDataDir)
+		dir := o.dataDir()
 		return cfg, "", profile, fmt.Errorf("no endpoint for the hale API: pass --endpoint-url (or set AWS_ENDPOINT_URL_SAGEMAKER, or endpoint_url in profile %q), "+
 			"or point %s at the --data-dir of a running hale server, which writes its endpoint there (looked in %s/config)", profile, DataDirEnv, dir)
 	}
@@ -172,11 +184,11 @@ func resolveEndpoint(ctx context.Context, o Options, cfg aws.Config) string {
 	return ""
 }
 
-// serverEndpoint is the endpoint_url of the [profile hale] that the hale server of $HALE_DATA_DIR
-// wrote: a profile that names only keys (as `hale access-key create --credentials-file` may
+// serverEndpoint is the endpoint_url of the [profile hale] that the hale server of data directory
+// dir wrote: a profile that names only keys (as `hale access-key create --credentials-file` may
 // leave) still reaches the local server.
-func serverEndpoint(ctx context.Context) string {
-	f := filepath.Join(envOr(DataDirEnv, DefaultDataDir), "config")
+func serverEndpoint(ctx context.Context, dir string) string {
+	f := filepath.Join(dir, "config")
 	if !fileExists(f) {
 		return ""
 	}

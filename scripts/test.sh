@@ -9,13 +9,26 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "test: run as root (sudo ./scripts/test.sh): the end-to-end tests create network namespaces, veths and bind mounts" >&2
   exit 1
 fi
-./scripts/setup.sh || { echo "test: set-up failed; nothing was tested" >&2; exit 1; }
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
+# The Kubernetes tools (docs/kubernetes.md) build from the upstream Go modules once per machine:
+# 10-20 minutes of both CPUs on a fresh one, then cached. The build starts first and runs beside
+# the set-up, whose package downloads and image build wait mostly on the network and the disk;
+# its output is shown in its stage. Cached, it only links the binaries into bin/k8s.
+k8s_log=$(mktemp -t hale-k8s-tools.XXXXXX)
+./scripts/k8s-tools.sh >"$k8s_log" 2>&1 &
+k8s_pid=$!
+trap 'kill "$k8s_pid" 2>/dev/null; rm -f "$k8s_log"' EXIT
+t0=$SECONDS
+./scripts/setup.sh || { echo "test: set-up failed; nothing was tested" >&2; exit 1; }
+setup_s=$((SECONDS - t0))
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" # quiet go-nvml's headers
 
 bold="" plain=""
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
-passed=() failed=()
+# Each test stage's go test events (JSON) are kept here for a look after the run.
+logs=${HALE_TEST_LOGS:-$(mktemp -d -t hale-test.XXXXXX)}
+mkdir -p "$logs"
+passed=() failed=() times=()
 # stage NAME COMMAND...: runs one stage, records its result and its time.
 stage() {
   local name=$1; shift
@@ -27,6 +40,7 @@ stage() {
     failed+=("$name ($((SECONDS - t0)) s)")
     printf '%s== %s FAILED%s\n' "$bold" "$name" "$plain"
   fi
+  times+=("$(printf '%6d s  %s' $((SECONDS - t0)) "$name")")
 }
 
 gofmt_check() {
@@ -36,21 +50,38 @@ gofmt_check() {
   echo "gofmt would change:" >&2; echo "$unformatted" >&2; return 1
 }
 
-# Kubernetes for Eks clusters (docs/kubernetes.md): built from the upstream Go modules once per
-# machine (10-20 minutes the first time, then cached), before hale's own builds want both cores.
-stage "Kubernetes tools (built once per machine)" ./scripts/k8s-tools.sh
+# gotest NAME FORMAT GO-TEST-ARGS...: go test through gotestsum (tools/gotestsum), which shows
+# the results in FORMAT (pkgname-and-test-fails: a line a package and what failed; testname: a
+# line a test, with its time), writes go test's events to $logs/NAME.json and then lists the
+# 10 slowest tests of the stage.
+gotest() {
+  local name=$1 format=$2; shift 2
+  local rc=0
+  bin/gotestsum --format "$format" --jsonfile "$logs/$name.json" -- "$@" || rc=$?
+  echo "-- the 10 slowest tests, subtests left out ($logs/$name.json has every event):"
+  bin/gotestsum tool slowest --jsonfile "$logs/$name.json" --threshold 1ms | awk '$2 !~ /\//' | head -10
+  return $rc
+}
+
+k8s_tools() {
+  local rc=0
+  wait "$k8s_pid" || rc=$?
+  cat "$k8s_log"
+  return $rc
+}
+stage "Kubernetes tools (built once per machine, beside the set-up)" k8s_tools
+(cd tools/gotestsum && go build -o ../../bin/gotestsum gotest.tools/gotestsum) || { echo "test: could not build gotestsum" >&2; exit 1; }
 stage "gofmt" gofmt_check
-stage "go vet" go vet ./...
-stage "go vet (e2e)" go vet -tags e2e ./test/e2e
-stage "go vet (kube)" go vet -tags "e2e kube" ./internal/kubeplane ./internal/server ./internal/orchestrator/eks ./test/e2e
-stage "go test ./..." go test -count=1 ./...
-# End to end on real namespaces, agents, Slurm and lifecycle scripts (root). They take longer
-# than go test's default limit of 10 minutes on a 2-core machine (about 12), hence -timeout.
-stage "end-to-end tests" go test -count=1 -timeout 40m -tags e2e ./test/e2e
-# The real Kubernetes control plane (kube-apiserver, etcd, controller manager, scheduler, kwok),
-# its registration, and an Eks cluster on the local provider.
-stage "Kubernetes tests" go test -count=1 -timeout 30m -tags "e2e kube" -run 'ControlPlane|WithoutBinaries|KubernetesControlPlanes|TestEks|TestUpEks' \
-  ./internal/kubeplane ./internal/server ./test/e2e
+# One vet over every file: the union of the tags sees the end-to-end, Kubernetes and
+# robustness files with the rest.
+stage "go vet" go vet -tags "e2e kube robustness" ./...
+# The unit and integration tiers, with the real Kubernetes control plane's tests (kube:
+# kube-apiserver, etcd, the controller manager and the scheduler; hale server's registration).
+stage "go test ./..." gotest unit pkgname-and-test-fails -count=1 -tags kube ./...
+# End to end on real namespaces, agents, Slurm, lifecycle scripts and Kubernetes (root), side by
+# side: each test has its own server, data directory, bridge and /24 (docs/testing.md), and
+# most of a test's time is spent waiting on daemons, so HALE_E2E_PARALLEL of them run at once.
+stage "end-to-end tests" gotest e2e testname -count=1 -timeout 40m -parallel "${HALE_E2E_PARALLEL:-6}" -tags "e2e kube" ./test/e2e
 # The robustness suite: a random schedule of faults for a bounded time (HALE_ROBUSTNESS_DURATION,
 # 2m by default; the seed it prints replays a failure, see docs/reliability.md).
 stage "robustness" ./scripts/robustness.sh
@@ -59,7 +90,8 @@ stage "robustness" ./scripts/robustness.sh
 stage "fuzz FuzzDecodeInput" go test -run '^$' -fuzz FuzzDecodeInput -fuzztime "${HALE_FUZZTIME:-15s}" -fuzzminimizetime 1s ./api
 
 echo
-echo "${bold}== summary${plain}"
+echo "${bold}== summary${plain} ($SECONDS s in all, of which the set-up $setup_s s; the tests' events are in $logs)"
+for t in "${times[@]}"; do echo "$t"; done
 for s in "${passed[@]}"; do echo "  passed  $s"; done
 for s in "${failed[@]}"; do echo "  FAILED  $s"; done
 echo "${#passed[@]} passed, ${#failed[@]} failed"

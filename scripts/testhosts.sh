@@ -11,7 +11,8 @@
 #     10.223.0.1), address 10.223.0.<10+i>, no route out;
 #   - its own UTS, PID and mount namespaces: hostname testhost-<i>, a PID 1 of its own (the
 #     host's "init", below), and overlays over /etc, /opt, /usr, /var, /root and /home whose
-#     upper layers are the host's own, so what is installed on one host is on no other and not
+#     upper layers are the host's own (/root's lower layer is Debian's /etc/skel, not this
+#     machine's /root), so what is installed on one host is on no other and not
 #     on this machine; fresh /run and /tmp; a /dev/kmsg of its own (a file: the host's kernel
 #     log, which `hale debug inject-fault` appends to) and a kernel boot id of its own;
 #   - Debian's OpenSSH sshd with its own ed25519 host key, root login by key only. The test bed's
@@ -51,7 +52,11 @@ init_script() {
 dir=$1
 set -u
 for d in etc opt usr var root home; do
-  mount -t overlay overlay -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
+  lower=/$d
+  # root's home is a fresh server's (Debian's /etc/skel), not this machine's: a person's shell
+  # set-up there (a pyenv that rehashes under a lock) would run at every SSH command.
+  [ "$d" = root ] && lower=$(dirname "$dir")/root-home
+  mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
 : > "$dir/kmsg"
 : > "$dir/boot_id"
@@ -111,6 +116,10 @@ up() {
   chmod 700 "$STATE"
   [ -f "$STATE/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C hale-testhosts -f "$STATE/id_ed25519"
   init_script > "$STATE/init.sh"
+  if [ ! -d "$STATE/root-home" ]; then
+    mkdir -m 700 "$STATE/root-home"
+    cp -a /etc/skel/. "$STATE/root-home/"
+  fi
   if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add name "$BRIDGE" type bridge
     ip addr add "$NET.1/24" dev "$BRIDGE"

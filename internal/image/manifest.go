@@ -46,6 +46,9 @@ type Manifest struct {
 	SpecKey        string `json:"SpecKey"`
 	ArchiveRelease string `json:"ArchiveRelease,omitempty"`
 	CopiedFrom     string `json:"CopiedFrom,omitempty"`
+	// CachedRoot is the image cache's root (Cache) the build copied, when the registry had no
+	// such image but the cache, which other servers' builds fill too, had its root.
+	CachedRoot string `json:"CachedRoot,omitempty"`
 	// ReleaseExpired, when set, is the Valid-Until date (RFC 3339) the suite's InRelease had
 	// passed when the build started: apt was told to accept it (a frozen snapshot of the
 	// archive serves such files), so nothing vouched that the packages were the newest.

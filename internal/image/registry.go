@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,15 +33,19 @@ var (
 
 // Options configure a Registry. Zero fields take the defaults named on each.
 type Options struct {
-	// Dir holds the images (DATA_DIR/images); Dir/cache is the build cache.
+	// Dir holds the images (DATA_DIR/images).
 	Dir string
+	// Cache is the build cache (Cache: downloaded packages and finished roots), Dir/cache by
+	// default. Registries of several servers on one machine that name one directory build
+	// each spec once for all of them.
+	Cache string
 	// Mirror is the Debian archive (DefaultMirror).
 	Mirror string
 	// DefaultDir is where the default image is (BuildDefault; DefaultDir, the machine's, in
 	// hale server), read on each use so that a build made while the server runs counts. Empty:
 	// nodes of default groups run on the host's root, with no warning.
 	DefaultDir string
-	// Builder makes roots (Mmdebstrap{CacheDir: Dir/cache/apt}).
+	// Builder makes roots (Mmdebstrap{CacheDir: Cache/apt}).
 	Builder Builder
 	// ArchiveState reads the archive's state for a suite (ArchiveState); an error only turns
 	// the copy of an identical image's root off.
@@ -73,8 +76,11 @@ func Open(o Options) (*Registry, error) {
 	if o.Mirror == "" {
 		o.Mirror = DefaultMirror
 	}
+	if o.Cache == "" {
+		o.Cache = filepath.Join(o.Dir, "cache")
+	}
 	if o.Builder == nil {
-		o.Builder = Mmdebstrap{CacheDir: filepath.Join(o.Dir, "cache", "apt")}
+		o.Builder = Mmdebstrap{CacheDir: Cache{Dir: o.Cache}.AptDir()}
 	}
 	if o.ArchiveState == nil {
 		o.ArchiveState = ArchiveState
@@ -373,20 +379,40 @@ func (r *Registry) build(spec Spec, m *Manifest) {
 			fmt.Fprintf(log, "hale: %s's InRelease expired at %s (a snapshot of the archive?): apt is told to accept it (Acquire::Check-Valid-Until false)\n",
 				spec.Suite, result.ReleaseExpired)
 		}
+		built := false // by the builder: a root for the cache
+		cache := Cache{Dir: r.o.Cache}
 		if src := r.twin(m.SpecKey, state); src != "" {
 			defer r.release(src)
 			fmt.Fprintf(log, "hale: %s has the same packages from the same state of the archive (%s): copying its root\n", src, state)
-			cp := exec.CommandContext(r.ctx, "cp", "-a", "--reflink=auto", filepath.Join(r.Dir(src), rootDir), partial)
-			cp.Stdout, cp.Stderr = log, log
-			if err := cp.Run(); err != nil {
+			if err := copyRoot(r.ctx, filepath.Join(r.Dir(src), rootDir), partial, log); err != nil {
 				return fmt.Errorf("copy the root of %s: %w", src, err)
 			}
 			result.CopiedFrom = src
-		} else if err := r.o.Builder.Build(r.ctx, spec, source, partial, log); err != nil {
-			if why := errorLines(filepath.Join(dir, logFile)); why != "" {
-				return fmt.Errorf("%w: %s", err, why)
+		} else {
+			// The cache's lock is held to the end: a build of the same spec by another server
+			// waits, then finds this one's root in the cache.
+			if !cache.tryLock() {
+				fmt.Fprintf(log, "hale: waiting for another build that uses the image cache %s\n", r.o.Cache)
 			}
-			return err
+			unlock, err := cache.Lock(r.ctx)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			if root := cache.Root(m.SpecKey, state); root != "" {
+				fmt.Fprintf(log, "hale: the image cache has a root of the same packages from the same state of the archive (%s): copying %s\n", state, root)
+				if err := copyRoot(r.ctx, root, partial, log); err != nil {
+					return fmt.Errorf("copy the cached root %s: %w", root, err)
+				}
+				result.CachedRoot = root
+			} else if err := r.o.Builder.Build(r.ctx, spec, source, partial, log); err != nil {
+				if why := errorLines(filepath.Join(dir, logFile)); why != "" {
+					return fmt.Errorf("%w: %s", err, why)
+				}
+				return err
+			} else {
+				built = true
+			}
 		}
 		pkgs, err := installed(r.ctx, partial)
 		if err != nil {
@@ -405,6 +431,12 @@ func (r *Registry) build(spec Spec, m *Manifest) {
 		fmt.Fprintln(log, "hale: measuring the root (size, content hash)")
 		if result.SizeBytes, result.ContentHash, err = measure(partial); err != nil {
 			return err
+		}
+		if built {
+			// A cache that cannot take the root costs later builds their time, not this one.
+			if err := cache.Put(r.ctx, m.SpecKey, state, m.ImageID, partial, log); err != nil {
+				fmt.Fprintf(log, "hale: the root was not kept in the image cache: %v\n", err)
+			}
 		}
 		return os.Rename(partial, filepath.Join(dir, rootDir))
 	}()

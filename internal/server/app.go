@@ -143,6 +143,10 @@ type Options struct {
 	// ImageMirror is the Debian archive node images are built from (image.DefaultMirror when
 	// empty); images live in DataDir/images (docs/images.md).
 	ImageMirror string
+	// ImageCache is the image build cache (image.Cache: downloaded packages and finished roots;
+	// DataDir/images/cache when empty). Servers on one machine that name the same directory
+	// build each image spec once between them, for each state of the archive.
+	ImageCache string
 
 	// DefaultImage is the directory of hale's default image, which the local provider's nodes
 	// of groups with no ImageId (or "default") boot from: image.DefaultDir when empty, the
@@ -271,7 +275,7 @@ func Start(o Options) (*App, error) {
 			log.Warn("the nodes of default groups will run on the host's root file system, not on their own", "error", err)
 		}
 	}
-	if a.Images, err = image.Open(image.Options{Dir: filepath.Join(o.DataDir, "images"), Mirror: o.ImageMirror, DefaultDir: defaultDir, Logger: log}); err != nil {
+	if a.Images, err = image.Open(image.Options{Dir: filepath.Join(o.DataDir, "images"), Mirror: o.ImageMirror, Cache: o.ImageCache, DefaultDir: defaultDir, Logger: log}); err != nil {
 		return fail(err)
 	}
 	if o.ObjectStore == "" {

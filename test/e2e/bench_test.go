@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/provider/local"
+	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -455,9 +456,7 @@ func restartBench(b *testing.B, point string, setup func(e *env), op func(e *env
 		if point != "none" {
 			srv.Process.Signal(syscall.SIGKILL)
 			srv.Wait()
-			os.Setenv("HALE_FAILPOINT", point)
-			srv = run()
-			os.Unsetenv("HALE_FAILPOINT")
+			srv = run("HALE_FAILPOINT=" + point)
 		}
 		exited := make(chan time.Time, 1)
 		armed := srv
@@ -721,10 +720,11 @@ func BenchmarkImageBuild(b *testing.B) {
 func BenchmarkDefaultImageBoot(b *testing.B) {
 	for _, root := range []string{"image", "host"} {
 		b.Run("root="+root, func(b *testing.B) {
+			o := options(b, b.TempDir())
 			if root == "host" {
-				b.Setenv("HALE_E2E_DEFAULT_IMAGE", "host")
+				o.DefaultImage = server.DefaultImageHost
 			}
-			e := startB(b)
+			e := startWith(b, o)
 			lc := e.exampleBundle()
 			ctx := context.Background()
 			var toInService, boot time.Duration

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,8 +174,8 @@ const jsNodes = `[...document.querySelectorAll('#nodes tr[data-node]')].map(r =>
 // in with the form, sees the API's AccessDenied message. Screenshots of every page go to
 // $HALE_ARTIFACTS/console (default test/e2e/artifacts/console).
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
 	ctx := context.Background()
@@ -195,7 +194,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := exec.Command(haleBin, "console").CombinedOutput()
+	out, err := e.hale("console").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hale console: %v\n%s", err, out)
 	}
@@ -227,7 +226,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Create the cluster through the form: first a document the API refuses, then a good one.
 	lc := e.script("console", "on_create.sh", recordScript)
 	bad := `{"ClusterName": "web", "InstanceGroups": []}`
-	c, err := client.New(ctx, client.Options{Profile: "hale", EndpointURL: e.endpoint()})
+	c, err := client.New(ctx, client.Options{Profile: "hale", EndpointURL: e.endpoint(), DataDir: e.Options.DataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +268,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			gpu.ID, gpu.Logical = n.InstanceID, n.LogicalID
 		}
 	}
-	if out, err := exec.Command(haleBin, "debug", "inject-fault", "--cluster-name", name, "--node-id", gpu.ID, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
+	if out, err := e.hale("debug", "inject-fault", "--cluster-name", name, "--node-id", gpu.ID, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
 		t.Fatalf("hale debug inject-fault: %v\n%s", err, out)
 	}
 	row := fmt.Sprintf(`(%s).find(x => x.logical === %q)`, jsNodes, gpu.Logical)

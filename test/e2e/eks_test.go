@@ -41,6 +41,7 @@ import (
 // and labels the Node, deletes it, and a new Node joins Schedulable; an operator's label starts
 // a reboot that keeps the Node's name; a deletion leaves no Node.
 func TestEksClusterNodes(t *testing.T) {
+	t.Parallel()
 	e, cs, dyn := startEks(t)
 	ctx := context.Background()
 	// AWS's own OnCreate for HyperPod on EKS, unmodified (examples/s3/.../eks-base-config).
@@ -278,7 +279,6 @@ func TestEksClusterNodes(t *testing.T) {
 // registered as hale-local) and returns it with an administrator's clients of that plane.
 func startEks(t *testing.T) (*env, *kubernetes.Clientset, dynamic.Interface) {
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	_, file, _, _ := runtime.Caller(0)
 	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
@@ -344,6 +344,7 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 // cordons it and evicts its pods, the job restarts on the healthy nodes, and the instance
 // stays, labelled, for an operator.
 func TestEksNodeRecoveryNone(t *testing.T) {
+	t.Parallel()
 	e, cs, dyn := startEks(t)
 	ctx := context.Background()
 	lc := e.script("eks-none", "on_create.sh", recordScript)
@@ -510,8 +511,8 @@ spec:
 // local one: an Eks cluster on its ARN joins as labelled Nodes, through hale's narrow
 // ServiceAccount, and a replacement deletes the old Node and joins a new one.
 func TestEksOnARegisteredCluster(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
 	ctx := context.Background()
@@ -525,7 +526,7 @@ func TestEksOnARegisteredCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(ctx, client.Options{Profile: "hale", EndpointURL: e.endpoint()})
+	c, err := client.New(ctx, client.Options{Profile: "hale", EndpointURL: e.endpoint(), DataDir: e.Options.DataDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,9 +29,20 @@ import (
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
 	"github.com/haleproject/hale/internal/store"
+	"github.com/haleproject/hale/internal/testnet"
 )
 
 var haleBin string
+
+// imageCache is the image build cache every test's server shares (hale server --image-cache):
+// each image spec the tests build is built once per machine and state of Debian's archive,
+// then copied (docs/testing.md). TestImageBuildListDescribeDelete builds on a cache of its own,
+// so every run still proves a real build.
+const imageCache = "/var/cache/hale-e2e/images"
+
+// defaultImage is the default image the tests' servers boot default groups from: "" for the
+// machine's, HALE_E2E_DEFAULT_IMAGE when set (read once, in TestMain).
+var defaultImage string
 
 // hostPaths are the mount points nodes need that a host need not have; hostHad records which
 // of them the host had before any test ran, so tests can tell that nodes created none.
@@ -69,7 +79,8 @@ func TestMain(m *testing.M) {
 	// The nodes of default groups boot from the machine's default image (scripts/setup.sh builds
 	// it); HALE_E2E_DEFAULT_IMAGE names another directory, or "host" for the host's root. The
 	// suite proves what nodes do on the image: without one it would test the fallback instead.
-	if d := os.Getenv("HALE_E2E_DEFAULT_IMAGE"); d != server.DefaultImageHost {
+	defaultImage = os.Getenv("HALE_E2E_DEFAULT_IMAGE")
+	if d := defaultImage; d != server.DefaultImageHost {
 		if _, err := image.ReadDefault(cmp.Or(d, image.DefaultDir)); err != nil {
 			fmt.Fprintf(os.Stderr, "test/e2e: %v\n(or HALE_E2E_DEFAULT_IMAGE=host runs the nodes on the host's root)\n", err)
 			os.Exit(1)
@@ -89,12 +100,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var netSeq atomic.Int32
-
-// network gives each test its own bridge and /16, so tests never share addresses.
-func network() (bridge, subnet string) {
-	i := netSeq.Add(1)
-	return fmt.Sprintf("hale-e2e%d", i), fmt.Sprintf("10.%d.0.0/16", 200+i)
+// network gives a test its own bridge and /24 (testnet's slot, held until the test ends), so
+// tests running side by side, in this process or another package's, never share addresses.
+func network(t testing.TB) (bridge, subnet string) {
+	s := testnet.ClaimT(t)
+	return s.Name("hale-e"), s.Subnet()
 }
 
 // env is a server with the local provider and an SDK client.
@@ -116,10 +126,10 @@ func (e *env) endpoint() string {
 // options returns server options for a test: its own network, the built agent binary, short
 // timeouts so failures show quickly.
 func options(t testing.TB, dataDir string) server.Options {
-	bridge, subnet := network()
+	bridge, subnet := network(t)
 	o := server.Options{DataDir: dataDir, Provider: "local", LocalBridge: bridge, LocalSubnet: subnet, AgentBinary: haleBin,
 		ObjectStore: filepath.Join(dataDir, "s3"), BootTimeout: 30 * time.Second, LifecycleTimeout: 60 * time.Second,
-		DefaultImage: os.Getenv("HALE_E2E_DEFAULT_IMAGE")}
+		DefaultImage: defaultImage, ImageCache: imageCache}
 	switch {
 	case os.Getenv("HALE_E2E_LOG") != "": // the servers' logs in a file, without -v's timing
 		f, err := os.OpenFile(os.Getenv("HALE_E2E_LOG"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -139,14 +149,37 @@ func start(t *testing.T) *env {
 	return startB(t)
 }
 
-// startB starts a server for a test or a benchmark; HALE_DATA_DIR points at it, so clients
-// find its [hale] profile.
+// startB starts a server for a test or a benchmark. Clients find its [hale] profile through
+// its data directory, named to each (haleCmd, client.Options.DataDir), never through the
+// process's environment, which tests running side by side share.
 func startB(t testing.TB) *env {
-	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
-	o := options(t, dir)
-	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
-	return e
+	return startWith(t, options(t, t.TempDir()))
+}
+
+// startWith starts a server with o, for a test that changes the options first.
+func startWith(t testing.TB, o server.Options) *env {
+	return &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+}
+
+// haleCmd is the hale binary with args, as a user runs it against the server whose data
+// directory is dataDir (HALE_DATA_DIR in its environment: its [hale] profile and endpoint).
+func haleCmd(dataDir string, args ...string) *exec.Cmd {
+	cmd := exec.Command(haleBin, args...)
+	cmd.Env = append(os.Environ(), "HALE_DATA_DIR="+dataDir)
+	return cmd
+}
+
+// hale is haleCmd against the test's server.
+func (e *env) hale(args ...string) *exec.Cmd { return haleCmd(e.Options.DataDir, args...) }
+
+// client is the hale client of the test's server, as `hale` builds it.
+func (e *env) client() *client.Client {
+	e.t.Helper()
+	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.endpoint(), DataDir: e.Options.DataDir})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }
 
 // cleanupProvider terminates whatever instance the test's provider still has (a failed test may
@@ -338,10 +371,7 @@ func netnsExists(instanceID string) bool {
 // logStream reads one log stream of a cluster through the logs endpoint, as hale logs does.
 func (e *env) logStream(name, stream string) string {
 	e.t.Helper()
-	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.endpoint()})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	c := e.client()
 	q := map[string][]string{"cluster": {name}, "stream": {stream}}
 	body, err := c.Get(context.Background(), server.LogsPath, q)
 	if err != nil {
@@ -358,10 +388,7 @@ func (e *env) logStream(name, stream string) string {
 
 func (e *env) logStreams(name string) []string {
 	e.t.Helper()
-	c, err := client.New(context.Background(), client.Options{Profile: "hale", EndpointURL: e.endpoint()})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	c := e.client()
 	body, err := c.Get(context.Background(), server.LogsPath, map[string][]string{"cluster": {name}})
 	if err != nil {
 		e.t.Fatal(err)

@@ -106,6 +106,7 @@ func healthCluster(t testing.TB, e *env, name string, workers int32, recovery ty
 // replaces; a job on a node with a Reboot-class fault finishes before the reboot; a killed
 // agent is detected and the node repaired.
 func TestHealthRepairs(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := context.Background()
 	login := healthCluster(t, e, "health", 3, types.ClusterNodeRecoveryAutomatic)
@@ -251,6 +252,7 @@ func TestHealthRepairs(t *testing.T) {
 // TestHealthNodeRecoveryNone: with NodeRecovery None, a Replace-class fault drains the node
 // and nothing more; an event says what to do.
 func TestHealthNodeRecoveryNone(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	login := healthCluster(t, e, "manual", 1, types.ClusterNodeRecoveryNone)
 	n := e.nodeOf("manual", "gpu-1")
@@ -300,8 +302,8 @@ func (e *env) sharedFSx() string {
 // StartClusterHealthCheck runs InstanceConnectivity on the group, whose ring bandwidth falls
 // below this server's (impossible) threshold: the nodes are found faulty and replaced.
 func TestDeepHealthChecks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	o.DeepHealthCheckDuration = 2 * time.Second
 	o.ConnectivityMBps = 1e9
@@ -369,6 +371,7 @@ func TestDeepHealthChecks(t *testing.T) {
 // --batch-host); a one-node, held or unknown job is refused with exit 1, --job with --node-id
 // with 252.
 func TestInjectFaultJob(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	login := healthCluster(t, e, "jobfault", 3, types.ClusterNodeRecoveryAutomatic)
 	submit := func(args string) (id, batchHost string, nodes []string) {
@@ -393,7 +396,7 @@ func TestInjectFaultJob(t *testing.T) {
 		return id, batchHost, strings.Fields(out)
 	}
 	injectJob := func(args ...string) (string, int) {
-		cmd := exec.Command(haleBin, append([]string{"debug", "inject-fault", "--cluster-name", "jobfault", "--xid", "13", "--no-wait"}, args...)...)
+		cmd := e.hale(append([]string{"debug", "inject-fault", "--cluster-name", "jobfault", "--xid", "13", "--no-wait"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {

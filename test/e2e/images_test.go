@@ -56,6 +56,7 @@ func describeImage(t *testing.T, dataDir, id string) *image.Manifest {
 // listed and described, a second build of the same spec copies the first root (same content
 // hash), an image in use by an instance group cannot be deleted, and delete removes both.
 func TestImageBuildListDescribeDelete(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
@@ -128,6 +129,24 @@ func TestImageBuildListDescribeDelete(t *testing.T) {
 	t.Logf("bookworm without PyTorch: cold build %.1f s (server says %.1f s), same spec again %.1f s (%.1f s), %d bytes",
 		cold.Seconds(), m.BuildSeconds, cached.Seconds(), m2.BuildSeconds, m.SizeBytes)
 
+	// Another server on this one's build cache (hale server --image-cache, as the tests'
+	// servers share one): the spec's root comes from the cache, not from mmdebstrap.
+	otherDir := t.TempDir()
+	servertest.Start(t, server.Options{DataDir: otherDir, ImageCache: filepath.Join(dataDir, "images", "cache")})
+	out, err = haleCLI(otherDir, "image", "build", "--name", "e2e-bookworm", "--suite", "bookworm", "--no-pytorch", "--packages", "less")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3 := describeImage(t, otherDir, strings.Fields(out)[0])
+	if m3.ArchiveRelease != m.ArchiveRelease {
+		t.Logf("the archive changed between the builds (%s, %s): the other server built afresh", m.ArchiveRelease, m3.ArchiveRelease)
+	} else if m3.CachedRoot == "" || m3.ContentHash != m.ContentHash {
+		t.Errorf("the other server's build: CachedRoot %q hash %s; want the cached root of %s (%s)", m3.CachedRoot, m3.ContentHash, id, m.ContentHash)
+	}
+	if _, err := haleCLI(otherDir, "image", "delete", m3.ImageID); err != nil {
+		t.Error(err)
+	}
+
 	// An image a group uses cannot be deleted; the error names the group.
 	lc := "s3://sagemaker-e2e/lc/"
 	doc := fmt.Sprintf(`{"ClusterName":"uses-image","InstanceGroups":[{"InstanceGroupName":"controller","InstanceType":"ml.c5.xlarge",
@@ -176,9 +195,11 @@ func TestImageBuildListDescribeDelete(t *testing.T) {
 // default group's node up, on the host's root, and says so in a Warn event naming the directory
 // and the command that builds it; DescribeCluster still reports the default image.
 func TestDefaultImageMissingFallsBackToHostRoot(t *testing.T) {
+	t.Parallel()
 	missing := t.TempDir()
-	t.Setenv("HALE_E2E_DEFAULT_IMAGE", missing)
-	e := start(t)
+	o := options(t, t.TempDir())
+	o.DefaultImage = missing
+	e := startWith(t, o)
 	lc := e.script("fallback", "on_create.sh", recordScript)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("fallback"), InstanceGroups: []types.ClusterInstanceGroupSpecification{

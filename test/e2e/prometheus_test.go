@@ -130,12 +130,12 @@ func (p *prometheusServer) series(q string) (int, error) {
 // fault-to-drained, fault-to-back-in-service and fault-to-job-resumed histograms observed; and
 // every panel of the Grafana dashboards in dashboards/grafana draws a series.
 func TestPrometheusScrapesHale(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	o.MetricsToken = "prom-token"
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
-	cfg, err := exec.Command(haleBin, "observability", "prometheus-config", "--metrics-token", "prom-token", "--scrape-interval", "1s").CombinedOutput()
+	cfg, err := e.hale("observability", "prometheus-config", "--metrics-token", "prom-token", "--scrape-interval", "1s").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hale observability prometheus-config: %v\n%s", err, cfg)
 	}

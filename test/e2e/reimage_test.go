@@ -41,6 +41,7 @@ echo configured > /var/log/provision/reimage
 // nodes are rolled back onto B, the update ends RollbackComplete with DesiredImageId B again, the
 // third node never left B, and the events say why.
 func TestRollingReimage(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
@@ -56,7 +57,6 @@ func TestRollingReimage(t *testing.T) {
 	os.WriteFile(rules, []byte("groups:\n- name: training\n  rules:\n  - alert: LossSpike\n    expr: training_loss_spike > 0\n"), 0o644)
 	prom := startPrometheus(t, "rule_files: ["+rules+"]\nscrape_configs:\n- job_name: training\n  static_configs:\n  - targets: ['"+strings.TrimPrefix(target.URL, "http://")+"']\n")
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	o.AlarmsPrometheus, o.AlarmInterval = prom.url, time.Second
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}

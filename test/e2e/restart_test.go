@@ -31,8 +31,8 @@ import (
 // and checks the cluster converges to InService with exactly its nodes (no duplicate node or
 // instance) and every event recorded before the kill still there.
 func TestServerKilledMidCreateConverges(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir) // the logs client's credentials
 	e, srv, run := binaryServer(t, dir)
 	// Slow scripts, so the kill lands in the middle of the creation; their first line is
 	// printed (and shipped) before it.
@@ -133,8 +133,8 @@ func countConfiguring(e *env) int {
 // TestOrphansAreReapedOnStart: an instance no node owns (a crash between launch and record
 // leaves one) is terminated when the server starts; nothing is left of it.
 func TestOrphansAreReapedOnStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	p, err := local.New(local.Config{Root: filepath.Join(dir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet, AgentBinary: haleBin, AgentPort: server.DefaultAgentPort})
 	if err != nil {
@@ -173,8 +173,8 @@ func TestOrphansAreReapedOnStart(t *testing.T) {
 // adopts its nodes; a node its agent took a moment to reach again is Running again, not left
 // unreachable. A second server on the first one's bridge is refused.
 func TestRestartAdoptsRunningNodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	o.ReconnectGrace = time.Millisecond // nodes count as silent at once, to exercise the way back
 	first := servertest.Start(t, o)
@@ -187,7 +187,7 @@ func TestRestartAdoptsRunningNodes(t *testing.T) {
 	before := ids(e.nodes("adopt"))
 
 	other := options(t, t.TempDir())
-	other.LocalBridge, other.LocalSubnet = o.LocalBridge, "10.250.0.0/16"
+	other.LocalBridge = o.LocalBridge // on its own subnet
 	if _, err := server.Start(other); err == nil || !strings.Contains(err.Error(), "belongs to another hale server") {
 		t.Fatalf("a second server on the same bridge: %v", err)
 	}
@@ -221,6 +221,7 @@ func TestRestartAdoptsRunningNodes(t *testing.T) {
 // replaces a node for an Xid 79 (the new instance's lifecycle scripts are running); after the
 // restart exactly one repair completes: one replacement, one new instance, the node back.
 func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e, srv, run := binaryServer(t, dir)
 	// Scripts slow enough for the kill to land while the replacement runs them.
@@ -277,8 +278,8 @@ func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
 // machine restart mid-run) leaves its bridge and node namespaces; a server started on that
 // bridge takes them back (ending the processes still in them) instead of refusing for ever.
 func TestAbandonedBridgeIsReclaimed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	ns, veth := "hale-i-0000000000abandon", "hale-e2e-abnd"
 	run := func(args ...string) {
@@ -324,19 +325,19 @@ func TestAbandonedBridgeIsReclaimed(t *testing.T) {
 // binaryServer runs the real hale binary as a server on dir, with the test's network, and
 // returns an env whose SDK client uses the server's own profile, the process, and run, which
 // starts the server again (after a kill) and waits until it answers.
-func binaryServer(t testing.TB, dir string) (*env, *exec.Cmd, func() *exec.Cmd) {
+func binaryServer(t testing.TB, dir string) (*env, *exec.Cmd, func(env ...string) *exec.Cmd) {
 	return binaryServerOf(t, dir, &haleBin)
 }
 
 // binaryServerOf is binaryServer running the binary *bin names at each start, so a test can
 // start a data directory's server with another build (an upgrade).
-func binaryServerOf(t testing.TB, dir string, bin *string) (*env, *exec.Cmd, func() *exec.Cmd) {
+func binaryServerOf(t testing.TB, dir string, bin *string) (*env, *exec.Cmd, func(env ...string) *exec.Cmd) {
 	return binaryServerWith(t, dir, bin, nil)
 }
 
 // binaryServerWith is binaryServerOf with other provider flags than the local provider's
 // (nil: the local provider on the test's own network), and any more flags after them.
-func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []string, more ...string) (*env, *exec.Cmd, func() *exec.Cmd) {
+func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []string, more ...string) (*env, *exec.Cmd, func(env ...string) *exec.Cmd) {
 	o := options(t, dir)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
@@ -344,9 +345,10 @@ func binaryServerWith(t testing.TB, dir string, bin *string, providerArgs []stri
 	if providerArgs == nil {
 		providerArgs = []string{"--provider", "local", "--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--object-store", o.ObjectStore}
 	}
-	run := func() *exec.Cmd {
+	run := func(env ...string) *exec.Cmd {
 		args := append(append([]string{"server", "--data-dir", dir, "--listen", addr}, providerArgs...), more...)
 		cmd := exec.Command(*bin, args...)
+		cmd.Env = append(os.Environ(), env...)
 		logf, _ := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {

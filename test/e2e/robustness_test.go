@@ -65,7 +65,7 @@ type robust struct {
 	e        *env
 	dir      string
 	srv      *exec.Cmd
-	run      func() *exec.Cmd
+	run      func(env ...string) *exec.Cmd
 	rng      *rand.Rand
 	lc       string // the lifecycle scripts' S3 URI
 	size     int    // the nodes the cluster has when it converged
@@ -78,6 +78,7 @@ type robust struct {
 }
 
 func TestRobustness(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("HALE_ROBUSTNESS_SEED"); v != "" {
 		var err error
@@ -114,7 +115,6 @@ func TestRobustness(t *testing.T) {
 	t.Logf("seed %d: HALE_ROBUSTNESS_SEED=%d replays this schedule", seed, seed)
 
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	e, srv, run := binaryServer(t, dir)
 	r := &robust{t: t, e: e, dir: dir, srv: srv, run: run, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}, heartbeatLost: map[string]int{}}
 	r.lc = e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
@@ -378,9 +378,7 @@ func (r *robust) draw(points []string) string { return points[r.rng.IntN(len(poi
 func (r *robust) arm(point string) {
 	r.srv.Process.Signal(syscall.SIGKILL)
 	r.srv.Wait()
-	os.Setenv("HALE_FAILPOINT", point)
-	r.srv = r.run()
-	os.Unsetenv("HALE_FAILPOINT")
+	r.srv = r.run("HALE_FAILPOINT=" + point)
 }
 
 // settle waits for the armed server to die at its point, or for done (the operation passed

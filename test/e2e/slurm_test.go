@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -117,6 +116,7 @@ func (e *env) waitIdle(t testing.TB, login string, names ...string) {
 // keeps the operator's edit), Action:Replace is recorded and drained, and a replaced node
 // comes back under its Slurm name.
 func TestSlurmCluster(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := context.Background()
 	lc := e.exampleBundle()
@@ -191,7 +191,7 @@ func TestSlurmCluster(t *testing.T) {
 		// hale exec starts in the user's home directory inside the node's own root, where
 		// Slurm's commands (which need a working directory) run.
 		home, _ := os.UserHomeDir()
-		out2, err := exec.Command(haleBin, "exec", "--cluster-name", "slurm", "--node-id", login, "--", "sh", "-c", "pwd; srun -N1 -p cpu hostname").CombinedOutput()
+		out2, err := e.hale("exec", "--cluster-name", "slurm", "--node-id", login, "--", "sh", "-c", "pwd; srun -N1 -p cpu hostname").CombinedOutput()
 		if err != nil || string(out2) != home+"\n"+cpuHost+"\n" {
 			t.Errorf("hale exec -- sh -c 'pwd; srun -N1 -p cpu hostname':\n%s(%v)\nwant %s and %s", out2, err, home, cpuHost)
 		}
@@ -415,6 +415,7 @@ func TestSlurmCluster(t *testing.T) {
 // bundle has a provisioning_parameters.json (the older way to declare roles) becomes a Slurm
 // cluster with the controller, login and worker groups and partitions it names.
 func TestSlurmRolesFromProvisioningParameters(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := context.Background()
 	e.script("legacy", "provisioning_parameters.json", `{

@@ -7,11 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,19 +27,24 @@ import (
 	"github.com/haleproject/hale/internal/provider/static"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
+	"github.com/haleproject/hale/internal/testnet"
 )
 
 // testBed is scripts/testhosts.sh run for one test: its own directory, bridge, subnet and
-// namespace names, so it never meets a test bed of a person's on this machine.
+// namespace names, from a testnet slot of its own, so it never meets another test's bed (tests
+// with beds run side by side) or a test bed of a person's on this machine.
 type testBed struct {
-	t     testing.TB
-	env   []string
-	dir   string
-	hosts string // the hosts file it wrote
+	t      testing.TB
+	env    []string
+	dir    string
+	bridge string // the bed's bridge; this machine is its net's .1 there
+	net    string // the bed's /24, first three octets
+	hosts  string // the hosts file it wrote
 }
 
-// bedNet is the test bed's /24: outside the 10.201-10.255 /16s network() gives each test.
-const bedNet = "10.199.0"
+// agentListen is where the server listens for the bed's agents: this machine's address on
+// the bed's bridge.
+func (b *testBed) agentListen() string { return b.net + ".1:7391" }
 
 func newTestBed(t *testing.T, n int) *testBed { return newTestBedB(t, n) }
 
@@ -47,8 +54,9 @@ func newTestBedB(t testing.TB, n int) *testBed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &testBed{t: t, dir: "/srv/hale-e2e-testhosts"}
-	b.env = append(os.Environ(), "HALE_TESTHOSTS_DIR="+b.dir, "HALE_TESTHOSTS_BRIDGE=hale-eth", "HALE_TESTHOSTS_NET="+bedNet, "HALE_TESTHOSTS_NETNS=hale-eth")
+	slot := testnet.ClaimT(t)
+	b := &testBed{t: t, dir: slot.Name("/srv/hale-e2e-testhosts-"), bridge: slot.Name("hale-b"), net: slot.Net}
+	b.env = append(os.Environ(), "HALE_TESTHOSTS_DIR="+b.dir, "HALE_TESTHOSTS_BRIDGE="+b.bridge, "HALE_TESTHOSTS_NET="+b.net, "HALE_TESTHOSTS_NETNS="+slot.Name("hale-b"))
 	script := filepath.Join(root, "scripts/testhosts.sh")
 	run := func(args ...string) {
 		cmd := exec.Command(script, args...)
@@ -79,6 +87,7 @@ func (b *testBed) ssh(addr, command string) (string, error) {
 // cluster cleans hale's files off the hosts. A host key that differs from known_hosts is
 // refused naming both fingerprints.
 func TestStaticHosts(t *testing.T) {
+	t.Parallel()
 	e, bed, sp, o := startStatic(t, 5, nil)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("own"), InstanceGroups: staticGroups(1, 1, 2),
@@ -228,7 +237,7 @@ func TestStaticHosts(t *testing.T) {
 
 	// An operator returns the host; deleting the cluster returns the rest, cleaned.
 	// Through the CLI, as an operator: the list in JSON, then the return.
-	listed, err := exec.Command(haleBin, "hosts", "list", "--output", "json").CombinedOutput()
+	listed, err := e.hale("hosts", "list", "--output", "json").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hale hosts list: %v\n%s", err, listed)
 	}
@@ -241,7 +250,7 @@ func TestStaticHosts(t *testing.T) {
 			t.Errorf("hale hosts list shows %s as %s", h.Address, h.State)
 		}
 	}
-	if out, err := exec.Command(haleBin, "hosts", "return", victim.Address).CombinedOutput(); err != nil || !strings.Contains(string(out), "Available") {
+	if out, err := e.hale("hosts", "return", victim.Address).CombinedOutput(); err != nil || !strings.Contains(string(out), "Available") {
 		t.Fatalf("hale hosts return %s: %v\n%s", victim.Address, err, out)
 	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("own")}); err != nil {
@@ -288,10 +297,9 @@ func TestStaticHosts(t *testing.T) {
 func startStatic(t *testing.T, n int, edit func(*server.Options)) (*env, *testBed, *static.Provider, server.Options) {
 	bed := newTestBed(t, n)
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	o := options(t, dir)
 	o.Provider, o.Hosts, o.KnownHosts, o.AcceptNewHostKeys = "static", bed.hosts, filepath.Join(dir, "known_hosts"), true
-	o.AgentListen = bedNet + ".1:7391"
+	o.AgentListen = bed.agentListen()
 	o.ObjectStore, _ = filepath.Abs("../../examples/s3")
 	if edit != nil {
 		edit(&o)
@@ -348,6 +356,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // and never comes back (it loses power); after the boot timeout hale replaces the node with the
 // spare host and quarantines the dead one.
 func TestStaticHostNeverReturns(t *testing.T) {
+	t.Parallel()
 	e, bed, sp, _ := startStatic(t, 3, func(o *server.Options) { o.BootTimeout = 20 * time.Second })
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("gone"), InstanceGroups: staticGroups(1, 0, 1),
@@ -403,6 +412,7 @@ func TestStaticHostNeverReturns(t *testing.T) {
 // hardware) drains them and replaces none: one Error event names the fault and the nodes.
 // `hale repairs resume` lifts the pause, and repairs proceed one node at a time (25 % of 5).
 func TestStaticBurstPause(t *testing.T) {
+	t.Parallel()
 	e, _, sp, _ := startStatic(t, 6, nil)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("burst"), InstanceGroups: staticGroups(1, 0, 4),
@@ -418,11 +428,18 @@ func TestStaticBurstPause(t *testing.T) {
 			workers = append(workers, aws.ToString(n.InstanceId))
 		}
 	}
+	// The three kernel logs get their line at once, as a driver rollout's Xid comes: one after
+	// another over SSH on a busy machine they would come seconds apart, beyond the burst hold
+	// (DefaultBurstHold), and the first node would rightly be repaired before the others'.
 	inj := e.App.Provider.(provider.KernelLogInjector)
-	for _, id := range workers[:3] {
-		if err := inj.InjectKernelLog(ctx, id, []string{local.XidLine(local.Fault{Xid: 79})}); err != nil {
-			t.Fatal(err)
-		}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, id := range workers[:3] {
+		wg.Go(func() { errs[i] = inj.InjectKernelLog(ctx, id, []string{local.XidLine(local.Fault{Xid: 79})}) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "an Error event pausing automatic repair", func() bool {
 		return strings.Contains(e.events("burst"), "Automatic repair paused")
@@ -442,7 +459,7 @@ func TestStaticBurstPause(t *testing.T) {
 			t.Errorf("host %s was quarantined during the pause", h.Address)
 		}
 	}
-	if out, err := exec.Command(haleBin, "repairs", "resume", "--cluster-name", "burst").CombinedOutput(); err != nil {
+	if out, err := e.hale("repairs", "resume", "--cluster-name", "burst").CombinedOutput(); err != nil {
 		t.Fatalf("hale repairs resume: %v\n%s", err, out)
 	}
 	// One repair at a time: the spare takes the first; the pool is then dry for the next.
@@ -479,7 +496,7 @@ func benchStaticOnce(b *testing.B) {
 	b.Setenv("HALE_DATA_DIR", dir)
 	o := options(b, dir)
 	o.Provider, o.Hosts, o.KnownHosts, o.AcceptNewHostKeys = "static", bed.hosts, filepath.Join(dir, "known_hosts"), true
-	o.AgentListen = bedNet + ".1:7391"
+	o.AgentListen = bed.agentListen()
 	o.ObjectStore, _ = filepath.Abs("../../examples/s3")
 	e := &env{Env: servertest.Start(b, o), t: b, scripts: o.ObjectStore}
 	ctx := context.Background()
@@ -530,12 +547,12 @@ func benchStaticOnce(b *testing.B) {
 // inject-fault, through the server, over SSH); after the restart the replacement converges
 // once: one new instance on the spare host, the bad host Quarantined, no host held twice.
 func TestStaticServerKilledMidReplacement(t *testing.T) {
+	t.Parallel()
 	bed := newTestBed(t, 3)
 	dir := t.TempDir()
-	t.Setenv("HALE_DATA_DIR", dir)
 	s3, _ := filepath.Abs("../../examples/s3")
 	e, srv, run := binaryServerWith(t, dir, &haleBin, []string{"--provider", "static", "--hosts", bed.hosts, "--known-hosts", filepath.Join(dir, "known_hosts"),
-		"--accept-new-host-keys", "--agent-listen", bedNet + ".1:7391", "--object-store", s3})
+		"--accept-new-host-keys", "--agent-listen", bed.agentListen(), "--object-store", s3})
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("fix"), InstanceGroups: staticGroups(1, 0, 1),
 		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
@@ -543,7 +560,7 @@ func TestStaticServerKilledMidReplacement(t *testing.T) {
 	}
 	e.waitStatus("fix", types.ClusterStatusInservice, 3*time.Minute)
 	worker := byGroup(e.nodes("fix"), "worker")[0]
-	if out, err := exec.Command(haleBin, "debug", "inject-fault", "--cluster-name", "fix", "--node-id", *worker.NodeLogicalId, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
+	if out, err := e.hale("debug", "inject-fault", "--cluster-name", "fix", "--node-id", *worker.NodeLogicalId, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
 		t.Fatalf("hale debug inject-fault: %v\n%s", err, out)
 	}
 	eventually(t, time.Minute, "the replacement under way", func() (bool, string) {
@@ -567,7 +584,7 @@ func TestStaticServerKilledMidReplacement(t *testing.T) {
 	if len(nodes) != 1 || *nodes[0].InstanceId == *worker.InstanceId || nodes[0].InstanceStatus.Status != types.ClusterInstanceStatusRunning {
 		t.Fatalf("after the repair: %+v", nodes)
 	}
-	listed, err := exec.Command(haleBin, "hosts", "list", "--output", "json").CombinedOutput()
+	listed, err := e.hale("hosts", "list", "--output", "json").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hale hosts list: %v\n%s", err, listed)
 	}
@@ -596,8 +613,9 @@ func TestStaticServerKilledMidReplacement(t *testing.T) {
 // starts with a TLS handshake record, and neither a bootstrap token, nor an agent's private
 // key, nor the word PRIVATE appears in any byte.
 func TestStaticAgentPortCapture(t *testing.T) {
+	t.Parallel()
 	e, bed, sp, _ := startStatic(t, 2, nil)
-	capt := startCapture(t, "hale-eth", 7391)
+	capt := startCapture(t, bed.bridge, 7391)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("wire"), InstanceGroups: staticGroups(1, 0, 1)}); err != nil {
 		t.Fatal(err)
