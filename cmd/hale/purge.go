@@ -57,7 +57,10 @@ func waitServerGone(dir string, wait time.Duration) error {
 		}
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		holder, _ := os.ReadFile(path)
-		f.Close() // closing drops the lock we may have taken
+		// Drop the lock we may have taken at once: Close alone leaves it to any child forked
+		// meanwhile until it executes its program.
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
 		if err == nil {
 			return nil
 		}

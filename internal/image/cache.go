@@ -64,7 +64,9 @@ func (c Cache) Lock(ctx context.Context) (unlock func(), err error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			// LOCK_UN, not Close alone: a child forked meanwhile (mmdebstrap's, cp's) would hold
+			// the lock with its copy of the descriptor until it executes its program.
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
@@ -86,7 +88,11 @@ func (c Cache) tryLock() bool {
 		return true
 	}
 	defer f.Close()
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
 }
 
 // copyRoot copies a root file system (cp -a, sharing blocks where the file system can).

@@ -87,7 +87,7 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Close()
+	defer func() { unix.Flock(int(lock.Fd()), unix.LOCK_UN); lock.Close() }() // LOCK_UN: see Cache.Lock
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		fmt.Fprintf(log, "hale: another build of the default image in %s is running; waiting for it\n", dir)
 		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {

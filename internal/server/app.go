@@ -199,14 +199,18 @@ type App struct {
 	metricsSrv *http.Server // --metrics-listen
 	grpc       *grpc.Server
 	cancel     context.CancelFunc
-	closeOnce  sync.Once
-	closeErr   error
-	lock       *dataDirLock
-	dataDir    string
-	kube       *kubeplane.ControlPlane // the local control plane (--kubernetes local)
-	eventsFile *eventbridge.File       // --events-file, closed last
-	wg         sync.WaitGroup
-	log        *slog.Logger
+	// stopReconcilers ends the reconcilers' rounds and waits for the one in progress: Close
+	// calls it before it stops the agents' streams, so that no round judges the nodes whose
+	// connections the server's own stop ended.
+	stopReconcilers func()
+	closeOnce       sync.Once
+	closeErr        error
+	lock            *dataDirLock
+	dataDir         string
+	kube            *kubeplane.ControlPlane // the local control plane (--kubernetes local)
+	eventsFile      *eventbridge.File       // --events-file, closed last
+	wg              sync.WaitGroup
+	log             *slog.Logger
 }
 
 // Start opens the store in o.DataDir, makes sure an admin access key exists (creating one on
@@ -508,10 +512,14 @@ func Start(o Options) (*App, error) {
 			a.Events.Run(ctx)
 		}()
 	}
+	ctlCtx, ctlCancel := context.WithCancel(ctx)
+	ctlDone := make(chan struct{})
+	a.stopReconcilers = func() { ctlCancel(); <-ctlDone }
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
-		if err := ctl.Run(ctx); err != nil {
+		defer close(ctlDone)
+		if err := ctl.Run(ctlCtx); err != nil {
 			log.Error("reconcilers stopped", "error", err)
 		}
 	}()
@@ -666,6 +674,12 @@ func (a *App) Close() error {
 		err := a.srv.Shutdown(ctx)
 		if a.metricsSrv != nil {
 			err = errors.Join(err, a.metricsSrv.Shutdown(ctx))
+		}
+		// The reconcilers stop first: a round between the agents' streams ending and its
+		// context would find every node's connection gone and judge it unreachable (seen in
+		// the parallel e2e suite: a SIGTERM'd server replacing a node it had just disconnected).
+		if a.stopReconcilers != nil {
+			a.stopReconcilers()
 		}
 		if a.grpc != nil {
 			a.grpc.Stop() // agent streams never end by themselves; agents reconnect to the next server

@@ -49,7 +49,10 @@ func (s *Slot) Release() error {
 	if s.lock == nil {
 		return nil
 	}
-	err := s.lock.Close() // closing the only descriptor drops the flock
+	// LOCK_UN, not Close alone: a child forked meanwhile would hold the lock with its copy of
+	// the descriptor until it executes its program.
+	syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+	err := s.lock.Close()
 	s.lock = nil
 	return err
 }

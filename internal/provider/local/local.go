@@ -543,7 +543,7 @@ func (p *Provider) ReleaseCluster(ctx context.Context, clusterID string) error {
 // Close removes the bridge when no instance is left on it, so a provider that is done leaves
 // nothing behind on the machine, and releases the root's lock.
 func (p *Provider) Close() error {
-	defer p.lock.Close()
+	defer unlockRoot(p.lock)
 	rs, err := p.records()
 	if err != nil || len(rs) > 0 {
 		return err

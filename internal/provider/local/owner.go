@@ -31,6 +31,16 @@ func lockRoot(root string) (*os.File, error) {
 	return f, nil
 }
 
+// unlockRoot releases the lock lockRoot took. LOCK_UN first: the lock belongs to the open file
+// description, which a child forked meanwhile shares through its copy of the descriptor until it
+// executes its program (Go closes descriptors at exec, not at fork); a plain Close would leave
+// the lock held for that while, and a provider opened on the root at once (a server restarted
+// in the same process, a test's clean-up) would be refused as if another hale process used it.
+func unlockRoot(f *os.File) error {
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return f.Close()
+}
+
 // ownerAlive reports whether the provider rooted at root (from a bridge alias) still runs: it
 // holds ROOT/provider.lock, or (servers from before that lock) DATA_DIR/server.lock of the data
 // directory above it. A root that is gone has no owner.
@@ -41,7 +51,9 @@ func ownerAlive(root string) bool {
 			continue
 		}
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		f.Close() // closing our descriptor drops our lock, if we got it
+		// Our probe's lock, if we got it, is dropped at once (unlockRoot says why not by Close
+		// alone): the owner starting again must not find it held.
+		unlockRoot(f)
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return true
 		}
