@@ -43,6 +43,36 @@ stage() {
   times+=("$(printf '%6d s  %s' $((SECONDS - t0)) "$name")")
 }
 
+# beside FUNCTION...: runs stages (functions, titled in stage_title) in the background, one
+# after another, beside the stages that follow (the end-to-end tests spend most of their time
+# waiting); collect shows each one's output, result and time once they are done.
+beside_names=()
+beside() {
+  beside_names=("$@")
+  (
+    for i in "${!beside_names[@]}"; do
+      t0=$SECONDS
+      rc=0
+      "${beside_names[$i]}" >"$logs/beside-$i.out" 2>&1 || rc=$?
+      echo "$rc $((SECONDS - t0))" >"$logs/beside-$i.rc"
+    done
+  ) &
+  beside_pid=$!
+}
+collect() {
+  wait "$beside_pid"
+  local i rc secs name
+  for i in "${!beside_names[@]}"; do
+    name=${stage_title[${beside_names[$i]}]}
+    printf '\n%s== %s (beside the stages above)%s\n' "$bold" "$name" "$plain"
+    cat "$logs/beside-$i.out"
+    read -r rc secs <"$logs/beside-$i.rc" || { rc=1 secs=0; }
+    if [ "$rc" -eq 0 ]; then passed+=("$name ($secs s)"); else failed+=("$name ($secs s)"); printf '%s== %s FAILED%s\n' "$bold" "$name" "$plain"; fi
+    times+=("$(printf '%6d s  %s (beside)' "$secs" "$name")")
+  done
+}
+declare -A stage_title
+
 gofmt_check() {
   local unformatted
   unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -76,18 +106,23 @@ stage "gofmt" gofmt_check
 # robustness files with the rest.
 stage "go vet" go vet -tags "e2e kube robustness" ./...
 # The unit and integration tiers, with the real Kubernetes control plane's tests (kube:
-# kube-apiserver, etcd, the controller manager and the scheduler; hale server's registration).
-stage "go test ./..." gotest unit pkgname-and-test-fails -count=1 -tags kube ./...
+# kube-apiserver, etcd, the controller manager and the scheduler; hale server's registration),
+# then the fuzz target: its seed corpus runs in go test; this explores beyond it briefly
+# (minimizing each new interesting input, 60s by default, would eat the whole short run). Both
+# run beside the end-to-end tests.
+unit_tests() { gotest unit pkgname-and-test-fails -count=1 -tags kube ./...; }
+stage_title[unit_tests]="go test ./..."
+fuzz() { go test -run '^$' -fuzz FuzzDecodeInput -fuzztime "${HALE_FUZZTIME:-15s}" -fuzzminimizetime 1s ./api; }
+stage_title[fuzz]="fuzz FuzzDecodeInput"
+beside unit_tests fuzz
 # End to end on real namespaces, agents, Slurm, lifecycle scripts and Kubernetes (root), side by
 # side: each test has its own server, data directory, bridge and /24 (docs/testing.md), and
 # most of a test's time is spent waiting on daemons, so HALE_E2E_PARALLEL of them run at once.
-stage "end-to-end tests" gotest e2e testname -count=1 -timeout 40m -parallel "${HALE_E2E_PARALLEL:-6}" -tags "e2e kube" ./test/e2e
-# The robustness suite: a random schedule of faults for a bounded time (HALE_ROBUSTNESS_DURATION,
-# 2m by default; the seed it prints replays a failure, see docs/reliability.md).
-stage "robustness" ./scripts/robustness.sh
-# The fuzz target also runs its seed corpus in go test; this explores beyond it briefly.
-# Minimizing each new interesting input (60s by default) would eat the whole short run.
-stage "fuzz FuzzDecodeInput" go test -run '^$' -fuzz FuzzDecodeInput -fuzztime "${HALE_FUZZTIME:-15s}" -fuzzminimizetime 1s ./api
+# The robustness suite (TestRobustness: a random schedule of faults for HALE_ROBUSTNESS_DURATION,
+# 2m by default; the seed it prints replays a failure with scripts/robustness.sh, see
+# docs/reliability.md) runs among them, on a machine as busy as a real control plane's can be.
+stage "end-to-end tests, robustness" gotest e2e testname -count=1 -timeout 40m -parallel "${HALE_E2E_PARALLEL:-6}" -tags "e2e kube robustness" ./test/e2e
+collect
 
 echo
 echo "${bold}== summary${plain} ($SECONDS s in all, of which the set-up $setup_s s; the tests' events are in $logs)"
