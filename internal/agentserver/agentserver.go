@@ -556,6 +556,17 @@ func (s *Server) Connected(instanceID string) bool {
 // given to reconnect (agents back off up to 2 s between attempts) before it counts as silent.
 const DefaultReconnectGrace = 10 * time.Second
 
+// Serving marks the moment the server starts taking agents' connections: the reconnect grace
+// counts from it, not from New. What a server does in between (opening its store, adopting its
+// nodes, starting a Kubernetes control plane) takes seconds on a busy machine, and no agent can
+// reconnect meanwhile; counted from New, that time came off the grace and nodes whose agents
+// were still on their way back were judged unreachable (seen in the parallel e2e suite).
+func (s *Server) Serving() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = time.Now()
+}
+
 // Silent reports whether a node that should talk has been quiet for longer than the
 // threshold: a session without a message for that long, or no session at all once the server
 // has run long enough for agents to reconnect after a restart.

@@ -198,3 +198,19 @@ func TestRegistrationHeartbeatsAndCommands(t *testing.T) {
 	defer stop()
 	waitFor(t, "re-registration", func() bool { return f.srv.Reachable(id) })
 }
+
+// A restarted server's reconnect grace counts from when it starts taking connections (Serving),
+// not from New: the time between (adopting nodes, starting a control plane) is no agent's.
+func TestReconnectGraceCountsFromServing(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	srv := agentserver.New(agentserver.Config{HeartbeatInterval: 20 * time.Millisecond, MissedHeartbeats: 2, ReconnectGrace: grace, Logger: quiet})
+	time.Sleep(grace + 100*time.Millisecond) // the server's start-up, past the grace
+	srv.Serving()
+	if srv.Silent("i-00000000000000001") {
+		t.Fatal("a node without a session is silent as soon as the server takes connections")
+	}
+	time.Sleep(grace + 100*time.Millisecond)
+	if !srv.Silent("i-00000000000000001") {
+		t.Fatal("a node without a session is not silent after the grace")
+	}
+}

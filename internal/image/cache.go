@@ -97,10 +97,13 @@ func (c Cache) tryLock() bool {
 
 // copyRoot copies a root file system (cp -a, sharing blocks where the file system can).
 func copyRoot(ctx context.Context, from, to string, log io.Writer) error {
-	cp := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", from, to)
+	cp := exec.CommandContext(ctx, "nice", "-n", buildNice, "cp", "-a", "--reflink=auto", from, to)
 	cp.Stdout, cp.Stderr = log, log
 	return cp.Run()
 }
+
+// buildNice is the niceness of what image builds run (mmdebstrap, copies of roots).
+const buildNice = "10"
 
 // Root is the cached root of specKey built from the archive in state, or "" when the cache has
 // none (or its record does not match: never a root of another spec). Hold the lock.

@@ -494,6 +494,7 @@ func Start(o Options) (*App, error) {
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 		agentproto.RegisterAgentServer(a.grpc, a.Agents)
 		a.wg.Add(2)
+		a.Agents.Serving()
 		go func() {
 			defer a.wg.Done()
 			if err := a.grpc.Serve(agentLn); err != nil {

@@ -168,8 +168,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	resumes := func(t *testing.T, label, opts string, wants ...string) {
 		r := e.submitSteps(t, ctl, label, opts)
 		r.waitFor(t, `checkpoint saved at step 40\b`, 90*time.Second)
-		bad := breakSecondOf(t, e, name, r)
-		before := len(e.repairsOf(name, bad.LogicalID))
+		bad, before := breakSecondOf(t, e, name, r)
 		if state, exit := r.waitEnd(t, 150*time.Second); state != "COMPLETED" {
 			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
 		}
@@ -181,7 +180,11 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 		}
 		checkResumed(t, r, 40, resilienceEvery, resilienceSteps)
 		if rs := e.repairsOf(name, bad.LogicalID); len(rs) <= before || rs[len(rs)-1].Action != "Replace" {
-			t.Errorf("node %s was not replaced: %v", bad.LogicalID, rs)
+			var b strings.Builder
+			for _, rp := range rs {
+				fmt.Fprintf(&b, "\n  %s %s %s %s: %s", rp.ID, rp.Fault, rp.Action, rp.State, timelineText(rp))
+			}
+			t.Errorf("node %s was not replaced (%d repairs before the fault):%s", bad.LogicalID, before, b.String())
 		}
 		e.waitIdle(t, ctl, gpus...)
 	}
@@ -255,15 +258,18 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 }
 
 // breakSecondOf injects Xid 79 on the job's second node (not its batch host) and returns it.
-func breakSecondOf(t *testing.T, e *env, cluster string, r *trainRun) *store.Node {
+func breakSecondOf(t *testing.T, e *env, cluster string, r *trainRun) (n *store.Node, repairsBefore int) {
 	t.Helper()
 	nodes := r.nodes(t)
 	if len(nodes) != 2 {
 		t.Fatalf("job %s runs on %v, want 2 nodes", r.id, nodes)
 	}
-	n := e.nodeNamed(t, cluster, nodes[1])
+	n = e.nodeNamed(t, cluster, nodes[1])
+	// Counted before the fault: its repair can start before this goroutine runs again (a
+	// parallel run found it already there, and the test missed the replacement).
+	repairsBefore = len(e.repairsOf(cluster, n.LogicalID))
 	injectInto(t, e, n.InstanceID, xid(79))
-	return n
+	return n, repairsBefore
 }
 
 // injectInto is e.inject for a check's subtest: it fails t, not the suite's test (e.t), and
