@@ -97,7 +97,7 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.ObjectStoreEndpoint, "object-store-endpoint", "", "fetch lifecycle scripts from this S3-compatible endpoint instead (\"aws\" for AWS S3; credentials from the AWS environment)")
 	f.StringVar(&o.KubernetesBin, "kubernetes-bin", "", "directory of the Kubernetes control plane's binaries for Eks clusters (default: k8s/ beside the hale binary, where scripts/k8s-tools.sh links them)")
 	f.StringVar(&o.DefaultImage, "default-image", image.DefaultDir, "local provider: the directory of the default image the nodes of groups with no ImageId boot from (hale image build-default); \"host\": run them on this machine's root instead")
-	f.StringVar(&o.ImageCache, "image-cache", "", "the image build cache: downloaded packages and built roots, shared by the servers that name it (default DATA_DIR/images/cache)")
+	f.StringVar(&o.ImageCache, "image-cache", "", "the image build cache: downloaded packages and one built root per image spec; servers on one machine that name the same directory build each spec once between them; safe to delete while no build runs (default DATA_DIR/images/cache)")
 	f.StringVar(&o.ImageMirror, "image-mirror", "", "the Debian archive node images are built from (default "+image.DefaultMirror+"; hale image build)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", controller.DefaultBootTimeout, "how long a new instance's agent has to register")
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
