@@ -121,7 +121,7 @@ beside unit_tests fuzz
 # The robustness suite (TestRobustness: a random schedule of faults for HALE_ROBUSTNESS_DURATION,
 # 2m by default; the seed it prints replays a failure with scripts/robustness.sh, see
 # docs/reliability.md) runs among them, on a machine as busy as a real control plane's can be.
-stage "end-to-end tests, robustness" gotest e2e testname -count=1 -timeout 40m -parallel "${HALE_E2E_PARALLEL:-6}" -tags "e2e kube robustness" ./test/e2e
+stage "end-to-end tests, robustness" gotest e2e testname -count=1 -timeout 40m -parallel "${HALE_E2E_PARALLEL:-4}" -tags "e2e kube robustness" ./test/e2e
 collect
 
 echo
