@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 )
 
 // capture records the TCP payloads to and from one port on one interface, from an AF_PACKET
@@ -35,6 +38,16 @@ func startCapture(t testing.TB, ifname string, port uint16) *capture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only the port's segments are queued, in a large buffer: the bridge also carries the SSH
+	// copies of the agent binary to the hosts, which overflowed the socket's default buffer
+	// while this goroutine waited for a CPU, and the capture lost connections' first segments
+	// (a parallel run saw a stream start at a ChangeCipherSpec record). dropped says whether
+	// the kernel dropped any of the port's.
+	if err := attachPortFilter(fd, port); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
 	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: htons(syscall.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 		syscall.Close(fd)
 		t.Fatal(err)
@@ -61,6 +74,44 @@ func startCapture(t testing.TB, ifname string, port uint16) *capture {
 	}()
 	t.Cleanup(func() { c.stop(); <-stopped; syscall.Close(fd) })
 	return c
+}
+
+// attachPortFilter gives the socket a classic BPF program that keeps the IPv4 TCP segments
+// from or to port (not fragments) and drops the rest in the kernel.
+func attachPortFilter(fd int, port uint16) error {
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 12, Size: 2},                                     // EtherType
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: syscall.ETH_P_IP, SkipTrue: 9}, // not IPv4
+		bpf.LoadAbsolute{Off: 23, Size: 1},                                     // IP protocol
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: syscall.IPPROTO_TCP, SkipTrue: 7},
+		bpf.LoadAbsolute{Off: 20, Size: 2}, // flags and fragment offset
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 5},
+		bpf.LoadMemShift{Off: 14},          // X = the IP header's length
+		bpf.LoadIndirect{Off: 14, Size: 2}, // source port
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(port), SkipTrue: 3},
+		bpf.LoadIndirect{Off: 16, Size: 2}, // destination port
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(port), SkipTrue: 1},
+		bpf.RetConstant{Val: 0},
+		bpf.RetConstant{Val: 0x40000},
+	})
+	if err != nil {
+		return err
+	}
+	f := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		f[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]})
+}
+
+// dropped is how many of the port's segments the kernel dropped for want of room in the
+// socket's buffer since the last call (PACKET_STATISTICS): a capture with drops misses bytes.
+func (c *capture) dropped() uint32 {
+	st, err := unix.GetsockoptTpacketStats(c.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		return 0
+	}
+	return st.Drops
 }
 
 func (c *capture) stop() {

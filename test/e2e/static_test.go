@@ -623,6 +623,9 @@ func TestStaticAgentPortCapture(t *testing.T) {
 	e.waitStatus("wire", types.ClusterStatusInservice, 3*time.Minute)
 	time.Sleep(3 * time.Second) // heartbeats
 	capt.stop()
+	if n := capt.dropped(); n > 0 {
+		t.Fatalf("the capture lost %d segments of the agent port (the socket's buffer overflowed): it cannot show every byte", n)
+	}
 	var secrets [][]byte
 	for _, h := range sp.Hosts() {
 		tok, err := bed.ssh(h.Address, "cat "+static.ConfDir+"/bootstrap-token")
