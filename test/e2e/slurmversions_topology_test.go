@@ -413,8 +413,27 @@ func configlessOnVersion(t *testing.T, e *env, suite, id string) {
 		out, _ = e.onNode(worker, "cat /var/log/slurm/slurmd.out")
 		return strings.Contains(out, "hale: "), out
 	})
-	if !strings.Contains(out, "hale: keeping slurmd "+pid) {
+	if !strings.Contains(out, "hale: keeping slurmd ") {
 		t.Errorf("hale's supervised slurmd did not keep the script's:\n%s", out)
+	}
+	// A reconfigure (hale runs one at every membership change; 24.11 and later re-execute
+	// slurmd under a new pid) is no slurmd crash: hale follows the node's configless slurmd.
+	before := e.must(t, worker, "cat /var/spool/slurmd/slurmd.pid")
+	reexec := !strings.HasPrefix(e.must(t, worker, "slurmd -V"), "slurm 22.")
+	e.must(t, ctl, "scontrol reconfigure")
+	eventually(t, 30*time.Second, "hale keeps the configless slurmd through a reconfigure", func() (bool, string) {
+		out, _ = e.onNode(worker, "p=$(cat /var/spool/slurmd/slurmd.pid); echo pid=$p; tr '\\0' ' ' < /proc/$p/cmdline; echo; cat /var/log/slurm/slurmd.out")
+		p := strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "pid=")
+		return (p != before || !reexec) && strings.Contains(out, "--conf-server") &&
+			(strings.Contains(out, "keeping slurmd "+p+",") || strings.Contains(out, "handed over to "+p+" ")), out
+	})
+	if strings.Contains(out, "starting hale's own") {
+		t.Errorf("the script's configless slurmd counted as exited:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "hale: ") {
+			t.Logf("%s: after a reconfigure: %s", suite, l)
+		}
 	}
 	if out := e.must(t, ctl, "srun -p cpu -N1 hostname"); out != name {
 		t.Errorf("srun on the configless node: %q", out)

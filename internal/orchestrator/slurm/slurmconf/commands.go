@@ -48,18 +48,26 @@ func Version() []string { return []string{"slurmctld", "-V"} }
 // after every membership change) by executing its binary again ("Relinquishing control to new
 // slurmd process"), after which its name is slurmd-wlm. It must be this node's: its mount and
 // network namespaces are this shell's (on the local provider, where nodes share a host), and a
-// zombie, which an agent that reaps no orphans may hold, does not count.
+// zombie, which an agent that reaps no orphans may hold, does not count. Because of that
+// re-execution the slurmd it waits on may hand over to a new process: when the one it waits on
+// is gone, it looks again (at once and a second later) and follows the new one, so a
+// reconfigure is not a slurmd crash to the agent (which counts crashes towards a Reboot).
 func Slurmd(node string) Daemon {
 	adopt := `mine() { case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd | */slurmd-wlm | */slurmd" (deleted)" | */slurmd-wlm" (deleted)") ;; *) return 1 ;; esac
   ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null &&
   [ "$(readlink /proc/$1/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/self/ns/net)" ]; }
-p=
-for d in /proc/[0-9]*; do if mine "${d#/proc/}"; then p=${d#/proc/}; break; fi; done
+find() { for d in /proc/[0-9]*; do if mine "${d#/proc/}"; then echo "${d#/proc/}"; return; fi; done; }
+p=$(find)
 if [ -n "$p" ]; then
   echo "hale: keeping slurmd $p, started by the node's lifecycle scripts: $(tr '\0' ' ' < /proc/$p/cmdline)"
   trap 'kill -TERM $p; exit 0' TERM
-  while mine "$p"; do sleep 1 & wait $!; done
-  echo "hale: slurmd $p exited; starting hale's own"
+  while [ -n "$p" ]; do
+    while mine "$p"; do sleep 1 & wait $!; done
+    q=$(find); [ -n "$q" ] || { sleep 1 & wait $!; q=$(find); }
+    [ -n "$q" ] && echo "hale: slurmd $p handed over to $q (a reconfigure); keeping it"
+    [ -n "$q" ] || echo "hale: slurmd $p exited; starting hale's own"
+    p=$q
+  done
   exit 1
 fi
 exec "$0" "$@"`
