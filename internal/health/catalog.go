@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -143,10 +144,13 @@ var sxidsYAML []byte
 //go:embed tools.yaml
 var toolsYAML []byte
 
-var defaultCatalog = mustLoad()
+// defaultCatalog is parsed at its first use, not at start-up: parsing the YAML takes about
+// 30 ms of CPU, which every hale process paid before its first line (each CLI command, each
+// agent start), most of them never classifying a log line.
+var defaultCatalog = sync.OnceValue(mustLoad)
 
 // Default is the catalog built into hale (catalog.yaml, sxids.yaml and tools.yaml).
-func Default() *Catalog { return defaultCatalog }
+func Default() *Catalog { return defaultCatalog() }
 
 func mustLoad() *Catalog {
 	c, err := Load(catalogYAML)

@@ -70,7 +70,7 @@ func (e *env) jobID(t *testing.T, node, shell string) string {
 // MariaDB's files are the controller node's own, and when MariaDB and slurmdbd are killed jobs
 // still run, the agent starts both again and the job's record arrives.
 func TestSlurmAccounting(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, hadRunMysqld := os.Lstat("/run/mysqld")
 	e := start(t)
 	ctx := context.Background()
@@ -216,7 +216,7 @@ func alive(pid int) bool {
 // is up, it is started again listening on another port; the next slurmdbd.conf hale writes is
 // right again, and the test kills slurmdbd so the agent starts it with that.
 func TestSlurmAccountingLate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	lc := e.exampleBundle()

@@ -160,7 +160,7 @@ func checkResumed(t *testing.T, r *trainRun, min, every, steps int) {
 // without --auto-resume is not retried, nor is an application's crash on healthy nodes; outside
 // a cluster node the flag is refused.
 func TestAutoResume(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if _, err := os.Stat("/usr/lib/python3/dist-packages/torch"); err != nil {
 		t.Fatal("PyTorch is missing: scripts/setup.sh installs Debian's python3-torch")
 	}

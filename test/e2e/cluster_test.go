@@ -51,7 +51,7 @@ var vpc = &types.VpcConfig{SecurityGroupIds: []string{"sg-0123456789abcdef0"}, S
 // has the right resource_config.json and provisioning_parameters.json, the FSx directory is
 // shared, and DeleteCluster leaves nothing behind.
 func TestFourNodeClusterComesUp(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	lc := e.script("up", "on_create.sh", recordScript)
@@ -157,7 +157,7 @@ func gpuID(nodes []types.ClusterNodeSummary) string {
 // creation with a message naming the group, the host, the script, the exit code and the
 // output; the creation's log stream holds stdout and stderr; no namespace or process remains.
 func TestFailingLifecycleFailsTheCreate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	good := e.script("good", "on_create.sh", recordScript)
@@ -203,7 +203,7 @@ func TestFailingLifecycleFailsTheCreate(t *testing.T) {
 // TestScalingAndNodeOperations: scale a group up and down, delete a node, reboot one (its
 // scripts do not run again) and replace one (new instance id, same address and logical id).
 func TestScalingAndNodeOperations(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	lc := e.script("ops", "on_create.sh", recordScript)
@@ -346,7 +346,7 @@ func waitNode(t *testing.T, e *env, cluster, id string, ok func(pid int) bool) {
 // TestDeadAgentIsNoticed: an agent killed with SIGKILL is marked unreachable (Failure) within
 // a few heartbeats, with an event; the rest of the cluster stays Running.
 func TestDeadAgentIsNoticed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("dead"), InstanceGroups: []types.ClusterInstanceGroupSpecification{

@@ -175,7 +175,7 @@ const jsNodes = `[...document.querySelectorAll('#nodes tr[data-node]')].map(r =>
 // in with the form, sees the API's AccessDenied message. Screenshots of every page go to
 // $HALE_ARTIFACTS/console (default test/e2e/artifacts/console).
 func TestConsoleInBrowser(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}

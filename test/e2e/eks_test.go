@@ -41,7 +41,7 @@ import (
 // and labels the Node, deletes it, and a new Node joins Schedulable; an operator's label starts
 // a reboot that keeps the Node's name; a deletion leaves no Node.
 func TestEksClusterNodes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, cs, dyn := startEks(t)
 	ctx := context.Background()
 	// AWS's own OnCreate for HyperPod on EKS, unmodified (examples/s3/.../eks-base-config).
@@ -344,7 +344,7 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 // cordons it and evicts its pods, the job restarts on the healthy nodes, and the instance
 // stays, labelled, for an operator.
 func TestEksNodeRecoveryNone(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, cs, dyn := startEks(t)
 	ctx := context.Background()
 	lc := e.script("eks-none", "on_create.sh", recordScript)
@@ -513,7 +513,7 @@ spec:
 // local one: an Eks cluster on its ARN joins as labelled Nodes, through hale's narrow
 // ServiceAccount, and a replacement deletes the old Node and joins a new one.
 func TestEksOnARegisteredCluster(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}

@@ -140,7 +140,7 @@ func bridgeIDs(evs []bridgeEvent) []string {
 // order; the file has each event once; every cluster event the store held is among them; the
 // state changes, the node's Unhealthy and Healthy and the cluster events say what happened.
 func TestEventsSurviveOutageAndKill(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	const outage = time.Minute // the issue's: a receiver that is down for a minute
 	dir := t.TempDir()
 	hook := &hookReceiver{loseAckEvery: 7, seen: map[string]int{}}

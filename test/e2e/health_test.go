@@ -106,7 +106,7 @@ func healthCluster(t testing.TB, e *env, name string, workers int32, recovery ty
 // replaces; a job on a node with a Reboot-class fault finishes before the reboot; a killed
 // agent is detected and the node repaired.
 func TestHealthRepairs(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	login := healthCluster(t, e, "health", 3, types.ClusterNodeRecoveryAutomatic)
@@ -252,7 +252,7 @@ func TestHealthRepairs(t *testing.T) {
 // TestHealthNodeRecoveryNone: with NodeRecovery None, a Replace-class fault drains the node
 // and nothing more; an event says what to do.
 func TestHealthNodeRecoveryNone(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	login := healthCluster(t, e, "manual", 1, types.ClusterNodeRecoveryNone)
 	n := e.nodeOf("manual", "gpu-1")
@@ -302,7 +302,7 @@ func (e *env) sharedFSx() string {
 // StartClusterHealthCheck runs InstanceConnectivity on the group, whose ring bandwidth falls
 // below this server's (impossible) threshold: the nodes are found faulty and replaced.
 func TestDeepHealthChecks(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	o.DeepHealthCheckDuration = 2 * time.Second
@@ -371,7 +371,7 @@ func TestDeepHealthChecks(t *testing.T) {
 // --batch-host); a one-node, held or unknown job is refused with exit 1, --job with --node-id
 // with 252.
 func TestInjectFaultJob(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	login := healthCluster(t, e, "jobfault", 3, types.ClusterNodeRecoveryAutomatic)
 	submit := func(args string) (id, batchHost string, nodes []string) {

@@ -56,7 +56,7 @@ func describeImage(t *testing.T, dataDir, id string) *image.Manifest {
 // listed and described, a second build of the same spec copies the first root (same content
 // hash), an image in use by an instance group cannot be deleted, and delete removes both.
 func TestImageBuildListDescribeDelete(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
@@ -195,7 +195,7 @@ func TestImageBuildListDescribeDelete(t *testing.T) {
 // default group's node up, on the host's root, and says so in a Warn event naming the directory
 // and the command that builds it; DescribeCluster still reports the default image.
 func TestDefaultImageMissingFallsBackToHostRoot(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	missing := t.TempDir()
 	o := options(t, t.TempDir())
 	o.DefaultImage = missing

@@ -166,7 +166,7 @@ func (e *env) joined(t *testing.T, cluster, instanceID string) string {
 // it down, drained or not responding: the node is Pending, "Waiting for Slurm to accept the
 // node (...)", until Slurm takes jobs on it.
 func TestRunningMeansSlurmAccepts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	const cl = "join"

@@ -24,7 +24,7 @@ import (
 // node is Running on its own instance, nothing was rebooted, replaced or taken for an
 // operator's repair request.
 func TestOutagesCostNoNode(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	outage := 30 * time.Second
 	if v := os.Getenv("HALE_E2E_OUTAGE"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -130,7 +130,7 @@ func (p *prometheusServer) series(q string) (int, error) {
 // fault-to-drained, fault-to-back-in-service and fault-to-job-resumed histograms observed; and
 // every panel of the Grafana dashboards in dashboards/grafana draws a series.
 func TestPrometheusScrapesHale(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	o.MetricsToken = "prom-token"

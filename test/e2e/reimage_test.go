@@ -41,7 +41,7 @@ echo configured > /var/log/provision/reimage
 // nodes are rolled back onto B, the update ends RollbackComplete with DesiredImageId B again, the
 // third node never left B, and the events say why.
 func TestRollingReimage(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}

@@ -31,7 +31,7 @@ import (
 // and checks the cluster converges to InService with exactly its nodes (no duplicate node or
 // instance) and every event recorded before the kill still there.
 func TestServerKilledMidCreateConverges(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	e, srv, run := binaryServer(t, dir)
 	// Slow scripts, so the kill lands in the middle of the creation; their first line is
@@ -133,7 +133,7 @@ func countConfiguring(e *env) int {
 // TestOrphansAreReapedOnStart: an instance no node owns (a crash between launch and record
 // leaves one) is terminated when the server starts; nothing is left of it.
 func TestOrphansAreReapedOnStart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	p, err := local.New(local.Config{Root: filepath.Join(dir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet, AgentBinary: haleBin, AgentPort: server.DefaultAgentPort})
@@ -173,7 +173,7 @@ func TestOrphansAreReapedOnStart(t *testing.T) {
 // adopts its nodes; a node its agent took a moment to reach again is Running again, not left
 // unreachable. A second server on the first one's bridge is refused.
 func TestRestartAdoptsRunningNodes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	o.ReconnectGrace = time.Millisecond // nodes count as silent at once, to exercise the way back
@@ -221,7 +221,7 @@ func TestRestartAdoptsRunningNodes(t *testing.T) {
 // replaces a node for an Xid 79 (the new instance's lifecycle scripts are running); after the
 // restart exactly one repair completes: one replacement, one new instance, the node back.
 func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	e, srv, run := binaryServer(t, dir)
 	// Scripts slow enough for the kill to land while the replacement runs them.
@@ -278,7 +278,7 @@ func TestServerKilledMidRepairRepairsOnce(t *testing.T) {
 // machine restart mid-run) leaves its bridge and node namespaces; a server started on that
 // bridge takes them back (ending the processes still in them) instead of refusing for ever.
 func TestAbandonedBridgeIsReclaimed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	ns, veth := "hale-i-0000000000abandon", "hale-e2e-abnd"

@@ -78,7 +78,7 @@ type robust struct {
 }
 
 func TestRobustness(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("HALE_ROBUSTNESS_SEED"); v != "" {
 		var err error

@@ -116,7 +116,7 @@ func (e *env) waitIdle(t testing.TB, login string, names ...string) {
 // keeps the operator's edit), Action:Replace is recorded and drained, and a replaced node
 // comes back under its Slurm name.
 func TestSlurmCluster(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	lc := e.exampleBundle()
@@ -415,7 +415,7 @@ func TestSlurmCluster(t *testing.T) {
 // bundle has a provisioning_parameters.json (the older way to declare roles) becomes a Slurm
 // cluster with the controller, login and worker groups and partitions it names.
 func TestSlurmRolesFromProvisioningParameters(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	e.script("legacy", "provisioning_parameters.json", `{

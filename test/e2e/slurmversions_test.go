@@ -45,7 +45,7 @@ var versionChecks = []versionCheck{{"isolation", nodesBootFromImage}}
 // The suites are HALE_E2E_SLURM_SUITES (comma-separated; trixie,sid when unset: bookworm's
 // Slurm 22.05 is what the rest of the suite runs on).
 func TestSlurmVersions(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // its suites take the turns (parallel), not this parent
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		t.Skip("mmdebstrap is not installed (scripts/setup.sh installs it)")
 	}
@@ -56,7 +56,7 @@ func TestSlurmVersions(t *testing.T) {
 	only := os.Getenv("HALE_E2E_SLURM_CHECKS") // comma-separated check names; all when unset
 	for _, suite := range strings.Split(suites, ",") {
 		t.Run(suite, func(t *testing.T) {
-			t.Parallel() // each suite its own server and network; their images build one at a time
+			parallel(t) // each suite its own server and network; their images build one at a time
 			e := start(t)
 			built := time.Now()
 			out, err := haleCLI(e.Options.DataDir, "image", "build", "--name", "slurm-"+suite, "--suite", suite, "--no-pytorch")

@@ -87,7 +87,7 @@ func (b *testBed) ssh(addr, command string) (string, error) {
 // cluster cleans hale's files off the hosts. A host key that differs from known_hosts is
 // refused naming both fingerprints.
 func TestStaticHosts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, bed, sp, o := startStatic(t, 5, nil)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("own"), InstanceGroups: staticGroups(1, 1, 2),
@@ -356,7 +356,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // and never comes back (it loses power); after the boot timeout hale replaces the node with the
 // spare host and quarantines the dead one.
 func TestStaticHostNeverReturns(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, bed, sp, _ := startStatic(t, 3, func(o *server.Options) { o.BootTimeout = 20 * time.Second })
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("gone"), InstanceGroups: staticGroups(1, 0, 1),
@@ -412,7 +412,7 @@ func TestStaticHostNeverReturns(t *testing.T) {
 // hardware) drains them and replaces none: one Error event names the fault and the nodes.
 // `hale repairs resume` lifts the pause, and repairs proceed one node at a time (25 % of 5).
 func TestStaticBurstPause(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, _, sp, _ := startStatic(t, 6, nil)
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("burst"), InstanceGroups: staticGroups(1, 0, 4),
@@ -547,7 +547,7 @@ func benchStaticOnce(b *testing.B) {
 // inject-fault, through the server, over SSH); after the restart the replacement converges
 // once: one new instance on the spare host, the bad host Quarantined, no host held twice.
 func TestStaticServerKilledMidReplacement(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	bed := newTestBed(t, 3)
 	dir := t.TempDir()
 	s3, _ := filepath.Abs("../../examples/s3")
@@ -613,7 +613,7 @@ func TestStaticServerKilledMidReplacement(t *testing.T) {
 // starts with a TLS handshake record, and neither a bootstrap token, nor an agent's private
 // key, nor the word PRIVATE appears in any byte.
 func TestStaticAgentPortCapture(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e, bed, sp, _ := startStatic(t, 2, nil)
 	capt := startCapture(t, bed.bridge, 7391)
 	ctx := context.Background()

@@ -115,7 +115,7 @@ func leafOf(topo map[string]string, node string) string {
 // lands under one leaf. A topology that does not validate is refused with an error event, and
 // the previous file stays.
 func TestTopology(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	lc := e.script("topo", "on_create.sh", recordScript)
@@ -279,7 +279,7 @@ func TestTopology(t *testing.T) {
 // workers span two leaves of the local fabric, scontrol show topology is hale's model, and
 // srun --switches=1 -N2 runs under one leaf.
 func TestExampleClusterP5(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := start(t)
 	ctx := context.Background()
 	in := e.exampleCluster(t, "cluster-p5.json")

@@ -17,7 +17,7 @@ import (
 // hale update-kubeconfig gives kubectl (bin/kubectl) a context in which the 4 Nodes are Ready
 // with HyperPod's labels; Ctrl-C tears the cluster and the control plane down.
 func TestUpEksExample(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir) // this test's bridge and subnet, and their cleanup
 	_, file, _, _ := runtime.Caller(0)

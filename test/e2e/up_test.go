@@ -42,7 +42,7 @@ func (l *lockedBuffer) String() string {
 // the cluster's events as they happen, one line each, each once: a scale-up made from another
 // terminal shows in its output. Ctrl-C tears the cluster down.
 func TestUpPrintsEvents(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	o := options(t, dir) // this test's bridge and subnet, and their cleanup
 	doc := map[string]any{"ClusterName": "uptest", "InstanceGroups": []map[string]any{

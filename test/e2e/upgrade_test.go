@@ -29,7 +29,7 @@ const upgradeFrom = "c5194a4"
 // same instances, no node is repaired (the old agents are accepted and their restart is not a
 // reboot), and the cluster still works: a scale-up brings a node with this build's agent.
 func TestUpgradeKeepsTheCluster(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	old := buildRelease(t, upgradeFrom)
 	dir := t.TempDir()
 	bin := old

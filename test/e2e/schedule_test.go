@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"cmp"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The order the end-to-end tests run in. The stage is bound by the two CPUs, and go test starts
+// its parallel tests in no particular order, so a long test that happens to start late runs on
+// alone at the end while the CPUs idle (measured: TestSlurmVersions' two suites were the last
+// 100-180 s of the stage). parallel(t) lets the tests that took longest in the last run go first
+// (longest processing time first), HALE_E2E_PARALLEL at a time; go test's own -parallel is then
+// set above the number of tests (scripts/test.sh) so that this gate, not go test's, decides.
+
+// durationsFile keeps each test's time from the runs before, in the machine's e2e cache beside
+// the images: a fresh machine has none and runs the tests in go test's order.
+const durationsFile = "/var/cache/hale-e2e/durations.json"
+
+// defaultSeconds is what a test not timed before is expected to take.
+const defaultSeconds = 60
+
+// parallel marks a test parallel and waits for its turn. The turn is held until the test's
+// cleanups have run (they delete clusters, which costs CPU too).
+func parallel(t *testing.T) {
+	parallel(t)
+	sched.acquire(t)
+}
+
+// scheduler grants turns: the longest expected waiting test first, at most limit at a time.
+type scheduler struct {
+	mu       sync.Mutex
+	limit    int
+	running  int
+	waiting  []waiter
+	settling *time.Timer // the first grants wait until the first wave of tests has arrived
+	settled  bool
+	before   map[string]float64 // seconds, from durationsFile
+	now      map[string]float64 // seconds, this run
+}
+
+type waiter struct {
+	name     string
+	expected float64
+	turn     chan struct{}
+}
+
+var sched = newScheduler()
+
+func newScheduler() *scheduler {
+	s := &scheduler{limit: 4, before: map[string]float64{}, now: map[string]float64{}}
+	if n, err := strconv.Atoi(os.Getenv("HALE_E2E_PARALLEL")); err == nil && n > 0 {
+		s.limit = n
+	}
+	if b, err := os.ReadFile(durationsFile); err == nil {
+		json.Unmarshal(b, &s.before) // a damaged file only costs the order
+	}
+	return s
+}
+
+// settleDelay is how long the first grants wait for the other tests to arrive: go test releases
+// its parallel tests together, and they all reach the gate within milliseconds.
+const settleDelay = 500 * time.Millisecond
+
+func (s *scheduler) acquire(t *testing.T) {
+	w := waiter{name: t.Name(), expected: cmp.Or(s.before[t.Name()], defaultSeconds), turn: make(chan struct{})}
+	s.mu.Lock()
+	s.waiting = append(s.waiting, w)
+	if s.settling == nil {
+		s.settling = time.AfterFunc(settleDelay, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.settled = true
+			s.grant()
+		})
+	} else if s.settled {
+		s.grant()
+	}
+	s.mu.Unlock()
+	<-w.turn
+	began := time.Now()
+	t.Cleanup(func() { s.release(t.Name(), time.Since(began)) })
+}
+
+// grant starts the longest waiting tests while turns are free (ties: the earlier arrival).
+func (s *scheduler) grant() {
+	for s.running < s.limit && len(s.waiting) > 0 {
+		i := 0
+		for j, w := range s.waiting {
+			if w.expected > s.waiting[i].expected {
+				i = j
+			}
+		}
+		close(s.waiting[i].turn)
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		s.running++
+	}
+}
+
+func (s *scheduler) release(name string, took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running--
+	s.now[name] = took.Seconds()
+	s.grant()
+}
+
+// save merges this run's times into durationsFile (written whole, then renamed, so a reader
+// never sees half of it). Only tests that ran count: a run of one test keeps the others' times.
+func (s *scheduler) save() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.now) == 0 {
+		return
+	}
+	all := map[string]float64{}
+	for k, v := range s.before {
+		all[k] = v
+	}
+	for k, v := range s.now {
+		all[k] = v
+	}
+	b, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(durationsFile), 0o755); err != nil {
+		return
+	}
+	tmp := durationsFile + ".tmp" + strconv.Itoa(os.Getpid())
+	if os.WriteFile(tmp, b, 0o644) == nil {
+		os.Rename(tmp, durationsFile)
+	}
+}
