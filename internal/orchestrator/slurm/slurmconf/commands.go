@@ -44,16 +44,21 @@ func Version() []string { return []string{"slurmctld", "-V"} }
 // that only once it has its configuration, and it retries every 10 s while slurmctld is not up
 // yet, so at first there is a slurmd without a pid file. A slurmd is known by its executable
 // (/proc/<pid>/exe), slurmd or Debian's slurmd-wlm (/usr/sbin/slurmd is an alternatives link to
-// it), not by its process name: slurmd 24.11 reconfigures (scontrol reconfigure, which hale runs
-// after every membership change) by executing its binary again ("Relinquishing control to new
-// slurmd process"), after which its name is slurmd-wlm. It must be this node's: its mount and
-// network namespaces are this shell's (on the local provider, where nodes share a host), and a
-// zombie, which an agent that reaps no orphans may hold, does not count. Because of that
-// re-execution the slurmd it waits on may hand over to a new process: when the one it waits on
-// is gone, it looks again (at once and a second later) and follows the new one, so a
-// reconfigure is not a slurmd crash to the agent (which counts crashes towards a Reboot).
+// it). Its process name (/proc/<pid>/comm, the executed file's name) only sorts out the other
+// processes first, with the shell's own read, so that a scan of a host with many processes (the
+// static provider's, or a test's) forks readlink for few: it is slurmd, slurmd-wlm, or exe when
+// run through /proc/self/exe. It must be this node's: its mount and network namespaces are this
+// shell's (on the local provider, where nodes share a host), and a zombie, which an agent that
+// reaps no orphans may hold, does not count.
+//
+// slurmd 24.11 and later reconfigure (scontrol reconfigure, which hale runs after every
+// membership change) by executing their binary again ("Relinquishing control to new slurmd
+// process"), under a new pid and with the name slurmd-wlm. So when the slurmd it waits on is
+// gone, the supervised process looks again (at once and a second later) and follows the new
+// one: a reconfigure is not a slurmd crash to the agent (which counts crashes towards a Reboot).
 func Slurmd(node string) Daemon {
-	adopt := `mine() { case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd | */slurmd-wlm | */slurmd" (deleted)" | */slurmd-wlm" (deleted)") ;; *) return 1 ;; esac
+	adopt := `mine() { read -r c < /proc/$1/comm 2>/dev/null || return 1; case $c in slurmd* | exe) ;; *) return 1 ;; esac
+  case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd | */slurmd-wlm | */slurmd" (deleted)" | */slurmd-wlm" (deleted)") ;; *) return 1 ;; esac
   ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null &&
   [ "$(readlink /proc/$1/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/self/ns/net)" ]; }
 find() { for d in /proc/[0-9]*; do if mine "${d#/proc/}"; then echo "${d#/proc/}"; return; fi; done; }
