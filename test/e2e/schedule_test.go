@@ -31,7 +31,7 @@ const defaultSeconds = 60
 // parallel marks a test parallel and waits for its turn. The turn is held until the test's
 // cleanups have run (they delete clusters, which costs CPU too).
 func parallel(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	sched.acquire(t)
 }
 
@@ -85,10 +85,20 @@ func (s *scheduler) acquire(t *testing.T) {
 		s.grant()
 	}
 	s.mu.Unlock()
+	arrived := time.Now()
 	<-w.turn
 	began := time.Now()
-	t.Cleanup(func() { s.release(t.Name(), time.Since(began)) })
+	t.Cleanup(func() {
+		took := time.Since(began)
+		s.release(t.Name(), took)
+		// go test's elapsed time counts the wait for a turn too; scripts/test.sh lists the
+		// slowest tests by this line.
+		t.Logf("%s %.2fs, after %.2fs waiting for a turn", turnLog, took.Seconds(), began.Sub(arrived).Seconds())
+	})
 }
+
+// turnLog starts the line each test logs at its end with its own time.
+const turnLog = "e2e turn:"
 
 // grant starts the longest waiting tests while turns are free (ties: the earlier arrival).
 func (s *scheduler) grant() {
