@@ -57,7 +57,7 @@ func Version() []string { return []string{"slurmctld", "-V"} }
 // gone, the supervised process looks again (at once and a second later) and follows the new
 // one: a reconfigure is not a slurmd crash to the agent (which counts crashes towards a Reboot).
 func Slurmd(node string) Daemon {
-	adopt := `mine() { read -r c < /proc/$1/comm 2>/dev/null || return 1; case $c in slurmd* | exe) ;; *) return 1 ;; esac
+	adopt := `mine() { { read -r c < /proc/$1/comm; } 2>/dev/null || return 1; case $c in slurmd* | exe) ;; *) return 1 ;; esac
   case "$(readlink /proc/$1/exe 2>/dev/null)" in */slurmd | */slurmd-wlm | */slurmd" (deleted)" | */slurmd-wlm" (deleted)") ;; *) return 1 ;; esac
   ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null &&
   [ "$(readlink /proc/$1/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/self/ns/net)" ]; }
