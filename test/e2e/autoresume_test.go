@@ -169,21 +169,19 @@ func TestAutoResume(t *testing.T) {
 	const steps, every = 240, 20
 	train := fmt.Sprintf("--steps %d --ckpt-every %d", steps, every)
 
-	// breakSecond injects Xid 79 on the job's second node (not its batch host) and returns it.
-	breakSecond := func(t *testing.T, r *trainRun) *store.Node {
-		nodes := r.nodes(t)
-		if len(nodes) != 2 {
-			t.Fatalf("job %s runs on %v, want 2 nodes", r.id, nodes)
-		}
-		n := e.nodeNamed(t, "resume", nodes[1])
-		e.inject(n.InstanceID, xid(79))
-		return n
+	// breakSecond injects Xid 79 on the job's second node (not its batch host) and returns it
+	// with its repairs counted before the fault (breakSecondOf), so a subtest waits for the
+	// repair it caused: read after the fault, the count may or may not hold the new repair yet,
+	// and a subtest that waited on it ended while its repair went on into the next subtest (a
+	// suite run saw the application-crash subtest count that repair as its own).
+	breakSecond := func(t *testing.T, r *trainRun) (*store.Node, int) {
+		return breakSecondOf(t, e, "resume", r)
 	}
 
 	t.Run("an exclusive GPU job is requeued and resumes from its checkpoint", func(t *testing.T) {
 		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/requeue sbatch --parsable --exclusive -p gpu /fsx/train/train.sbatch", train))
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
-		bad := breakSecond(t, r)
+		bad, before := breakSecond(t, r)
 		if state, exit := r.waitEnd(t, 180*time.Second); state != "COMPLETED" {
 			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
 		}
@@ -199,7 +197,7 @@ func TestAutoResume(t *testing.T) {
 				t.Log(l)
 			}
 		}
-		rp := e.waitRepair(t, "resume", bad.LogicalID, 1, 60*time.Second)
+		rp := e.waitRepair(t, "resume", bad.LogicalID, before+1, 60*time.Second)
 		if rp.State != store.RepairDone || rp.Action != "Replace" {
 			t.Errorf("repair of %s: %s %s, want a Replace Done", bad.LogicalID, rp.Action, rp.State)
 		}
@@ -208,7 +206,7 @@ func TestAutoResume(t *testing.T) {
 	t.Run("a job without GRES shrinks, waits for the replacement and expands", func(t *testing.T) {
 		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/expand sbatch --parsable -p gpu /fsx/train/train.sbatch", train))
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
-		bad := breakSecond(t, r)
+		bad, before := breakSecond(t, r)
 		if state, exit := r.waitEnd(t, 180*time.Second); state != "COMPLETED" {
 			t.Fatalf("job %s ended %s (exit %s):\n%s\n%s", r.id, state, exit, r.output(), r.debug())
 		}
@@ -220,15 +218,15 @@ func TestAutoResume(t *testing.T) {
 			}
 		}
 		checkResumed(t, r, 100, every, steps)
-		if rs := e.repairsOf("resume", bad.LogicalID); len(rs) == 0 || rs[len(rs)-1].Action != "Replace" {
-			t.Errorf("node %s was not replaced: %v", bad.LogicalID, rs)
+		if rp := e.waitRepair(t, "resume", bad.LogicalID, before+1, 60*time.Second); rp.State != store.RepairDone || rp.Action != "Replace" {
+			t.Errorf("repair of %s: %s %s, want a Replace Done", bad.LogicalID, rp.Action, rp.State)
 		}
 	})
 
 	t.Run("a step without auto-resume is not retried", func(t *testing.T) {
 		r := e.submit(t, login, "sbatch --parsable -p gpu -N2 --ntasks-per-node=1 -o /fsx/train-%j.out --wrap 'srun --kill-on-bad-exit=1 sh -c \"echo started; sleep 120\"'")
 		r.waitFor(t, `started\nstarted`, 60*time.Second)
-		bad := breakSecond(t, r)
+		bad, before := breakSecond(t, r)
 		state, _ := r.waitEnd(t, 60*time.Second)
 		if state == "COMPLETED" {
 			t.Errorf("the job completed though its step lost a node")
@@ -236,7 +234,7 @@ func TestAutoResume(t *testing.T) {
 		if o := r.output(); strings.Contains(o, "[Auto Resume]") || strings.Count(o, "started") != 2 {
 			t.Errorf("the step was retried, or auto-resume spoke:\n%s", o)
 		}
-		e.waitRepair(t, "resume", bad.LogicalID, len(e.repairsOf("resume", bad.LogicalID)), 60*time.Second)
+		e.waitRepair(t, "resume", bad.LogicalID, before+1, 60*time.Second)
 	})
 
 	t.Run("an application crash on healthy nodes is not retried", func(t *testing.T) {

@@ -48,8 +48,10 @@ func newBrowser(t testing.TB) *browser {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Chromium makes temporary directories of its own (/tmp/org.chromium.Chromium.*, for its
+	// singleton socket) and leaves them when it is ended: TMPDIR puts them in the test's.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 860), chromedp.UserDataDir(t.TempDir()))
+		chromedp.WindowSize(1280, 860), chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR="+t.TempDir()))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelA() }) // ends Chromium and its children
