@@ -19,7 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 ./scripts/setup.sh
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
-# The control plane's binaries: 10-20 minutes the first time on a new machine, then cached.
+# The control plane's binaries: 20-23 minutes the first time on a new machine, then cached.
 ./scripts/k8s-tools.sh
 . scripts/demo-common.sh
 # kubectl is bin/kubectl, the control plane's own version (scripts/k8s-tools.sh built it).

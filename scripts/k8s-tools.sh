@@ -3,7 +3,7 @@
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok; tools/kubeflow: the Kubeflow
 # training operator) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
 # being a hash of tools/k8s/go.mod, go.sum and this script's build flags, and linked into
-# bin/k8s/ (kubectl also as bin/kubectl). A cold build takes 10-20 minutes on 2 cores
+# bin/k8s/ (kubectl also as bin/kubectl). A cold build takes 20-23 minutes on 2 cores
 # (docs/kubernetes.md); a cached one, no time.
 #
 #   scripts/k8s-tools.sh          build or reuse, then link; prints the cache directory
@@ -44,7 +44,7 @@ fi
 
 if ! cached; then
   echo "k8s-tools: building Kubernetes $KVER, etcd and kwok from the Go module proxy into $cache"
-  echo "k8s-tools: once per machine; 10-20 minutes on 2 cores, about 4 GB of Go build cache"
+  echo "k8s-tools: once per machine; 20-23 minutes on 2 cores, about 4 GB of Go build cache"
   start=$SECONDS
   rm -rf "$cache.tmp" && mkdir -p "$cache.tmp"
   (cd tools/k8s && go build -ldflags="$LDF" -o "$cache.tmp/" "${TOOLS[@]}")

@@ -9,6 +9,10 @@
 #   sudo HALE_ROBUSTNESS_FAULTS=scale,Software ./scripts/robustness.sh   (only the faults so named)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -gt 0 ]; then
+  echo "usage: sudo [HALE_ROBUSTNESS_SEED=N] [HALE_ROBUSTNESS_DURATION=2m] [HALE_ROBUSTNESS_MAX_OUTAGE=D] [HALE_ROBUSTNESS_FAULTS=a,b] ./scripts/robustness.sh   (no arguments: docs/reliability.md)" >&2
+  exit 2
+fi
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 duration=${HALE_ROBUSTNESS_DURATION:-2m}

@@ -5,13 +5,19 @@
 # the summary at the end lists each stage and the exit status is 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# It takes no arguments: a --help must not start a run of 11-40 minutes.
+if [ $# -gt 0 ]; then
+  echo "usage: sudo ./scripts/test.sh   (no arguments; HALE_E2E_PARALLEL, HALE_TEST_LOGS, HALE_FUZZTIME and" >&2
+  echo "HALE_ROBUSTNESS_DURATION in the environment change it: docs/testing.md)" >&2
+  exit 2
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "test: run as root (sudo ./scripts/test.sh): the end-to-end tests create network namespaces, veths and bind mounts" >&2
   exit 1
 fi
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 # The Kubernetes tools (docs/kubernetes.md) build from the upstream Go modules once per machine:
-# 10-20 minutes of both CPUs on a fresh one, then cached. The build starts first and runs beside
+# 20-23 minutes of both CPUs on a fresh one, then cached. The build starts first and runs beside
 # the set-up, whose package downloads and image build wait mostly on the network and the disk;
 # its output is shown in its stage. Cached, it only links the binaries into bin/k8s.
 k8s_log=$(mktemp -t hale-k8s-tools.XXXXXX)
@@ -89,8 +95,8 @@ gotest() {
   local name=$1 format=$2; shift 2
   local rc=0
   bin/gotestsum --format "$format" --jsonfile "$logs/$name.json" -- "$@" || rc=$?
-  echo "-- the 10 slowest tests, subtests left out ($logs/$name.json has every event):"
   if grep -q '"Output":"    [a-z_]*_test.go:[0-9]*: e2e turn: ' "$logs/$name.json"; then
+    echo "-- the 10 slowest tests by their own time, with the suites of TestSlurmVersions, which take turns of their own ($logs/$name.json has every event):"
     python3 - "$logs/$name.json" <<'PY'
 import json, re, sys
 own = {}
@@ -103,6 +109,7 @@ for (pkg, test), (took, waited) in sorted(own.items(), key=lambda kv: -kv[1][0])
     print(f"{pkg} {test} {took:.2f}s (after {waited:.0f}s waiting for a turn)")
 PY
   else
+    echo "-- the 10 slowest tests, subtests left out ($logs/$name.json has every event):"
     bin/gotestsum tool slowest --jsonfile "$logs/$name.json" --threshold 1ms | awk '$2 !~ /\//' | head -10
   fi
   return $rc

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,15 +64,21 @@ func hostPathsCreated() []string {
 	return made
 }
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+// runMain is TestMain's body, returning the exit code so that its deferred clean-up runs on
+// every way out.
+func runMain(m *testing.M) int {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "test/e2e needs root: it creates network namespaces, veths and bind mounts")
-		os.Exit(1)
+		return 1
 	}
-	dir, err := os.MkdirTemp("", "hale-e2e-bin")
+	dir, err := binDir()
 	if err != nil {
-		panic(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	defer os.RemoveAll(dir)
 	for _, p := range hostPaths {
 		_, err := os.Lstat(p)
 		hostHad[p] = err == nil
@@ -83,7 +90,7 @@ func TestMain(m *testing.M) {
 	if d := defaultImage; d != server.DefaultImageHost {
 		if _, err := image.ReadDefault(cmp.Or(d, image.DefaultDir)); err != nil {
 			fmt.Fprintf(os.Stderr, "test/e2e: %v\n(or HALE_E2E_DEFAULT_IMAGE=host runs the nodes on the host's root)\n", err)
-			os.Exit(1)
+			return 1
 		}
 	}
 	// Without DWARF (-w): the tests need stack traces, which the symbol table gives, and the
@@ -91,7 +98,7 @@ func TestMain(m *testing.M) {
 	haleBin = filepath.Join(dir, "hale")
 	if out, err := exec.Command("go", "build", "-ldflags=-w", "-o", haleBin, "github.com/haleproject/hale/cmd/hale").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
+		return 1
 	}
 	code := m.Run()
 	sched.save()
@@ -99,8 +106,23 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests' nodes created %v on the host\n", made)
 		code = 1
 	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return code
+}
+
+// binDir makes the directory of the hale binary the tests build, named for this process
+// (hale-e2e-bin-PID in the temporary directory), and removes those of test processes that are
+// gone: a -timeout or a panic ends the process without TestMain's clean-up, and each left an
+// 80 MB binary behind.
+func binDir() (string, error) {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "hale-e2e-bin-*"))
+	for _, d := range old {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "hale-e2e-bin-"))
+		if err == nil && pid > 0 && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), "hale-e2e-bin-"+strconv.Itoa(os.Getpid()))
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // network gives a test its own bridge and /24 (testnet's slot, held until the test ends), so

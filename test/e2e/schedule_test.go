@@ -124,16 +124,19 @@ func (s *scheduler) release(name string, took time.Duration) {
 }
 
 // save merges this run's times into durationsFile (written whole, then renamed, so a reader
-// never sees half of it). Only tests that ran count: a run of one test keeps the others' times.
+// never sees half of it), read again now so that a run that ended meanwhile keeps its times.
+// Only a run with more tests than turns writes: the order is for the whole stage, and a test
+// run alone, or with a few others, takes less time than among the rest. A test that did not run
+// keeps its time.
 func (s *scheduler) save() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.now) == 0 {
+	if len(s.now) <= s.limit {
 		return
 	}
 	all := map[string]float64{}
-	for k, v := range s.before {
-		all[k] = v
+	if b, err := os.ReadFile(durationsFile); err == nil {
+		json.Unmarshal(b, &all)
 	}
 	for k, v := range s.now {
 		all[k] = v
