@@ -1,7 +1,6 @@
 package eventbridge
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -258,26 +257,48 @@ func TestBackoffBounds(t *testing.T) {
 	}
 }
 
-// fileIDs is the ids of a JSON-lines file's events, failing on a line that is not one.
+// fileIDs is the ids of a JSON-lines file's complete lines' events, failing on a line that is
+// not one.
 func fileIDs(t *testing.T, path string) []string {
 	t.Helper()
-	fh, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fh.Close()
 	var ids []string
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
+	for _, line := range CompleteLines(data) {
 		var ev Envelope
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.ID == "" {
-			t.Fatalf("%s: a line that is not an event (%v): %q", path, err, sc.Text())
+		if err := json.Unmarshal(line, &ev); err != nil || ev.ID == "" {
+			t.Fatalf("%s: a line that is not an event (%v): %q", path, err, line)
 		}
 		ids = append(ids, ev.ID)
 	}
 	return ids
+}
+
+// TestCompleteLinesLeavesOutALineBeingWritten: a reader that catches File mid-write (a write
+// reaches another descriptor's reader in parts) sees the complete lines only, and the half line
+// whole on its next read.
+func TestCompleteLinesLeavesOutALineBeingWritten(t *testing.T) {
+	whole := []byte("{\"id\":\"a\"}\n{\"id\":\"b\"}\n")
+	for cut := range len(whole) + 1 {
+		got := CompleteLines(whole[:cut])
+		want := 0
+		for _, b := range whole[:cut] {
+			if b == '\n' {
+				want++
+			}
+		}
+		if len(got) != want {
+			t.Fatalf("after %d bytes: %d lines %q, want the %d complete ones", cut, len(got), got, want)
+		}
+		for _, line := range got {
+			if !json.Valid(line) {
+				t.Fatalf("after %d bytes: line %q is not whole", cut, line)
+			}
+		}
+	}
 }

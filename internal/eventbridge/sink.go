@@ -82,7 +82,8 @@ func (w *Webhook) Deliver(ctx context.Context, e store.OutboxEntry) error {
 }
 
 // File appends each event as one line of JSON (JSON lines) to a file, and syncs it to disk
-// before the event counts as delivered.
+// before the event counts as delivered. A reader following the file takes complete lines only:
+// one write can reach a reader of another descriptor in parts.
 type File struct {
 	Path string
 
@@ -139,6 +140,21 @@ func (s *File) Deliver(_ context.Context, e store.OutboxEntry) error {
 		return err
 	}
 	return nil
+}
+
+// CompleteLines splits what a reader read of a JSON-lines file that File appends to into its
+// lines, without their newlines. A last line without its newline is left out: it is an event
+// still being written (one write can reach a reader of another descriptor in parts), or half of
+// one a crash left, which LastDelivered cuts off on the next start.
+func CompleteLines(data []byte) [][]byte {
+	var lines [][]byte
+	for {
+		line, rest, complete := bytes.Cut(data, []byte{'\n'})
+		if !complete {
+			return lines
+		}
+		lines, data = append(lines, line), rest
+	}
 }
 
 // LastDelivered reads the id of the file's last line. A last line without its newline (the

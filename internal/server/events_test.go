@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -59,23 +58,21 @@ func (w *webhookLog) ids() []string {
 	return ids
 }
 
+// readEventsFile reads the events file as a consumer following it would: complete lines only.
 func readEventsFile(t *testing.T, path string) []sentEvent {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var out []sentEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
+	for _, line := range eventbridge.CompleteLines(data) {
 		var ev sentEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("%s: %v: %q", path, err, sc.Text())
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("%s: %v: %q", path, err, line)
 		}
 		out = append(out, ev)
 	}

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,24 +98,22 @@ func serveOn(t *testing.T, addr string, h http.Handler) *http.Server {
 	return srv
 }
 
-// readJSONLines is a JSON-lines file's events; a line that is not one fails the test.
+// readJSONLines is a JSON-lines file's complete lines' events; a line that is not one fails the
+// test.
 func readJSONLines(t *testing.T, path string) []bridgeEvent {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var out []bridgeEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
+	for _, line := range eventbridge.CompleteLines(data) {
 		var ev bridgeEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.ID == "" {
-			t.Fatalf("%s: a line that is not an event (%v): %q", path, err, sc.Text())
+		if err := json.Unmarshal(line, &ev); err != nil || ev.ID == "" {
+			t.Fatalf("%s: a line that is not an event (%v): %q", path, err, line)
 		}
 		out = append(out, ev)
 	}

@@ -90,7 +90,7 @@ func (s *scheduler) acquire(t *testing.T) {
 	began := time.Now()
 	t.Cleanup(func() {
 		took := time.Since(began)
-		s.release(t.Name(), took)
+		s.release(t.Name(), took, t.Failed() || t.Skipped())
 		// go test's elapsed time counts the wait for a turn too; scripts/test.sh lists the
 		// slowest tests by this line.
 		t.Logf("%s %.2fs, after %.2fs waiting for a turn", turnLog, took.Seconds(), began.Sub(arrived).Seconds())
@@ -115,11 +115,16 @@ func (s *scheduler) grant() {
 	}
 }
 
-func (s *scheduler) release(name string, took time.Duration) {
+// release ends a turn. A test that failed or skipped keeps the time it had: one that failed at
+// once would otherwise be expected to take a second, wait until the end of the next run and
+// lengthen it by its whole time.
+func (s *scheduler) release(name string, took time.Duration, unfinished bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running--
-	s.now[name] = took.Seconds()
+	if !unfinished {
+		s.now[name] = took.Seconds()
+	}
 	s.grant()
 }
 
@@ -151,5 +156,21 @@ func (s *scheduler) save() {
 	tmp := durationsFile + ".tmp" + strconv.Itoa(os.Getpid())
 	if os.WriteFile(tmp, b, 0o644) == nil {
 		os.Rename(tmp, durationsFile)
+	}
+}
+
+// TestFailedTurnKeepsItsTime: a test that failed (or skipped) in its turn leaves its expected
+// time as it was; one that passed records its time.
+func TestFailedTurnKeepsItsTime(t *testing.T) {
+	parallel(t)
+	s := &scheduler{limit: 1, before: map[string]float64{"TestLong": 160}, now: map[string]float64{}}
+	s.running = 2
+	s.release("TestLong", time.Second, true)
+	if _, ok := s.now["TestLong"]; ok {
+		t.Errorf("a failed turn recorded %v s for TestLong, want its 160 s kept", s.now["TestLong"])
+	}
+	s.release("TestShort", 3*time.Second, false)
+	if s.now["TestShort"] != 3 {
+		t.Errorf("a passed turn recorded %v s, want 3", s.now["TestShort"])
 	}
 }
