@@ -159,6 +159,7 @@ func (none) Lost(*store.Node) (string, string)                                  
 func (none) Steps() error                                                          { return nil }
 func (none) Head(*store.Group) bool                                                { return false }
 func (none) TakeOutWaits(*store.Node) bool                                         { return false }
+func (none) KeepsState(*store.Node) string                                         { return "" }
 func (none) Leave(*store.Node, orchestrator.Leaving, string) func(context.Context) { return nil }
 func (none) Reserve(*store.Node) (func(context.Context) string, func(context.Context, bool)) {
 	return nil, nil

@@ -22,8 +22,10 @@ type toy struct {
 	h orchestrator.Host
 	// holdBack: the toy never admits a node (a scheduler that does not take it).
 	holdBack bool
-	mu       sync.Mutex
-	log      []string
+	// keepsState: the group whose nodes keep state a replacement would lose (KeepsState).
+	keepsState string
+	mu         sync.Mutex
+	log        []string
 }
 
 func (o *toy) Name() string                                    { return "toy" }
@@ -133,6 +135,12 @@ func (t *toyRound) Lost(*store.Node) (string, string) { return "", "" }
 func (t *toyRound) Steps() error                      { return nil }
 func (t *toyRound) Head(*store.Group) bool            { return false }
 func (t *toyRound) TakeOutWaits(*store.Node) bool     { return false }
+func (t *toyRound) KeepsState(n *store.Node) string {
+	if n.GroupName == t.o.keepsState {
+		return "it keeps the toy's queue"
+	}
+	return ""
+}
 func (t *toyRound) Leave(n *store.Node, how orchestrator.Leaving, why string) func(context.Context) {
 	o, logical := t.o, n.LogicalID
 	return func(context.Context) { o.say("leave", logical, int(how)) }

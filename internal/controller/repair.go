@@ -171,6 +171,11 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if released, why := r.or.Released(rp, n); released {
 			return r.repairCancel(rp, n, why)
 		}
+		// A node held because it keeps state (keepState) that stopped answering and answers
+		// again, set up, is cured of what it was held for.
+		if rp.Source == "heartbeat" && n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID) {
+			return r.repairCancel(rp, n, "the node answers again")
+		}
 		return nil
 
 	case store.RepairWaitingForJobs:
@@ -221,6 +226,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 			return nil
 		}
 		if rp.Action == string(health.Replace) {
+			if why := r.or.KeepsState(n); why != "" {
+				return r.keepState(rp, n, why)
+			}
 			old := n.InstanceID
 			if err := r.replaceFor(n, "repair "+rp.ID+": "+rp.Fault, rp.Evidence); err != nil {
 				return err
@@ -332,4 +340,49 @@ func timeline(rp *store.Repair) string {
 		parts = append(parts, fmt.Sprintf("+%.2fs %s", s.At.Sub(rp.CreatedAt).Seconds(), s.What))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// keepState answers a replacement asked for a node that keeps state nothing else does
+// (orchestrator.Round.KeepsState: a Slurm controller's job queue). A reboot on its own root
+// loses nothing and cures what a restart cures, so that comes first; when a reboot did not cure
+// it (this repair's, or one for the same fault since historyWindow), the repair is held with an
+// Error event and the node left as it is, for an operator: a replacement would lose every job.
+func (r *round) keepState(rp *store.Repair, n *store.Node, why string) error {
+	rebooted, err := r.rebootedFor(rp)
+	if err != nil {
+		return err
+	}
+	if !rebooted {
+		rp.Action = string(health.Reboot)
+		rp.BootBefore, rp.RebootAt = n.Details.BootTime, r.now
+		if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
+			return err
+		}
+		return r.repairTo(rp, n, store.RepairChecking, "not replaced, since "+why+": rebooting instance "+n.InstanceID+" on its own root instead")
+	}
+	rp.Message = "not replaced: " + why
+	if err := r.repairTo(rp, n, store.RepairHeld, "held: a reboot did not cure it, and a replacement would lose what it keeps, since "+why); err != nil {
+		return err
+	}
+	return r.nodeEvent(n, api.ClusterEventLevelError, "Node %s (instance %s) needs a replacement for %s, and a reboot did not cure it, but hale does not replace it: %s, which a new instance would not have (repair %s, held). Look at it (hale exec, its logs); BatchRebootClusterNodes tries a reboot again and ends the hold once it is cured. Timeline: %s",
+		n.LogicalID, n.InstanceID, rp.Fault, why, rp.ID, timeline(rp))
+}
+
+// rebootedFor reports whether the node was rebooted for the repair's fault already: by this
+// repair, or by a repair of the same fault that ended Done within historyWindow (the catalog
+// escalates a fault that recurs after a reboot to a replacement).
+func (r *round) rebootedFor(rp *store.Repair) (bool, error) {
+	if !rp.RebootAt.IsZero() {
+		return true, nil
+	}
+	past, err := r.tx.RepairsOf(r.cl.ID, rp.LogicalID, r.now.Add(-historyWindow))
+	if err != nil {
+		return false, err
+	}
+	for _, p := range past {
+		if p.ID != rp.ID && p.Fault == rp.Fault && p.Action == string(health.Reboot) && p.State == store.RepairDone {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -98,6 +98,12 @@ type Round interface {
 	// no group is a head group).
 	Head(g *store.Group) bool
 
+	// KeepsState says what n holds on its own root that nothing else keeps and a replacement
+	// would lose (a scheduler's job queue, its accounting database), "" when a new instance can
+	// take its place. The controller never replaces such a node by itself: it reboots it on its
+	// own root, and holds the repair for an operator when a reboot does not cure it (SageMaker
+	// refuses BatchReplaceClusterNodes on Slurm controller nodes for the same reason).
+	KeepsState(n *store.Node) string
 	// TakeOutWaits reports whether taking n out of service must wait now: the orchestrator's
 	// control plane runs on a node whose agent the server expects back (it has just started),
 	// and a reboot, replacement or removal without it would leave n's jobs behind.

@@ -376,6 +376,10 @@ func (r *round) Lost(*store.Node) (string, string) { return "", "" }
 // TakeOutWaits implements orchestrator.Round: the API server is not a node of the cluster.
 func (r *round) TakeOutWaits(*store.Node) bool { return false }
 
+// KeepsState implements orchestrator.Round: a Kubernetes node keeps nothing a replacement
+// needs (the control plane's state is hale's, off the nodes).
+func (r *round) KeepsState(*store.Node) string { return "" }
+
 // Leave implements orchestrator.Round: a replaced or removed instance's Node is deleted (its
 // pods are gone with it; a replacement joins as a new Node); a rebooted one keeps its Node.
 func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {

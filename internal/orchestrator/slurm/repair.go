@@ -59,6 +59,19 @@ func (r *round) inSlurm(n *store.Node) bool {
 	return r.role(n) == "compute" && rec != nil && rec.State != ""
 }
 
+// KeepsState implements orchestrator.Round: the controller node keeps slurmctld's state (the
+// StateSaveLocation: every running and pending job, the next job id) and the accounting
+// database on its own root, where a replacement would start without them ("Could not open job
+// state file ... Jobs may be lost!"): every job lost, the ids from 1 again. Compute and login
+// nodes keep nothing of hale's that a replacement needs (users' files belong on the shared
+// file system, /fsx).
+func (r *round) KeepsState(n *store.Node) string {
+	if r.role(n) != "controller" {
+		return ""
+	}
+	return "it is the Slurm controller: slurmctld's state (its StateSaveLocation: every running and pending job) and the accounting database are on its own root"
+}
+
 // TakeOutWaits implements orchestrator.Round: taking n out of Slurm must wait when n is a compute
 // node Slurm knows and the cluster's controller node is in service but its agent has no session
 // yet and is not silent either (the server has just started and the agents are reconnecting).
