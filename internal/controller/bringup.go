@@ -20,9 +20,6 @@ import (
 
 // drive moves each node along its phases.
 func (r *round) drive() error {
-	if err := r.watchOutage(); err != nil {
-		return err
-	}
 	anyUnaddressed := false
 	for _, n := range r.nodes {
 		if n.Details.Phase == store.PhasePending || n.Details.Phase == store.PhaseLaunching {

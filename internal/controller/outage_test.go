@@ -69,3 +69,53 @@ func TestSilenceAfterGoodbyeSaysSo(t *testing.T) {
 		t.Errorf("unreachable %v; events:\n%s", n.Details.Unreachable, ev)
 	}
 }
+
+// A heartbeat repair opened before an outage is declared is held by it like the rest: one node
+// falls silent (its repair opens), then the other (an outage); past the confirmation wait the
+// first node's repair still waits. The outage is judged at the round's start, before the
+// repairs take their steps (it was judged later in the round, so a repair saw no outage).
+func TestOutageHoldsARepairOpenedBeforeIt(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	agents.SilentIDs = map[string]bool{"i-00000000000000901": true}
+	if err := c.reconcile(context.Background(), joinCluster); err != nil {
+		t.Fatal(err)
+	}
+	c.wg.Wait()
+	agents.Mu.Lock()
+	agents.SilentIDs = map[string]bool{"i-0000000000000c71a": true, "i-00000000000000901": true}
+	agents.Mu.Unlock()
+	var id string
+	err := c.st.Write(context.Background(), func(tx store.Tx) error {
+		rs, err := tx.OpenRepairs(joinCluster)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("repairs %d (%v), want the silent node's", len(rs), err)
+		}
+		id = rs[0].ID
+		rs[0].CreatedAt = rs[0].CreatedAt.Add(-heartbeatConfirm - time.Second) // confirmed, but for the outage
+		rs[0].State = store.RepairWaitingForJobs
+		return tx.PutRepair(rs[0])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := c.reconcile(context.Background(), joinCluster); err != nil {
+			t.Fatal(err)
+		}
+		c.wg.Wait()
+	}
+	err = c.st.Read(context.Background(), func(tx store.Tx) error {
+		rp, err := tx.Repair(id)
+		if err != nil {
+			return err
+		}
+		if rp.State != store.RepairWaitingForJobs {
+			_, ev := gpu1(t, c)
+			t.Errorf("during the outage the repair went on: %s (timeline %s)\n%s", rp.State, timeline(rp), ev)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -77,8 +77,10 @@ func (r *round) run() error {
 		}
 	}
 	// The orchestrator prepares its membership first, and again once this round changed the
-	// nodes, so bring-up sees it current; its own work starts once the nodes were driven.
-	steps := []func() error{r.or.Prepare, r.doActions, r.repairs, r.softwareUpdate, r.converge, r.or.Prepare, r.drive, r.or.Steps, r.aggregate}
+	// nodes, so bring-up sees it current; its own work starts once the nodes were driven. A
+	// heartbeat outage is judged before anything acts on a silent node: the repairs' steps
+	// hold for it as the reachability verdicts do.
+	steps := []func() error{r.or.Prepare, r.watchOutage, r.doActions, r.repairs, r.softwareUpdate, r.converge, r.or.Prepare, r.drive, r.or.Steps, r.aggregate}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
