@@ -52,6 +52,8 @@ type Agents struct {
 	Downs []string
 	// Goodbyes: what agents said when they stopped cleanly.
 	Goodbyes map[string]string
+	// Unknown: scontrol updates of a node name Slurm does not have (State's is the only one).
+	Unknown []string
 }
 
 // Connected implements controller.Agents.
@@ -101,6 +103,11 @@ func (f *Agents) Send(instanceID string, cmd *agentproto.Command) (<-chan *agent
 	switch {
 	case argv == "scontrol show node -o":
 		res.StdoutTail = line()
+	case strings.HasPrefix(argv, "scontrol update nodename=") && !strings.HasPrefix(argv, "scontrol update nodename="+f.State.Name+" "):
+		// As scontrol answers for a name slurm.conf does not have.
+		msg := []byte("slurm_update error: Invalid node name specified\n")
+		res.ExitCode, res.StderrTail, res.OutputTail = 1, msg, msg
+		f.Unknown = append(f.Unknown, argv)
 	case strings.HasPrefix(argv, "scontrol update nodename=") && strings.Contains(argv, " state=drain reason="):
 		f.State.State = strings.Split(f.State.State, "+")[0] + "+DRAIN"
 		f.State.Reason = argv[strings.Index(argv, "reason=")+len("reason="):]

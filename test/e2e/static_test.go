@@ -110,6 +110,15 @@ func TestStaticHosts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sinfo on the controller host: %v\n%s", err, out)
 	}
+	// hale exec on a host runs its arguments as given (ssh joins them into one line for the
+	// remote shell): both commands of an sh -c, a --wrap string as one argument.
+	ctlID := aws.ToString(byGroup["controller"][0].InstanceId)
+	if out, err := e.hale("exec", "--cluster-name", "own", "--node-id", ctlID, "--", "sh", "-c", "echo one; echo two").CombinedOutput(); err != nil || !strings.Contains(string(out), "one\ntwo\n") {
+		t.Errorf("hale exec -- sh -c 'echo one; echo two' on a static host: %v\n%s", err, out)
+	}
+	if out, err := e.hale("exec", "--cluster-name", "own", "--node-id", ctlID, "--", "sbatch", "--parsable", "-N1", "-o", "/dev/null", "--wrap", "srun true").CombinedOutput(); err != nil {
+		t.Errorf("hale exec -- sbatch --wrap 'srun true' on a static host: %v\n%s", err, out)
+	}
 	victim := hosts[aws.ToString(byGroup["worker"][0].InstanceId)]
 	if !strings.Contains(out, "NodeName="+victim.Hostname+" ") || !strings.Contains(out, "NodeAddr="+victim.Address) {
 		t.Fatalf("slurm.conf does not name worker host %s (%s):\n%s", victim.Hostname, victim.Address, out)

@@ -327,12 +327,22 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 			return err
 		}
 		for _, n := range nodes {
-			if roleIn(st, n.GroupName) != "compute" || n.Details.Phase == store.PhaseTerminating {
+			if roleIn(st, n.GroupName) != "compute" || !slurmsOwn(n) {
 				continue
 			}
 			name := orchestrator.NodeName(n)
 			ns, ok := states[name]
 			if !ok {
+				// Not in Slurm (any more): a failed replacement left the node without a host,
+				// and slurm.conf without its name. A state kept from before would have the
+				// repair flow drain a name Slurm does not know, forever ("Invalid node name
+				// specified"). An answer that lists no node at all says nothing.
+				if rec := recs[n.LogicalID]; rec != nil && rec.State != "" && len(states) > 0 {
+					rec.State, rec.Reason = "", ""
+					if err := s.saveNode(tx, n, rec); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			rec := recs[n.LogicalID]
@@ -340,16 +350,20 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 				rec = &NodeRecord{}
 			}
 			changed := ns.State != rec.State || ns.Reason != rec.Reason
-			wasOut, isOut := outOfService(rec.State), outOfService(ns.State)
+			wasOut, isOut, back := rec.wasOut(), outOfService(ns.State), acceptsWork(ns.State)
 			prevReason := rec.Reason
 			rec.State, rec.Reason = ns.State, ns.Reason
+			if out := (wasOut || isOut) && !back; out != rec.Out {
+				rec.Out, changed = out, true
+			}
 			var events []func() error
 			// hale's own take-out of the node's previous instance (a replacement, a re-image)
 			// has its event already ("taken out of service by hale"); the new instance is not
 			// to blame for it, and it ends when the new one joins.
 			const takeOut = slurmconf.HaleReason + "replacing instance "
 			takenOutBefore := strings.HasPrefix(ns.Reason, takeOut) && !strings.HasPrefix(ns.Reason, takeOut+n.InstanceID+" ")
-			if changed && (wasOut != isOut || isOut && prevReason != ns.Reason) && !(isOut && takenOutBefore) {
+			goesOut := isOut && (!wasOut || prevReason != ns.Reason) && !takenOutBefore
+			if changed && (goesOut || wasOut && back) {
 				level, what := api.ClusterEventLevelInfo, "is back in service"
 				if isOut {
 					level, what = api.ClusterEventLevelWarn, "is out of service"
@@ -424,6 +438,17 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 			s.log.Warn("scontrol", "cluster_id", clusterID, "error", err)
 		}
 	}
+}
+
+// slurmsOwn reports whether the name the node has now is its current instance's in Slurm: not
+// while a replacement is on its way (until it is set up, its name and address may still be
+// the previous instance's, another host's on the static provider), nor while it goes.
+func slurmsOwn(n *store.Node) bool {
+	switch n.Details.Phase {
+	case store.PhaseJoining, store.PhaseReady, store.PhaseFailed:
+		return true
+	}
+	return false
 }
 
 // outOfService: the node takes no new jobs (down, drained or draining, failed).

@@ -146,9 +146,9 @@ func (s *Slurm) joinSeen(ctx context.Context, clusterID, logicalID, instanceID s
 			if err != nil {
 				return err
 			}
-			wasOut := rec.State != "" && outOfService(rec.State)
+			wasOut := rec.wasOut()
 			waited := now.Sub(n.Details.PhaseSince)
-			rec.State, rec.Reason = ns.State, ns.Reason
+			rec.State, rec.Reason, rec.Out = ns.State, ns.Reason, false
 			if err := s.saveNode(tx, n, rec); err != nil {
 				return err
 			}

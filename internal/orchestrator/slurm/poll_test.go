@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haleproject/hale/internal/controllertest"
 	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -32,5 +33,85 @@ func TestPollKeepsTheStatusLine(t *testing.T) {
 	}
 	if rec := c.rec(t); rec.RepairRequest != "Reboot" || !strings.Contains(ev, "is marked Action:Reboot by an operator") {
 		t.Errorf("the request: %q; events:\n%s", rec.RepairRequest, ev)
+	}
+}
+
+// A compute node Slurm no longer lists (a replacement that failed for want of a host left it
+// without one, and slurm.conf without its name) keeps no Slurm state from before, and a repair
+// an operator asks for then does not drain its old name forever ("Invalid node name specified",
+// seen by a new user on static hosts): it goes on to the replacement.
+func TestRepairOfANodeSlurmNoLongerHas(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseFailed, time.Now().UTC())
+	agents.AllReachable = true
+	agents.State = slurmconf.NodeState{Name: "ip-10-9-0-99", State: "IDLE"} // another node: gpu-1 is not in Slurm
+	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State, rec.Reason = "DOWN", "hale: replacing instance" })
+	ctx := context.Background()
+	c.s.poll(ctx, joinCluster, controllertest.CtlInstance)
+	if rec := c.rec(t); rec.State != "" {
+		t.Fatalf("gpu-1 is not in Slurm, but its record keeps state %q", rec.State)
+	}
+
+	// A stale state, as if the poll had not run since: the drain finds the name unknown.
+	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "DOWN" })
+	before, _ := gpu1(t, c)
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		return tx.InsertAction(&store.Action{ClusterID: joinCluster, NodeSeq: n.Seq, InstanceID: n.InstanceID, LogicalID: n.LogicalID,
+			Kind: store.ActionReplace, State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := before
+	for i := 0; i < 10 && n.InstanceID == before.InstanceID; i++ {
+		if err := c.c.Reconcile(ctx, joinCluster); err != nil {
+			t.Fatal(err)
+		}
+		c.c.Wait()
+		n, _ = gpu1(t, c)
+	}
+	if n.InstanceID == before.InstanceID {
+		_, rs := findingsAndRepairs(t, c)
+		_, ev := gpu1(t, c)
+		t.Fatalf("the replacement did not start: repairs %+v; unknown names drained %q; events:\n%s", rs, agents.Unknown, ev)
+	}
+}
+
+// The poll's events tell service as Slurm gives it: a node out of service whose new slurmd has
+// not registered (UNKNOWN, NOT_RESPONDING) is not "back in service" until it takes jobs, and a
+// node whose replacement is not set up yet is not named by its previous instance's state (on
+// the static provider, another host's name: "Slurm node testhost-3 (instance <new id>) is out
+// of service", seen by a new user).
+func TestPollSaysBackInServiceWhenItTakesJobs(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	ctx := context.Background()
+	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "IDLE" })
+	read := func(state string) string {
+		agents.Mu.Lock()
+		agents.State = slurmconf.NodeState{Name: joinHost, State: state}
+		agents.Mu.Unlock()
+		c.s.poll(ctx, joinCluster, controllertest.CtlInstance)
+		_, ev := gpu1(t, c)
+		return ev
+	}
+	read("DOWN")
+	for _, s := range []string{"UNKNOWN", "IDLE+NOT_RESPONDING", "IDLE*"} {
+		if ev := read(s); strings.Contains(ev, "is back in service") {
+			t.Fatalf("back in service at %s:\n%s", s, ev)
+		}
+	}
+	if ev := read("IDLE"); strings.Count(ev, "is back in service: idle.") != 1 || strings.Count(ev, "is out of service") != 1 {
+		t.Errorf("want one out-of-service event and one back-in-service at idle:\n%s", ev)
+	}
+
+	// A replacement on its way: the state under the name it still has is not its own.
+	c.setNode(t, func(n *store.Node, _ *NodeRecord) { n.Details.Phase = store.PhaseConfiguring })
+	_, before := gpu1(t, c)
+	if ev := read("DOWN"); ev != before {
+		t.Errorf("a node not set up yet got an event from its name's state:\n%s", strings.TrimPrefix(ev, before))
 	}
 }

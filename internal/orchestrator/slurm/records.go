@@ -88,7 +88,15 @@ type NodeRecord struct {
 	// ("Action:Replace"), kept until Slurm no longer shows it: that drain is hale's own, never
 	// an operator's request, even after its repair ended or was cancelled.
 	HaleDrain string `json:",omitempty"`
+	// Out: the node was said to be out of service (an event) and has not accepted work since.
+	// A state in between (UNKNOWN, NOT_RESPONDING: a new slurmd not registered yet) is not
+	// "back in service"; the event waits for a state that takes jobs.
+	Out bool `json:",omitempty"`
 }
+
+// wasOut reports whether the node was out of service when last read (records from before Out
+// was kept have only the state).
+func (x *NodeRecord) wasOut() bool { return x.Out || outOfService(x.State) }
 
 // conf is the rendering node n's current instance holds ("" when none).
 func (x *NodeRecord) conf(n *store.Node) string {

@@ -149,6 +149,9 @@ func (r *round) Reserve(n *store.Node) (hold func(ctx context.Context) string, r
 // operator's request). It waits while the controller's agent is on its way back.
 func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what string, err error) {
 	if !r.inSlurm(n) {
+		if r.role(n) == "compute" {
+			return false, "not in Slurm: nothing to drain", nil
+		}
 		return false, "not a Slurm compute node: nothing to drain", nil
 	}
 	rp.NodeName = orchestrator.NodeName(n)
@@ -165,21 +168,28 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what strin
 		}
 		s, id, name, action := r.s, rp.ID, rp.NodeName, rp.Action
 		r.r.Go(jobDrain, id, func(ctx context.Context) {
-			if _, err := s.h.Run(ctx, ctl, slurmconf.Drain(name, "Action:"+action), 10*time.Second); err != nil {
+			out, err := s.h.Run(ctx, ctl, slurmconf.Drain(name, "Action:"+action), 10*time.Second)
+			notInSlurm := err != nil && strings.Contains(out+err.Error(), "Invalid node name")
+			if err != nil && !notInSlurm {
 				s.log.Warn("repair: drain", "repair", id, "node", name, "error", err)
 				s.h.Sleep(ctx, time.Second)
 				return
 			}
-			// The node's state right after the drain: whether jobs still run on it.
-			out, _ := s.h.Run(ctx, ctl, append(slurmconf.ShowNodes(), name), 10*time.Second)
-			ns := slurmconf.ParseShowNodes(out)[name]
+			// The node's state right after the drain: whether jobs still run on it. A name
+			// Slurm does not know (the node left slurm.conf since the last poll) runs nothing.
+			idle := notInSlurm
+			if !notInSlurm {
+				out, _ = s.h.Run(ctx, ctl, append(slurmconf.ShowNodes(), name), 10*time.Second)
+				ns := slurmconf.ParseShowNodes(out)[name]
+				idle = ns.State != "" && !busy(ns.State)
+			}
 			s.h.Store().Write(ctx, func(tx store.Tx) error {
 				rp, err := tx.Repair(id)
 				if err != nil || rp.State != store.RepairDraining {
 					return err
 				}
 				rp.Drained = true
-				rp.IdleAtDrain = ns.State != "" && !busy(ns.State)
+				rp.IdleAtDrain = idle
 				return tx.PutRepair(rp)
 			})
 		})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/haleproject/hale/internal/provider"
@@ -231,7 +232,17 @@ func SSHCommand(root, id string, args []string) ([]string, error) {
 			argv = append(argv, "-t")
 		}
 		argv = append(argv, cmp.Or(hs.User, DefaultUser)+"@"+hs.Address)
-		return append(argv, args...), nil
+		if len(args) == 0 {
+			return argv, nil
+		}
+		// ssh joins its arguments with spaces into one line for the remote shell, which splits
+		// it again: sh -c 'echo one; echo two' would arrive as sh -c echo one; echo two. Each
+		// argument is quoted for that shell, so the host runs exactly args.
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			quoted[i] = shellQuote(a)
+		}
+		return append(argv, "--", strings.Join(quoted, " ")), nil
 	}
 	return nil, fmt.Errorf("%w: no host of the pool under %s runs instance %s", provider.ErrNotFound, root, id)
 }

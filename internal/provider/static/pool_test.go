@@ -2,6 +2,8 @@ package static
 
 import (
 	"errors"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,5 +82,38 @@ func TestPoolReturn(t *testing.T) {
 	hs, err := p.Return("10.0.0.2")
 	if err != nil || hs.State != Available || !strings.Contains(hs.Reason, "Xid 79") {
 		t.Errorf("return of a quarantined host: %+v, %v", hs, err)
+	}
+}
+
+// TestSSHCommandKeepsArguments: hale exec's command line for a static host carries each
+// argument through the remote shell as it was (ssh joins its arguments with spaces for that
+// shell): sh -c 'echo one; echo two' prints both lines, a --wrap string stays one argument.
+// The remote shell is played here by sh -c on the last argument, as sshd runs it.
+func TestSSHCommandKeepsArguments(t *testing.T) {
+	p := newPool(t, Host{Address: "10.0.0.1"})
+	if _, err := p.reserve(provider.LaunchSpec{InstanceID: "i-1", ClusterID: "c", ClusterName: "own", GroupName: "g", LogicalID: "g-1", InstanceType: "ml.c5.xlarge"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sh", "-c", "echo one; echo two"}, "one\ntwo\n"},
+		{[]string{"printf", "%s|", "--wrap", "srun sleep 300", "it's", `a "b" $HOME`}, `--wrap|srun sleep 300|it's|a "b" $HOME|`},
+	} {
+		argv, err := SSHCommand(p.cfg.Root, "i-1", tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if argv[len(argv)-2] != "--" {
+			t.Fatalf("argv %q: want the remote command after --", argv)
+		}
+		out, err := exec.Command("sh", "-c", argv[len(argv)-1]).Output()
+		if err != nil || string(out) != tc.want {
+			t.Errorf("%q through the remote shell printed %q (%v), want %q", tc.args, out, err, tc.want)
+		}
+	}
+	if argv, _ := SSHCommand(p.cfg.Root, "i-1", nil); argv[len(argv)-1] != "root@10.0.0.1" || !slices.Contains(argv, "-t") {
+		t.Errorf("no command: %q, want a login shell on a terminal", argv)
 	}
 }
