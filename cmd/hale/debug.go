@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/haleproject/hale/internal/controller"
 	"github.com/haleproject/hale/internal/health"
 
 	"github.com/haleproject/hale/client"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/store"
 	"github.com/spf13/cobra"
 )
 
@@ -122,6 +125,12 @@ the server's machine.`,
 				return &exitError{1, err}
 			}
 			fmt.Fprintf(out, "[%6.2fs] injected into %s (%s): %s\n", 0.0, id, logical, what)
+			if p := repairPause(ctx, c, cluster); p != nil {
+				// Said at once: hale will record the fault and drain the node, and repair it
+				// only once an operator resumes.
+				fmt.Fprintf(out, "Automatic repairs of %s are PAUSED since %s (%s on %s): hale records the fault and drains the node, and repairs it once they are resumed: hale repairs resume --cluster-name %s\n",
+					cluster, p.Since.Format(time.RFC3339), p.Fault, strings.Join(p.Nodes, ", "), cluster)
+			}
 			if noWait {
 				return nil
 			}
@@ -234,6 +243,9 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 				return nil
 			case strings.HasPrefix(d, "Health: ") && strings.Contains(d, "No node action"):
 				quietSince = time.Now()
+			case strings.HasPrefix(d, "Repair ") && strings.Contains(d, " waits, the node drained: automatic repairs of the cluster are paused"):
+				// Nothing more happens until an operator resumes (the event says how).
+				return nil
 			}
 		}
 		if !quietSince.IsZero() && time.Since(quietSince) > 3*time.Second {
@@ -252,6 +264,20 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 		}
 	}
 	return &exitError{1, fmt.Errorf("no end of the repair within %s", timeout)}
+}
+
+// repairPause is the cluster's pause of automatic repairs, nil when they run (or the server
+// cannot say).
+func repairPause(ctx context.Context, c *client.Client, cluster string) *store.RepairPause {
+	body, err := c.Get(ctx, server.RepairsPath, url.Values{"cluster-name": {cluster}})
+	if err != nil {
+		return nil
+	}
+	var st controller.RepairsStatus
+	if json.Unmarshal(body, &st) != nil {
+		return nil
+	}
+	return st.Paused
 }
 
 // injectKernelLog appends f's kernel lines to the node's kernel log through the server, whose

@@ -85,6 +85,10 @@ func describeDataEntry(name string) string {
 		return "server.json (the server's settings)"
 	case name == "server.lock":
 		return "server.lock"
+	case name == "images":
+		return "images/ (the node images built here; with /var/lib/hale, the default image too, which scripts/setup.sh builds again)"
+	case name == "kubernetes":
+		return "kubernetes/ (the Kubernetes control plane's state: etcd, certificates, logs)"
 	}
 	return name
 }

@@ -468,6 +468,15 @@ func TestStaticBurstPause(t *testing.T) {
 			t.Errorf("host %s was quarantined during the pause", h.Address)
 		}
 	}
+	// The same fault injected on the fourth worker while repairs are paused: hale debug
+	// inject-fault says at once that they are paused and how to resume, and returns when the
+	// repair waits, instead of watching for its whole --wait-timeout.
+	out, err := e.hale("debug", "inject-fault", "--cluster-name", "burst", "--node-id", workers[3], "--xid", "79", "--wait-timeout", "2m").CombinedOutput()
+	for _, want := range []string{"are PAUSED since", "hale repairs resume --cluster-name burst", "waits, the node drained"} {
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("hale debug inject-fault during a pause: %v, no %q in:\n%s", err, want, out)
+		}
+	}
 	if out, err := e.hale("repairs", "resume", "--cluster-name", "burst").CombinedOutput(); err != nil {
 		t.Fatalf("hale repairs resume: %v\n%s", err, out)
 	}
