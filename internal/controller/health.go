@@ -122,6 +122,10 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		PID: rec.PID, Process: rec.Process, Job: rec.Job}
 	cat.Complete(&ep)
 	d := cat.Decide(ep, fh, rh, now)
+	if cut := partitionOf(cl, n.LogicalID, observed, now); cut != "" && source == "health" && networkFault(f.Fault) {
+		// What a node saw of the cut (its link down) is the network fault's, not its own.
+		d = health.Decision{Action: health.Ignore, Note: "part of the network fault that cut " + cut}
+	}
 	if !fresh && d.Action.Severity() <= before.Severity() {
 		return tx.UpdateFinding(rec) // one more line of an episode judged already
 	}
@@ -134,7 +138,7 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 	// still coming up is judged by its checks.
 	act := d.Action != health.Ignore && current && (n.Details.Phase == store.PhaseReady || n.Details.Phase == store.PhaseJoining)
 	var rp *store.Repair
-	if act && source == "health" {
+	if act && (source == "health" || source == "heartbeat") {
 		if err := c.watchBurst(tx, cl, n, f, now); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -138,7 +139,7 @@ func (c *Controller) watchBurst(tx store.Tx, cl *store.Cluster, n *store.Node, f
 		p.Nodes = append(p.Nodes, n.LogicalID)
 		return tx.UpdateCluster(cl)
 	}
-	since := now.Add(-c.cfg.BurstWindow)
+	since := now.Add(-burstWindow(f.Fault, c.cfg.BurstWindow))
 	if cl.State.RepairsResumedAt.After(since) {
 		since = cl.State.RepairsResumedAt
 	}
@@ -170,18 +171,152 @@ func (c *Controller) watchBurst(tx store.Tx, cl *store.Cluster, n *store.Node, f
 	return tx.UpdateCluster(cl)
 }
 
-// announcePause writes the one Error event of a new pause, naming the fault and its nodes.
+// heartbeatFault is the control plane's finding for a node that stopped answering. Silences
+// that come together are a network fault (a switch, a link, a partition of part of the fleet)
+// far more often than machines dying in the same minutes: they count toward the burst pause as
+// any fault does, and the pause they make is told as a partition and ends by itself once the
+// nodes answer again (the rest of the fleet judged the fault the nodes').
+const heartbeatFault = "node.heartbeat_lost"
+
+// heartbeatBurstWindow is how close together silences must start to count as one: a cut takes
+// its nodes' heartbeats at the same moment (their verdicts come within the silence threshold
+// of each other), while machines that die on their own do so minutes or days apart.
+const heartbeatBurstWindow = 30 * time.Second
+
+// burstWindow is the window within which findings of fault count together toward the pause.
+func burstWindow(fault string, window time.Duration) time.Duration {
+	if fault == heartbeatFault {
+		return heartbeatBurstWindow
+	}
+	return window
+}
+
+// announcePause writes the one Error event of a new pause, naming the fault and its nodes, and
+// ends a partition's pause whose nodes all answer again.
 func (r *round) announcePause() error {
 	p := r.cl.State.RepairPause
-	if p == nil || p.Announced {
+	if p == nil {
+		return nil
+	}
+	if p.Fault == heartbeatFault && p.Announced {
+		return r.endPartition(p)
+	}
+	if p.Announced {
 		return nil
 	}
 	p.Announced = true
 	if err := r.saveCluster(); err != nil {
 		return err
 	}
+	if p.Fault == heartbeatFault {
+		return r.clusterEvent(api.ClusterEventLevelError, "Automatic repair paused: the heartbeats of %s of the cluster's %d stopped within %s (%s), which share %s: a network fault (a partition), not %s. hale drains them and replaces, reboots or quarantines none of them, nor any other node, while it lasts; the pause ends by itself when they all answer again, or an operator ends it: hale repairs resume --cluster-name %s.",
+			plural.Count(len(p.Nodes), "node", "nodes"), len(r.nodes), heartbeatBurstWindow, strings.Join(p.Nodes, ", "), r.shared(p.Nodes), plural.Count(len(p.Nodes), "dead machine", "dead machines"), r.cl.Name)
+	}
 	return r.clusterEvent(api.ClusterEventLevelError, "Automatic repair paused: %s came on %s of the cluster's %d within %s (%s). The same fault on many nodes at once is more likely a driver, firmware or software change than broken hardware, so hale drains those nodes and repairs none of them, nor any other node, until an operator resumes: hale repairs resume --cluster-name %s. Repairs an operator asks for (BatchRebootClusterNodes, BatchReplaceClusterNodes) still run.",
 		p.Fault, plural.Count(len(p.Nodes), "node", "nodes"), len(r.nodes), health.Span(r.c.cfg.BurstWindow), strings.Join(p.Nodes, ", "), r.cl.Name)
+}
+
+// endPartition lifts a pause of silent nodes once every one of them answers again, with an Info
+// event, and keeps the partition (partitionKey): what the cut made the nodes themselves report
+// (their link down, sent when they are back) is judged part of it, not a fault of theirs.
+func (r *round) endPartition(p *store.RepairPause) error {
+	byLogical := map[string]*store.Node{}
+	for _, n := range r.nodes {
+		byLogical[n.LogicalID] = n
+	}
+	for _, l := range p.Nodes {
+		n := byLogical[l]
+		if n != nil && (n.Details.Unreachable || !r.c.cfg.Agents.Reachable(n.InstanceID)) {
+			return nil
+		}
+	}
+	r.cl.State.RepairPause, r.cl.State.RepairsResumedAt = nil, r.now
+	if b, err := json.Marshal(partition{Nodes: p.Nodes, Since: p.Since, Ended: r.now}); err == nil {
+		if r.cl.State.Extra == nil {
+			r.cl.State.Extra = map[string]string{}
+		}
+		r.cl.State.Extra[partitionKey] = string(b)
+	}
+	if err := r.saveCluster(); err != nil {
+		return err
+	}
+	return r.clusterEvent(api.ClusterEventLevelInfo, "The heartbeats of %s are back after %s: the network fault ended without a repair, and automatic repairs run again.",
+		strings.Join(p.Nodes, ", "), r.now.Sub(p.Since).Round(time.Second))
+}
+
+// partitionKey keeps, in the cluster's State.Extra, the last network fault that ended (a
+// partition): its nodes' own reports of it (their link down while cut, sent when they are back)
+// can arrive after it ended.
+const partitionKey = "last-partition"
+
+// partition is a network fault's nodes (logical ids) and span.
+type partition struct {
+	Nodes []string
+	Since time.Time
+	Ended time.Time
+}
+
+// partitionOf says which network fault cut node logical when it observed something at observed
+// ("nodes A, B, C at 10:00:03Z" of the pause under way or the last that ended), "" for none. A
+// node's report of the cut starts within the burst window before the pause (the first silence)
+// and comes before its end.
+func partitionOf(cl *store.Cluster, logical string, observed, now time.Time) string {
+	var p partition
+	switch rp := cl.State.RepairPause; {
+	case rp != nil && rp.Fault == heartbeatFault:
+		p = partition{Nodes: rp.Nodes, Since: rp.Since, Ended: now}
+	case cl.State.Extra[partitionKey] != "":
+		if json.Unmarshal([]byte(cl.State.Extra[partitionKey]), &p) != nil {
+			return ""
+		}
+	default:
+		return ""
+	}
+	if !slices.Contains(p.Nodes, logical) || observed.Before(p.Since.Add(-heartbeatBurstWindow)) || observed.After(p.Ended) {
+		return ""
+	}
+	return fmt.Sprintf("nodes %s at %s", strings.Join(p.Nodes, ", "), p.Since.UTC().Format(time.RFC3339))
+}
+
+// networkFault reports whether a fault is one a network cut causes: the node's silence, or its
+// own report of a link or network down.
+func networkFault(fault string) bool {
+	return fault == heartbeatFault || strings.HasPrefix(fault, "network.")
+}
+
+// shared says what the nodes (logical ids) have in common that a network fault would cut: their
+// instance group, and the deepest network node of the topology above all of them.
+func (r *round) shared(logical []string) string {
+	var groups []string
+	var common []string
+	first := true
+	for _, n := range r.nodes {
+		if !slices.Contains(logical, n.LogicalID) {
+			continue
+		}
+		if !slices.Contains(groups, n.GroupName) {
+			groups = append(groups, n.GroupName)
+		}
+		if first {
+			common, first = slices.Clone(n.Details.NetworkNodes), false
+			continue
+		}
+		i := 0
+		for i < len(common) && i < len(n.Details.NetworkNodes) && common[i] == n.Details.NetworkNodes[i] {
+			i++
+		}
+		common = common[:i]
+	}
+	what := "instance group " + strings.Join(groups, ", ")
+	if len(groups) > 1 {
+		what = "instance groups " + strings.Join(groups, ", ")
+	}
+	if len(common) > 0 {
+		what += " and network node " + common[len(common)-1]
+	} else {
+		what += " and no network node of the topology"
+	}
+	return what
 }
 
 // RepairsStatus is what `hale repairs status` and `hale repairs resume` show of a cluster's
