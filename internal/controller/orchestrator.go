@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
@@ -135,6 +136,11 @@ func (h host) Admit(tx store.Tx, cl *store.Cluster, n *store.Node, why string) e
 }
 
 // JobResumed implements orchestrator.Host (resumed.go).
+func (h host) Finding(tx store.Tx, cl *store.Cluster, n *store.Node, fault, evidence string) error {
+	f := health.Default().FaultFinding(fault, evidence)
+	return h.c.judge(tx, cl, n, n.InstanceID, f, "scheduler", "health", h.c.now())
+}
+
 func (h host) JobResumed(ctx context.Context, clusterID, job string) error {
 	_, err := h.c.jobResumed(ctx, clusterID, &agentproto.AutoResumeRequest{Kind: KindResumed, JobId: job})
 	return err

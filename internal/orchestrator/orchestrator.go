@@ -206,6 +206,11 @@ type Host interface {
 	// orchestrator (source: its Name), or returns the node's open one, as
 	// BatchReplaceClusterNodes does by the API.
 	RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error
+	// Finding records a finding about node n that the orchestrator's scheduler made (Slurm
+	// draining a node for a reason that means the machine is sick): fault is the catalog's,
+	// evidence what the scheduler said. It is judged as an agent's finding is, and may open a
+	// repair.
+	Finding(tx store.Tx, cl *store.Cluster, n *store.Node, fault, evidence string) error
 	// JobResumed reports that a job which repairs of the cluster wait for (their ResumeJobs)
 	// runs again: it goes on their timelines and into the fault-to-job-resumed histogram.
 	JobResumed(ctx context.Context, clusterID, job string) error

@@ -405,6 +405,20 @@ func TestSlurmCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("Slurm's own Kill task failed drain is a finding: the node is rebooted and back", func(t *testing.T) {
+		// slurmctld drains a node with this reason when a job step's processes do not die
+		// (UnkillableStepTimeout); here the reason is set as slurmctld sets it.
+		target := byGroup(e.nodes("slurm"), "gpu")[1]
+		if out, err := e.onNode(login, "scontrol update nodename="+host(target)+" state=drain reason='Kill task failed'"); err != nil {
+			t.Fatal(err, out)
+		}
+		eventually(t, 90*time.Second, "the node rebooted and back idle", func() (bool, string) {
+			ev := e.events("slurm")
+			return strings.Contains(ev, "Health: slurm.kill_task_failed") && strings.Contains(ev, "reboot instance "+aws.ToString(target.InstanceId)) &&
+				e.slurmStates(login)[host(target)] == "idle", ev
+		})
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("slurm")}); err != nil {
 		t.Fatal(err)
 	}

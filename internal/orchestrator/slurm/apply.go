@@ -374,6 +374,11 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 				}
 				events = append(events, func() error { return s.h.Event(tx, cl, n, level, "%s.", desc) })
 			}
+			if fault := slurmVerdict(ns.Reason); fault != "" && isOut && ns.Reason != prevReason && n.Details.Phase == store.PhaseReady {
+				// Slurm took the node out itself, for a reason that says the machine is sick.
+				evidence := fmt.Sprintf("slurmctld has node %s %s, reason: %s", name, strings.ToLower(ns.State), ns.Reason)
+				events = append(events, func() error { return s.h.Finding(tx, cl, n, fault, evidence) })
+			}
 			req := ns.RepairRequest()
 			haleDrain := rec.HaleDrain != "" && ns.Reason == rec.HaleDrain
 			if rec.HaleDrain != "" && !haleDrain && ns.State != "" {
@@ -438,6 +443,22 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 			s.log.Warn("scontrol", "cluster_id", clusterID, "error", err)
 		}
 	}
+}
+
+// slurmVerdict is the catalog's fault for a reason Slurm drains a node with by itself when the
+// machine is sick ("" for any other reason: an operator's, hale's, a node not responding,
+// which hale's own heartbeats judge).
+func slurmVerdict(reason string) string {
+	r := strings.ToLower(reason)
+	switch {
+	case strings.HasPrefix(r, "kill task failed"):
+		return "slurm.kill_task_failed"
+	case strings.HasPrefix(r, "prolog error"), strings.HasPrefix(r, "epilog error"), strings.HasPrefix(r, "prolog failed"), strings.HasPrefix(r, "epilog failed"):
+		return "slurm.prolog_failed"
+	case strings.HasPrefix(r, "low realmemory"), strings.HasPrefix(r, "low socket"), strings.HasPrefix(r, "low cpus"), strings.HasPrefix(r, "low tmpdisk"):
+		return "slurm.low_resources"
+	}
+	return ""
 }
 
 // slurmsOwn reports whether the name the node has now is its current instance's in Slurm: not

@@ -115,3 +115,73 @@ func TestPollSaysBackInServiceWhenItTakesJobs(t *testing.T) {
 		t.Errorf("a node not set up yet got an event from its name's state:\n%s", strings.TrimPrefix(ev, before))
 	}
 }
+
+// Slurm's own verdicts are findings: a node Slurm drains because it could not kill a job's
+// processes is rebooted, one it refuses for missing memory is replaced, an operator's own reason
+// is left alone (issue 27 item 6).
+func TestSlurmVerdictsAreFindings(t *testing.T) {
+	for _, tc := range []struct {
+		reason, fault, action string
+	}{
+		{"Kill task failed", "slurm.kill_task_failed", "Reboot"},
+		{"Prolog error", "slurm.prolog_failed", "Reboot"},
+		{"Low RealMemory (reported:491520 < 100.00% of configured:2000000)", "slurm.low_resources", "Replace"},
+		{"maintenance window", "", ""},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+			agents.AllReachable = true
+			c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "IDLE" })
+			agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE+DRAIN", Reason: tc.reason}
+			c.s.poll(context.Background(), joinCluster, controllertest.CtlInstance)
+			c.s.poll(context.Background(), joinCluster, controllertest.CtlInstance) // read again: said once
+			fs, rs := findingsAndRepairs(t, c)
+			if tc.fault == "" {
+				if len(fs) != 0 || len(rs) != 0 {
+					t.Fatalf("an operator's reason: findings %+v, repairs %+v", fs, rs)
+				}
+				return
+			}
+			if len(fs) != 1 || fs[0].Fault != tc.fault || !strings.Contains(fs[0].Evidence, tc.reason) {
+				t.Fatalf("findings %+v, want one %s quoting the reason", fs, tc.fault)
+			}
+			if len(rs) != 1 || rs[0].Action != tc.action {
+				t.Fatalf("repairs %+v, want one %s", rs, tc.action)
+			}
+		})
+	}
+}
+
+// A node Slurm refuses after its repair (it registered with less memory than slurm.conf gives
+// it) is not resumed again and again: the repair fails, quoting Slurm's reason.
+func TestResumeStopsWhereSlurmRefuses(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	agents.AllReachable = true
+	const reason = "Low RealMemory (reported:491520 < 100.00% of configured:2000000)"
+	agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE+DRAIN", Reason: reason}
+	ctx := context.Background()
+	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "IDLE+DRAIN" })
+	err := c.st.Write(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		rp := &store.Repair{ID: "repair-000000000001", ClusterID: joinCluster, LogicalID: n.LogicalID, InstanceID: n.InstanceID,
+			Action: "Reboot", Fault: "gpu.xid.hardware", Source: "health", State: store.RepairResuming, CreatedAt: now, UpdatedAt: now}
+		return tx.InsertRepair(rp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		if err := c.c.Reconcile(ctx, joinCluster); err != nil {
+			t.Fatal(err)
+		}
+		c.c.Wait()
+	}
+	n, ev := gpu1(t, c)
+	if len(agents.Resumed) != 0 || n.Details.Phase != store.PhaseFailed || !strings.Contains(ev, "Slurm refuses node "+joinHost+" after its repair: "+reason) {
+		t.Errorf("resumes %q, phase %s; events:\n%s", agents.Resumed, n.Details.Phase, ev)
+	}
+}

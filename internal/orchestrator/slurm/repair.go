@@ -230,6 +230,13 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	// The name it is back under: a replacement on another machine (the static provider's
 	// spare host) has that machine's hostname, not the name it was drained under.
 	rp.NodeName = orchestrator.NodeName(n)
+	if reason, ok := strings.CutPrefix(rp.Message, refusedBySlurm); ok {
+		// Resuming it again would only have Slurm drain it again: the repair fails, saying why.
+		if err := r.r.Fail(n, "Slurm refuses node "+rp.NodeName+" after its repair: "+reason); err != nil {
+			r.s.log.Error("repair: failing a node Slurm refuses", "repair", rp.ID, "error", err)
+		}
+		return true, ""
+	}
 	if rp.InService {
 		return false, "back in service in Slurm as " + rp.NodeName + " (" + rp.ServiceState + "), Running"
 	}
@@ -246,6 +253,17 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 		}
 		ns := slurmconf.ParseShowNodes(out)[name]
 		switch {
+		case slurmVerdict(ns.Reason) == "slurm.low_resources":
+			// Slurm refused its registration (less memory or fewer CPUs than slurm.conf
+			// gives it): no resume makes up for missing hardware.
+			s.h.Store().Write(ctx, func(tx store.Tx) error {
+				rp, err := tx.Repair(id)
+				if err != nil || rp.State != store.RepairResuming {
+					return err
+				}
+				rp.Message = refusedBySlurm + ns.Reason
+				return tx.PutRepair(rp)
+			})
 		case ns.State == "" || ns.Has("NOT_RESPONDING") || strings.HasPrefix(ns.State, "DOWN"):
 			// Its slurmd has not registered yet: the registration ends the DOWN hale set
 			// (ReturnToService=2), and a resume before it would have Slurm call the node idle.
@@ -267,6 +285,9 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	})
 	return true, ""
 }
+
+// refusedBySlurm starts the message of a repair whose node Slurm refused after it (Resume).
+const refusedBySlurm = "Slurm refuses the node: "
 
 // Undrain implements orchestrator.Round: a cancelled repair's drain is lifted.
 func (r *round) Undrain(rp *store.Repair, n *store.Node) {
