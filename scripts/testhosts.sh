@@ -20,6 +20,8 @@
 # `reboot` on a host is a real restart of that host: its init kills every process on it, gives
 # it a new boot id, empties /run, /tmp and its kernel log, and starts sshd again (the host's own
 # files stay, as on a disk). Nothing starts hale's agent again: hale's supervision does.
+# A number of seconds in a host's /etc/hale-testhost-post-seconds makes its reboots take that much
+# longer, down the whole time, as a real server's firmware does before the OS starts.
 #
 # Needs root, iproute2, util-linux and openssh-server (scripts/setup.sh installs it and keeps
 # the machine's own sshd off). STATE is $HALE_TESTHOSTS_DIR, default /srv/hale-testhosts (not
@@ -89,6 +91,10 @@ while :; do
   while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done
   kill -KILL -1 2>/dev/null
   wait 2>/dev/null
+  # A real server's firmware takes minutes before the OS starts (8-GPU servers: 5-15 min);
+  # /etc/hale-testhost-post-seconds, when a test writes it, is this host's.
+  post=$(cat /etc/hale-testhost-post-seconds 2>/dev/null || echo 0)
+  [[ "$post" =~ ^[0-9]+$ ]] && sleep "$post"
   if [ "$off" = 1 ]; then
     reboot=0 off=0
     while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done

@@ -100,6 +100,7 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.ImageCache, "image-cache", "", "the image build cache: downloaded packages and one built root per image spec; servers on one machine that name the same directory build each spec once between them; safe to delete while no build runs (default DATA_DIR/images/cache)")
 	f.StringVar(&o.ImageMirror, "image-mirror", "", "the Debian archive node images are built from (default "+image.DefaultMirror+"; hale image build)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", controller.DefaultBootTimeout, "how long a new instance's agent has to register")
+	f.DurationVar(&o.RebootTimeout, "reboot-timeout", 0, "how long a rebooted instance has to come back (default by instance type: 20m for GPU, Trainium and Inferentia types, 10m for others; never less than twice the node's own last reboot)")
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
 	f.DurationVar(&o.DeepHealthCheckDuration, "deep-health-check-duration", controller.DefaultDeepHealthCheckDuration, "how long the InstanceStress deep health check loads a node")
 	f.Float64Var(&o.ConnectivityMBps, "connectivity-threshold", controller.DefaultConnectivityMBps, "bandwidth in MB/s the InstanceConnectivity deep health check must reach")

@@ -102,6 +102,8 @@ func (r *round) replaceFor(n *store.Node, why, evidence string) error {
 		r.work = append(r.work, r.c.background(key(jobTakeOut, n.InstanceID), r.cl.ID, takeOut))
 	}
 	old := n.InstanceID
+	// A reboot of the old instance, and its pace, are not the new one's.
+	n.Details.RebootAt, n.Details.BootSeconds = time.Time{}, 0
 	if n.Details.OldInstanceID == "" {
 		n.Details.OldInstanceID = old
 		// A machine replaced for a fault is suspect; one whose launch failed is not, nor one
@@ -138,6 +140,7 @@ func (r *round) replaceFor(n *store.Node, why, evidence string) error {
 // result, so the scripts do not run again.
 func (r *round) reboot(n *store.Node, why string) error {
 	takeOut := r.or.Leave(n, orchestrator.Rebooted, "rebooting ("+why+")")
+	n.Details.RebootAt = r.now
 	if err := r.setPhase(n, store.PhaseBooting, "Rebooting ("+why+")"); err != nil {
 		return err
 	}

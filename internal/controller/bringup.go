@@ -37,10 +37,20 @@ func (r *round) drive() error {
 			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.or.MayStart(n):
 				// Every node of the cluster has its address now, so resource_config.json can
 				// list them all, as HyperPod's does.
+				if !n.Details.RebootAt.IsZero() { // back from a reboot: its pace, for the next
+					n.Details.BootSeconds = r.now.Sub(n.Details.RebootAt).Seconds()
+					n.Details.RebootAt = time.Time{}
+				}
 				if err := r.configure(n); err != nil {
 					return err
 				}
-			case r.now.Sub(n.Details.PhaseSince) > r.c.cfg.BootTimeout:
+			case !n.Details.RebootAt.IsZero() && r.now.Sub(n.Details.RebootAt) > r.c.rebootBudget(n):
+				msg := fmt.Sprintf("Instance %s (host %s, group %s) did not come back within %s of its reboot (its reboot budget: %s).",
+					n.InstanceID, n.Details.PrivateDNSHostname, n.GroupName, r.c.rebootBudget(n), rebootBudgetWhy(r.c, n))
+				if err := r.fail(n, msg); err != nil {
+					return err
+				}
+			case n.Details.RebootAt.IsZero() && r.now.Sub(n.Details.PhaseSince) > r.c.cfg.BootTimeout:
 				msg := fmt.Sprintf("The agent of instance %s (host %s, group %s) did not register within %s of its start.",
 					n.InstanceID, n.Details.PrivateDNSHostname, n.GroupName, r.c.cfg.BootTimeout)
 				if con, ok := r.c.cfg.Provider.(provider.Console); ok {

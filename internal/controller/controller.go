@@ -64,7 +64,11 @@ type Config struct {
 	// BootTimeout is how long a launched instance's agent has to register; LifecycleTimeout
 	// how long its lifecycle scripts may run; JoinTimeout how long a set-up node may wait for
 	// its orchestrator to accept work on it (join.go). Any of them passing fails the node.
-	BootTimeout      time.Duration
+	BootTimeout time.Duration
+	// RebootTimeout is how long a rebooted instance's agent has to come back; 0: its instance
+	// type's (TypeRebootTimeout). Never less than twice the node's own last reboot
+	// (bootbudget.go).
+	RebootTimeout    time.Duration
 	LifecycleTimeout time.Duration
 	JoinTimeout      time.Duration
 	ResyncInterval   time.Duration

@@ -60,6 +60,8 @@ type machine struct {
 	// resetErr, when set, is the error its agent answers a GPU reset with.
 	resetErr string
 	pending  []*agentproto.CommandResult
+	// upAt: its agent is back from a reboot at this time (rebootTakes after the reboot).
+	upAt time.Time
 }
 
 // machines is the fake provider and the fake agent server in one.
@@ -79,6 +81,9 @@ type machines struct {
 	scriptFailsOn func(provider.LaunchSpec) bool
 	launches      int
 	reboots       int
+	// rebootTakes is how long a reboot keeps a machine's agent away (its firmware's POST);
+	// 0: back at once.
+	rebootTakes time.Duration
 	// onLaunch, when set, shapes each new machine (its checks' findings, a dead agent).
 	onLaunch func(*machine)
 }
@@ -150,6 +155,7 @@ func (m *machines) Reboot(_ context.Context, id string) error {
 		m.reboots++
 		mc.boots++
 		mc.down = false
+		mc.upAt = m.clock.Now().Add(m.rebootTakes)
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -195,7 +201,7 @@ func (m *machines) Connected(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mc, ok := m.live[id]
-	return ok && !mc.down
+	return ok && !mc.down && !m.clock.Now().Before(mc.upAt)
 }
 func (m *machines) Reachable(id string) bool        { return m.Connected(id) }
 func (m *machines) Silent(id string) bool           { return !m.Connected(id) }

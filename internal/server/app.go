@@ -113,6 +113,8 @@ type Options struct {
 	// Timeouts and heartbeats; zero takes the defaults of internal/controller and agentserver.
 	BootTimeout      time.Duration
 	LifecycleTimeout time.Duration
+	// RebootTimeout: see controller.Config (0: by instance type).
+	RebootTimeout time.Duration
 	// DeepHealthCheckDuration and ConnectivityMBps: see controller.Config.
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
@@ -397,7 +399,7 @@ func Start(o Options) (*App, error) {
 			eks.New(eks.Config{SimulatedKubelets: o.Provider == "local"}), // Eks clusters (local nodes run no kubelet: kwok plays it)
 			slurm.New(), // every other cluster
 		},
-		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout,
+		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout, RebootTimeout: o.RebootTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
 		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes, Alarms: alarmSource, AlarmInterval: o.AlarmInterval})
 	a.Service = service.New(st, service.Config{

@@ -388,9 +388,14 @@ type NodeDetails struct {
 	// start after the boot); BootID is the boot's id (the kernel's boot_id). A reboot changes
 	// both; an agent restart within the same boot changes neither (agents that report no boot
 	// id: every agent start counts as a boot).
-	BootTime  time.Time      `json:",omitzero"`
-	BootID    string         `json:",omitempty"`
-	Inventory *NodeInventory `json:",omitempty"`
+	BootTime time.Time `json:",omitzero"`
+	BootID   string    `json:",omitempty"`
+	// RebootAt is when the reboot under way was asked for (zero when none); BootSeconds how
+	// long the node's last reboot took, from the request to its agent's return: a host's own
+	// pace, which its next reboot's budget allows for (internal/controller/bootbudget.go).
+	RebootAt    time.Time      `json:",omitzero"`
+	BootSeconds float64        `json:",omitempty"`
+	Inventory   *NodeInventory `json:",omitempty"`
 
 	// KubernetesConfig is the KubernetesConfig (labels and taints) last applied to the node's
 	// Kubernetes Node: DescribeClusterNode's Current, beside its group's Desired.

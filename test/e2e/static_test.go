@@ -361,12 +361,64 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
+// TestStaticSlowRebootIsNoFault: a worker whose reboots take 90 s more, down the whole time (a
+// real server's POST, shortened), is rebooted: it comes back and serves on its own host, with no
+// replacement and no quarantine. Before, the launch budget (60 s) judged the reboot: the node
+// was failed, replaced on the spare host, and the healthy slow host quarantined.
+func TestStaticSlowRebootIsNoFault(t *testing.T) {
+	parallel(t)
+	e, bed, sp, _ := startStatic(t, 3, nil)
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("slow"), InstanceGroups: staticGroups(1, 0, 1),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("slow", types.ClusterStatusInservice, 3*time.Minute)
+	var worker static.HostStatus
+	for _, n := range e.nodes("slow") {
+		if aws.ToString(n.InstanceGroupName) == "worker" {
+			worker = hostOf(sp, aws.ToString(n.InstanceId))
+		}
+	}
+	if out, err := bed.ssh(worker.Address, "echo 90 > /etc/hale-testhost-post-seconds"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := e.SDK.BatchRebootClusterNodes(ctx, &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("slow"), NodeIds: []string{worker.InstanceID}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Minute, "the slow worker back Running on its own host", func() (bool, string) {
+		ev := e.events("slow")
+		for _, n := range e.nodes("slow") {
+			if aws.ToString(n.InstanceGroupName) == "worker" {
+				return aws.ToString(n.InstanceId) == worker.InstanceID && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning &&
+					strings.Contains(ev, "Instance "+worker.InstanceID+" is rebooting") && strings.Contains(ev, "done in"), ev
+			}
+		}
+		return false, ev
+	})
+	ev := e.events("slow")
+	for _, bad := range []string{"is being replaced", "did not come back", "did not register"} {
+		if strings.Contains(ev, bad) {
+			t.Errorf("%q in the events:\n%s", bad, ev)
+		}
+	}
+	for _, h := range sp.Hosts() {
+		if h.State == static.Quarantined {
+			t.Errorf("host %s quarantined: %s", h.Address, h.Reason)
+		}
+	}
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("slow")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("slow", 2*time.Minute)
+}
+
 // TestStaticHostNeverReturns: a worker's host is rebooted for an Xid 48 (a Reboot-class fault)
-// and never comes back (it loses power); after the boot timeout hale replaces the node with the
+// and never comes back (it loses power); after its reboot budget (--reboot-timeout) hale replaces the node with the
 // spare host and quarantines the dead one.
 func TestStaticHostNeverReturns(t *testing.T) {
 	parallel(t)
-	e, bed, sp, _ := startStatic(t, 3, func(o *server.Options) { o.BootTimeout = 20 * time.Second })
+	e, bed, sp, _ := startStatic(t, 3, func(o *server.Options) { o.RebootTimeout = 20 * time.Second })
 	ctx := context.Background()
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("gone"), InstanceGroups: staticGroups(1, 0, 1),
 		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
@@ -387,14 +439,14 @@ func TestStaticHostNeverReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var spare static.HostStatus
-	waitFor(t, 3*time.Minute, "the worker replaced on the spare host after its reboot never came back", func() bool {
+	eventually(t, 3*time.Minute, "the worker replaced on the spare host after its reboot never came back", func() (bool, string) {
 		for _, n := range e.nodes("gone") {
 			if aws.ToString(n.InstanceGroupName) == "worker" && aws.ToString(n.InstanceId) != worker.InstanceID && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
 				spare = hostOf(sp, aws.ToString(n.InstanceId))
-				return true
+				return true, ""
 			}
 		}
-		return false
+		return false, e.events("gone")
 	})
 	if spare.Address == worker.Address {
 		t.Fatalf("the replacement is on the dead host %s", spare.Address)

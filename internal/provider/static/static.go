@@ -31,8 +31,12 @@ const (
 )
 
 // DefaultRebootTimeout is how long a rebooting host has to answer SSH again with a new boot id
-// before the provider calls it Unreachable (the controller's own boot timeout replaces the node).
-const DefaultRebootTimeout = 10 * time.Minute
+// before the provider calls it Unreachable. The controller's reboot budget decides when the
+// node is replaced (20 minutes for GPU types, more for a host whose last reboot was slow:
+// internal/controller/bootbudget.go); the provider keeps waiting longer than that, so a host
+// that comes back within its budget gets its agent started again, and stops once the node's
+// instance is terminated.
+const DefaultRebootTimeout = time.Hour
 
 // Config configures the static provider.
 type Config struct {
