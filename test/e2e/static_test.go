@@ -361,7 +361,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-// TestStaticSlowRebootIsNoFault: a worker whose reboots take 90 s more, down the whole time (a
+// TestStaticSlowRebootIsNoFault: a worker whose reboots take 70 s more, down the whole time (a
 // real server's POST, shortened), is rebooted: it comes back and serves on its own host, with no
 // replacement and no quarantine. Before, the launch budget (60 s) judged the reboot: the node
 // was failed, replaced on the spare host, and the healthy slow host quarantined.
@@ -380,7 +380,7 @@ func TestStaticSlowRebootIsNoFault(t *testing.T) {
 			worker = hostOf(sp, aws.ToString(n.InstanceId))
 		}
 	}
-	if out, err := bed.ssh(worker.Address, "echo 90 > /etc/hale-testhost-post-seconds"); err != nil {
+	if out, err := bed.ssh(worker.Address, "echo 70 > /etc/hale-testhost-post-seconds"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if _, err := e.SDK.BatchRebootClusterNodes(ctx, &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("slow"), NodeIds: []string{worker.InstanceID}}); err != nil {
