@@ -100,3 +100,20 @@ func (f *fx) setNode(t *testing.T, fn func(n *store.Node, rec *NodeRecord)) {
 		t.Fatal(err)
 	}
 }
+
+// requestReplace asks for gpu-1's replacement, as BatchReplaceClusterNodes records it.
+func (f *fx) requestReplace(t *testing.T) {
+	t.Helper()
+	err := f.st.Write(context.Background(), func(tx store.Tx) error {
+		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		return tx.InsertAction(&store.Action{ClusterID: joinCluster, NodeSeq: n.Seq, InstanceID: n.InstanceID, LogicalID: n.LogicalID,
+			Kind: store.ActionReplace, State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

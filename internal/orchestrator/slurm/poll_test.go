@@ -54,18 +54,7 @@ func TestRepairOfANodeSlurmNoLongerHas(t *testing.T) {
 	// A stale state, as if the poll had not run since: the drain finds the name unknown.
 	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "DOWN" })
 	before, _ := gpu1(t, c)
-	err := c.st.Write(ctx, func(tx store.Tx) error {
-		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
-		if err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		return tx.InsertAction(&store.Action{ClusterID: joinCluster, NodeSeq: n.Seq, InstanceID: n.InstanceID, LogicalID: n.LogicalID,
-			Kind: store.ActionReplace, State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.requestReplace(t)
 	n := before
 	for i := 0; i < 10 && n.InstanceID == before.InstanceID; i++ {
 		if err := c.c.Reconcile(ctx, joinCluster); err != nil {

@@ -22,18 +22,7 @@ func TestRepairWaitsForTheControllersAgent(t *testing.T) {
 	agents.ReturningIDs = map[string]bool{ctl: true}
 	ctx := context.Background()
 	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "IDLE" })
-	err := c.st.Write(ctx, func(tx store.Tx) error {
-		n, err := tx.NodeByLogicalID(joinCluster, "gpu-1")
-		if err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		return tx.InsertAction(&store.Action{ClusterID: joinCluster, NodeSeq: n.Seq, InstanceID: n.InstanceID, LogicalID: n.LogicalID,
-			Kind: store.ActionReplace, State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.requestReplace(t)
 	before, _ := gpu1(t, c)
 	for i := 0; i < 5; i++ {
 		if err := c.c.Reconcile(ctx, joinCluster); err != nil {
