@@ -99,6 +99,10 @@ type session struct {
 	// received at metricsAt; when the session ends it is kept in Server.ended while fresh.
 	metrics   *agentproto.NodeMetrics
 	metricsAt time.Time
+	// skewBehind counts heartbeats in a row whose clock was behind the server's by more than
+	// ClockSkewLimit; skewReported is when the session last reported a skew (clock.go).
+	skewBehind   int
+	skewReported time.Time
 }
 
 // New returns a Server.
@@ -221,6 +225,7 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 			s.seen(sess)
 			switch msg := m.Msg.(type) {
 			case *agentproto.AgentMessage_Heartbeat:
+				s.watchClock(stream.Context(), sess, msg.Heartbeat, time.Now())
 			case *agentproto.AgentMessage_Metrics:
 				s.mu.Lock()
 				s.sampled(sess, msg.Metrics)

@@ -47,6 +47,7 @@ type fixture struct {
 type fixtureOptions struct {
 	lifetime   time.Duration
 	autoResume func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error)
+	onFinding  func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding)
 }
 
 func newFixture(t testing.TB, nodes int, interval time.Duration) *fixture {
@@ -89,7 +90,7 @@ func newFixtureWith(t testing.TB, nodes int, interval time.Duration, o fixtureOp
 	}
 	f.caFile = f.ca.CertPath()
 	f.srv = agentserver.New(agentserver.Config{Store: st, CA: f.ca, HeartbeatInterval: interval, MissedHeartbeats: 3, ReconnectGrace: interval, Logger: quiet,
-		Notify: func(id string) { f.notify <- id }, OnAutoResume: o.autoResume})
+		Notify: func(id string) { f.notify <- id }, OnAutoResume: o.autoResume, OnFinding: o.onFinding})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
