@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,6 +35,39 @@ type supervised struct {
 	mu      sync.Mutex
 	proc    *os.Process
 	restart chan struct{}
+	// lastInvalid is the configuration check's last complaint, so a daemon restarted every
+	// few seconds on a broken file is reported once, not at each exit.
+	lastInvalid string
+}
+
+// configCheckTimeout bounds a daemon's configuration check (Slurm's clients retry a missing
+// Include file for 60 s).
+const configCheckTimeout = 30 * time.Second
+
+// configInvalid runs a daemon's configuration check and returns its complaint, "" when it
+// passes, has none, or cannot run (a missing checker is no verdict on the file).
+func configInvalid(spec *agentproto.Daemon) string {
+	if len(spec.ConfigCheck) == 0 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), configCheckTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spec.ConfigCheck[0], spec.ConfigCheck[1:]...)
+	cmd.Env = os.Environ()
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err == nil || !errors.As(err, &exit) || ctx.Err() != nil {
+		return ""
+	}
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", " | ")), " ")
+	if msg == "" {
+		msg = err.Error()
+	}
+	return msg
 }
 
 func (a *Agent) daemonDir() string { return filepath.Join(a.cfg.StateDir, "daemons") }
@@ -94,11 +130,31 @@ func (d *daemons) restartDaemon(name string) error {
 	default:
 	}
 	s.mu.Lock()
-	if s.proc != nil {
-		s.proc.Signal(syscall.SIGTERM)
-	}
+	p := s.proc
 	s.mu.Unlock()
+	if p != nil {
+		terminate(p)
+		// A daemon that is alive but does not answer (the reason to restart it, often) may
+		// not end on SIGTERM either: after restartGrace it is killed.
+		time.AfterFunc(restartGrace, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.proc == p {
+				p.Kill()
+			}
+		})
+	}
 	return nil
+}
+
+// restartGrace is how long a daemon asked to restart has to end on SIGTERM.
+const restartGrace = 10 * time.Second
+
+// terminate asks a daemon's process to end: SIGTERM, and SIGCONT, since a stopped process
+// (SIGSTOP, a debugger) acts on SIGTERM only once it runs again.
+func terminate(p *os.Process) {
+	p.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGCONT)
 }
 
 func (d *daemons) start(spec *agentproto.Daemon) {
@@ -123,7 +179,7 @@ func (d *daemons) stop(name string) {
 	close(s.stop)
 	s.mu.Lock()
 	if s.proc != nil {
-		s.proc.Signal(syscall.SIGTERM)
+		terminate(s.proc)
 	}
 	s.mu.Unlock()
 	select {
@@ -182,7 +238,15 @@ func (d *daemons) supervise(s *supervised) {
 			how = err.Error()
 		}
 		evidence := fmt.Sprintf("%s exited (%s) after %s; restarting it in %s", s.spec.Name, how, now.Sub(started).Round(time.Millisecond), backoff)
-		if len(exits) >= crashLoopExits {
+		if bad := configInvalid(s.spec); bad != "" {
+			// Its configuration does not parse: a reboot or a new machine would read the same
+			// file. Not an exit towards a crash loop; said once for each distinct complaint.
+			exits = exits[:len(exits)-1]
+			if bad != s.lastInvalid {
+				s.lastInvalid = bad
+				d.a.report(cat.FaultFinding("daemon.config_invalid", fmt.Sprintf("%s; its configuration does not pass %s: %s", evidence, s.spec.ConfigCheck[0], bad)), "daemons")
+			}
+		} else if s.lastInvalid = ""; len(exits) >= crashLoopExits {
 			d.a.report(cat.FaultFinding("daemon.crashloop", fmt.Sprintf("%s exited %d times within %s; last: %s", s.spec.Name, len(exits), crashLoopWindow, evidence)), "daemons")
 			exits = nil
 		} else {

@@ -4,13 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/health"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // newTestAgent is an agent without a server: what it reports waits in a.pending.
@@ -147,4 +152,101 @@ func waitFindingsFor(t *testing.T, a *Agent, fault string, within time.Duration)
 	}
 	t.Fatalf("no %s finding: %+v", fault, a.findings())
 	return nil
+}
+
+// A daemon that exits because its configuration does not parse is a configuration fault, said
+// once with Slurm's own words, and never a crash loop (which would reboot the node for a file
+// every machine would read the same way). The real slurmctld reads a slurm.conf with a typo;
+// a daemon whose configuration passes the same check still counts its exits.
+func TestDaemonWithBadConfigIsNoCrashLoop(t *testing.T) {
+	slurmctld, err := exec.LookPath("slurmctld")
+	if err != nil {
+		t.Fatal("slurmctld is not installed (scripts/setup.sh installs slurm-wlm)")
+	}
+	dir := t.TempDir()
+	conf, log := filepath.Join(dir, "slurm.conf"), filepath.Join(dir, "slurmctld.out")
+	c := &slurmconf.Config{ClusterName: "bad", ControllerName: "localhost", ControllerAddr: "127.0.0.1"}
+	good := slurmconf.DefaultOperatorPart + c.Block()
+	if err := os.WriteFile(conf, []byte(good+"SlurmctldPidFile="+dir+"/pid\nPriorityWeightAgee=1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newTestAgent(t, "")
+	a.daemons.start(&agentproto.Daemon{Name: "slurmctld", Argv: []string{slurmctld, "-D", "-f", conf}, LogPath: log,
+		ConfigCheck: slurmconf.CheckConf(conf), Enabled: true})
+	defer a.daemons.stopAll()
+	f := waitFindingsFor(t, a, "daemon.config_invalid", 15*time.Second)
+	if f.Action != string(health.Ignore) || !strings.Contains(f.Evidence, "PriorityWeightAgee") {
+		t.Errorf("the configuration fault: %+v", f)
+	}
+	// Four starts (more than a crash loop's three exits), each refused by slurmctld itself.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(log)
+		if strings.Count(string(b), "Unable to process configuration file") >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slurmctld did not start four times:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.daemons.stop("slurmctld")
+	var kinds []string
+	for _, f := range a.findings() {
+		kinds = append(kinds, f.Fault)
+	}
+	if !slices.Equal(kinds, []string{"daemon.config_invalid"}) {
+		t.Errorf("findings %v, want one daemon.config_invalid", kinds)
+	}
+
+	if err := os.WriteFile(conf, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.daemons.start(&agentproto.Daemon{Name: "flaky", Argv: []string{"/bin/false"}, ConfigCheck: slurmconf.CheckConf(conf), Enabled: true})
+	waitFindingsFor(t, a, "daemon.crashloop", 15*time.Second)
+}
+
+// A daemon that is alive but does not answer is restarted all the same: a stopped process
+// (SIGSTOP) acts on SIGTERM once continued, and one that ignores SIGTERM is killed after
+// restartGrace. slurmdbd that stops answering is restarted this way (issue 27).
+func TestRestartReachesAStoppedDaemon(t *testing.T) {
+	a := newTestAgent(t, "")
+	a.daemons.start(&agentproto.Daemon{Name: "stuck", Argv: []string{"sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`}, Enabled: true})
+	defer a.daemons.stopAll()
+	pid := func() int {
+		a.daemons.mu.Lock()
+		s := a.daemons.runs["stuck"]
+		a.daemons.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.proc == nil {
+			return 0
+		}
+		return s.proc.Pid
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for pid() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	first := pid()
+	if first == 0 {
+		t.Fatal("the daemon did not start")
+	}
+	if err := syscall.Kill(first, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.daemons.restartDaemon("stuck"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(restartGrace + 10*time.Second)
+	for {
+		if p := pid(); p != 0 && p != first {
+			t.Logf("restarted: %d -> %d", first, p)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped daemon (pid %d) was not restarted", first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -1203,12 +1203,19 @@ func (x *ResetGPU) GetPci() string {
 // agent supervises: started now and at every agent start (as a systemd unit that is enabled),
 // restarted when it exits, its output appended to log_path.
 type Daemon struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Enabled       bool                   `protobuf:"varint,4,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	LogPath       string                 `protobuf:"bytes,5,opt,name=log_path,json=logPath,proto3" json:"log_path,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Argv    []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env     map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Enabled bool                   `protobuf:"varint,4,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	LogPath string                 `protobuf:"bytes,5,opt,name=log_path,json=logPath,proto3" json:"log_path,omitempty"`
+	// config_check, when set, is a command that reads the daemon's configuration as the daemon
+	// would and exits non-zero, with the daemon's own words on its output, when it does not
+	// parse. The agent runs it after each exit of the daemon: a daemon whose configuration is
+	// not valid is reported as daemon.config_invalid (a configuration fault, never a node
+	// action) and not counted towards a crash loop. An agent that does not know the field
+	// reports such exits as before (daemon.exited, then daemon.crashloop).
+	ConfigCheck   []string `protobuf:"bytes,6,rep,name=config_check,json=configCheck,proto3" json:"config_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1276,6 +1283,13 @@ func (x *Daemon) GetLogPath() string {
 		return x.LogPath
 	}
 	return ""
+}
+
+func (x *Daemon) GetConfigCheck() []string {
+	if x != nil {
+		return x.ConfigCheck
+	}
+	return nil
 }
 
 // RestartDaemon stops a supervised daemon and starts it again (e.g. slurmctld after its
@@ -2782,13 +2796,14 @@ const file_agent_proto_rawDesc = "" +
 	"\x04kind\"2\n" +
 	"\bResetGPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x10\n" +
-	"\x03pci\x18\x02 \x01(\tR\x03pci\"\xcf\x01\n" +
+	"\x03pci\x18\x02 \x01(\tR\x03pci\"\xf2\x01\n" +
 	"\x06Daemon\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04argv\x18\x02 \x03(\tR\x04argv\x120\n" +
 	"\x03env\x18\x03 \x03(\v2\x1e.hale.agent.v1.Daemon.EnvEntryR\x03env\x12\x18\n" +
 	"\aenabled\x18\x04 \x01(\bR\aenabled\x12\x19\n" +
-	"\blog_path\x18\x05 \x01(\tR\alogPath\x1a6\n" +
+	"\blog_path\x18\x05 \x01(\tR\alogPath\x12!\n" +
+	"\fconfig_check\x18\x06 \x03(\tR\vconfigCheck\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +

@@ -166,7 +166,7 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 		[]store.LogEvent{{Time: observed, Message: string(line)}}); err != nil {
 		return err
 	}
-	return instanceEvent(tx, cl, n, now, findingLevel(d), "%s", findingSentence(n, rec, d, rp, current))
+	return instanceEvent(tx, cl, n, now, findingLevel(d, rec.Fault), "%s", findingSentence(n, rec, d, rp, current))
 }
 
 // maxEvidenceLines is how many lines of an episode its record keeps (Lines counts them all).
@@ -212,7 +212,12 @@ func processKey(p *store.Finding) string {
 	return health.Finding{PID: p.PID, Job: p.Job}.ProcessKey()
 }
 
-func findingLevel(d health.Decision) api.ClusterEventLevel {
+// A configuration fault asks for no node action, yet its daemon is down until someone fixes
+// the file: an Error, for the operator who must.
+func findingLevel(d health.Decision, fault string) api.ClusterEventLevel {
+	if fault == "daemon.config_invalid" {
+		return api.ClusterEventLevelError
+	}
 	if d.Action == health.Ignore {
 		return api.ClusterEventLevelInfo
 	}

@@ -171,6 +171,31 @@ func TestSlurmAccounting(t *testing.T) {
 		e.waitJobs(t, login, map[string]string{id: "whiledown COMPLETED"})
 	})
 
+	t.Run("a slurmdbd alive but not answering is found at run time and restarted; no record is lost", func(t *testing.T) {
+		// SIGSTOP: the process is there (the agent's supervision sees nothing wrong) and
+		// accepts connections, but answers none: as a wedged slurmdbd does.
+		out, err := e.onNode(ctl, "cat /var/spool/slurmctld/slurmdbd.pid")
+		pid, _ := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil || pid <= 0 {
+			t.Fatalf("no slurmdbd pid: %q %v", out, err)
+		}
+		if out, err := e.onNode(ctl, "kill -STOP "+strconv.Itoa(pid)); err != nil {
+			t.Fatal(err, out)
+		}
+		id := e.jobID(t, login, "srun -N2 -J whilesilent hostname >/dev/null && squeue -h -t all -o %i -n whilesilent | tail -1")
+		eventually(t, 120*time.Second, "slurmdbd found silent and restarted", func() (bool, string) {
+			ev := e.events("acct")
+			out, _ := e.onNode(ctl, "cat /var/spool/slurmctld/slurmdbd.pid")
+			now, _ := strconv.Atoi(strings.TrimSpace(out))
+			return strings.Contains(ev, "slurmdbd is running but does not answer") && strings.Contains(ev, "Restarting slurmdbd") && now > 0 && now != pid, ev
+		})
+		e.waitJobs(t, login, map[string]string{id: "whilesilent COMPLETED"})
+		eventually(t, 60*time.Second, "accounting said well again", func() (bool, string) {
+			ev := e.events("acct")
+			return strings.Contains(ev, "is well again: slurmdbd answers"), ev
+		})
+	})
+
 	e.deleteGone(t, "acct", ctl)
 }
 

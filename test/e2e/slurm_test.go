@@ -419,6 +419,71 @@ func TestSlurmCluster(t *testing.T) {
 		})
 	})
 
+	t.Run("a slurm.conf line that does not parse is refused; the daemons keep running", func(t *testing.T) {
+		const typo = "PriorityWeightAgee=1000"
+		// An operator's line with a typo on the controller, then a change that makes a new
+		// rendering under Merge: before issue 27 the line was merged, written to every node
+		// and read by a reconfigure.
+		if out, err := e.onNode(ctl, "echo '"+typo+"' >> "+slurm.ConfPath); err != nil {
+			t.Fatal(err, out)
+		}
+		g := groups[3]
+		g.InstanceCount = aws.Int32(2)
+		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("slurm"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
+			Orchestrator: &types.ClusterOrchestrator{Slurm: &types.ClusterOrchestratorSlurmConfig{SlurmConfigStrategy: types.ClusterSlurmConfigStrategyMerge}}}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitStatus("slurm", types.ClusterStatusInservice, 90*time.Second)
+		line, _ := e.onNode(ctl, "grep -n '^"+typo+"$' "+slurm.RefusedPath+" | cut -d: -f1")
+		want := fmt.Sprintf("%s line %s (%s): ", slurm.ConfPath, strings.TrimSpace(line), typo)
+		eventually(t, 30*time.Second, "the refusal, naming the line", func() (bool, string) {
+			ev := e.events("slurm")
+			return strings.Contains(ev, "do not parse with the cluster's Slurm") && strings.Contains(ev, want), ev
+		})
+		if conf, err := e.onNode(ctl, "cat "+slurm.ConfPath); err != nil || strings.Contains(conf, typo) {
+			t.Errorf("the controller's slurm.conf still has the refused line: %v", err)
+		}
+		var cpus []string
+		for _, n := range byGroup(e.nodes("slurm"), "cpu") {
+			cpus = append(cpus, host(n))
+		}
+		e.waitIdle(t, login, cpus...)
+		// slurmctld restarts for the new node set (22.05 reads one only at start): with the
+		// file it had, not the refused one.
+		if out, _ := e.onNode(ctl, "cat /var/log/slurm/slurmctld.log /var/log/slurm/slurmctld.out"); strings.Contains(out, "PriorityWeightAgee") || strings.Contains(out, "Unable to process configuration file") {
+			t.Errorf("slurmctld read the refused line:\n%s", out)
+		}
+		if ev := e.events("slurm"); strings.Contains(ev, "on instance "+ctl) && (strings.Contains(ev, "daemon.exited on instance "+ctl) || strings.Contains(ev, "reboot instance "+ctl)) {
+			t.Errorf("the controller's daemons were disturbed:\n%s", ev)
+		}
+		if out, err := e.onNode(login, "srun -N2 -p cpu hostname | sort"); err != nil || len(strings.Fields(out)) != 2 {
+			t.Errorf("srun on both cpu nodes: %v %q", err, out)
+		}
+
+		// A node's slurmd that cannot read its slurm.conf is a configuration fault: an Error
+		// naming it, never a crash loop's reboot.
+		cpu := aws.ToString(byGroup(e.nodes("slurm"), "cpu")[0].InstanceId)
+		if out, err := e.onNode(cpu, "echo '"+typo+"' >> "+slurm.ConfPath+" && kill -KILL $(cat /var/spool/slurmd/slurmd.pid)"); err != nil {
+			t.Fatal(err, out)
+		}
+		eventually(t, 60*time.Second, "slurmd refused its file four times", func() (bool, string) {
+			out, _ := e.onNode(cpu, "grep -c 'Unable to process configuration file' /var/log/slurm/slurmd.out")
+			n, _ := strconv.Atoi(strings.TrimSpace(out))
+			return n >= 4, out
+		})
+		ev := e.events("slurm")
+		if !strings.Contains(ev, "Health: daemon.config_invalid on instance "+cpu) || !strings.Contains(ev, typo) {
+			t.Errorf("no configuration fault named for %s:\n%s", cpu, ev)
+		}
+		if strings.Contains(ev, "daemon.crashloop on instance "+cpu) || strings.Contains(ev, "reboot instance "+cpu) {
+			t.Errorf("a configuration fault was taken for the node's:\n%s", ev)
+		}
+		if out, err := e.onNode(cpu, "sed -i '/^"+typo+"$/d' "+slurm.ConfPath); err != nil {
+			t.Fatal(err, out)
+		}
+		e.waitIdle(t, login, cpus...)
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("slurm")}); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,11 @@ func (r *round) Steps() error {
 		r.r.Go(jobAccounting, clusterID, func(ctx context.Context) {
 			s.accountingBack(ctx, clusterID, inst)
 		})
+	} else if st.Accounting && st.Applied == st.Hash && s.acctLooks.Due(r.cl.ID, r.now) {
+		clusterID, inst, name := r.cl.ID, ctl.InstanceID, orchestrator.NodeName(ctl)
+		r.r.Go(jobAccounting, clusterID, func(ctx context.Context) {
+			s.watchAccounting(ctx, clusterID, inst, name)
+		})
 	}
 	if s.polls.Due(r.cl.ID, r.now) {
 		clusterID, inst := r.cl.ID, ctl.InstanceID
@@ -108,9 +113,14 @@ func (s *Slurm) syncFiles(ctx context.Context, clusterID, logicalID string) erro
 	var st *State
 	var n *store.Node
 	var rec *NodeRecord
+	var strategy api.ClusterSlurmConfigStrategy
 	read := func() error {
 		return s.h.Store().Read(ctx, func(tx store.Tx) error {
-			var err error
+			cl, err := tx.ClusterByID(clusterID)
+			if err != nil {
+				return err
+			}
+			strategy = Strategy(&cl.Spec)
 			if st, err = loadState(tx, clusterID); err != nil {
 				return err
 			}
@@ -138,11 +148,34 @@ func (s *Slurm) syncFiles(ctx context.Context, clusterID, logicalID string) erro
 			return err
 		}
 		if drift := slurmconf.OperatorDrift(st.Conf, live); len(drift) > 0 {
-			merged, err := s.operatorEdits(ctx, clusterID, st.Hash, live, drift)
-			if err != nil || merged {
-				return err // a merge made a new rendering: the next round writes it
+			var refused []slurmconf.Problem
+			if strategy == api.ClusterSlurmConfigStrategyMerge {
+				// What a merge would make is read by Slurm first: a line that does not parse
+				// is refused here, before any daemon reads it.
+				candidate := strings.TrimRight(slurmconf.Merged(live), "\n") + "\n" + slurmconf.BlockOf(st.Conf)
+				if refused, _, err = s.checkConf(ctx, n.InstanceID, candidate); err != nil {
+					return err
+				}
+			}
+			if len(refused) > 0 {
+				if err := s.refuseEdits(ctx, clusterID, n.InstanceID, st.Hash, live, refused); err != nil {
+					return err
+				}
+			} else {
+				merged, err := s.operatorEdits(ctx, clusterID, st.Hash, live, drift)
+				if err != nil || merged {
+					return err // a merge made a new rendering: the next round writes it
+				}
 			}
 		}
+	}
+	// hale's own rendering is read by this node's Slurm before its daemons may read it.
+	problems, known, err := s.checkConf(ctx, n.InstanceID, st.Conf)
+	if err != nil {
+		return err
+	}
+	if known && len(problems) > 0 {
+		return s.refuseRendering(ctx, clusterID, st.Hash, problems)
 	}
 	files := []*agentproto.File{
 		{Path: slurmconf.MungeKey, Content: st.MungeKey, Mode: 0o400},

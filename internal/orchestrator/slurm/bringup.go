@@ -143,7 +143,7 @@ func (s *Slurm) waitUntil(ctx context.Context, n *store.Node, ready func(st *Sta
 // startDaemon enables a supervised daemon on the node.
 func (s *Slurm) startDaemon(ctx context.Context, n *store.Node, d slurmconf.Daemon) error {
 	r, err := s.h.Do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-" + d.Name,
-		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, Enabled: true, LogPath: d.Log}}}, 30*time.Second)
+		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, Enabled: true, LogPath: d.Log, ConfigCheck: d.ConfigCheck}}}, 30*time.Second)
 	if err != nil {
 		return s.setupErr(n, "starting "+d.Name, err)
 	}

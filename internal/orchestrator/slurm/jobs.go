@@ -6,7 +6,7 @@ const (
 	jobRoles      = "roles"      // the cluster's Slurm roles read (by cluster)
 	jobFiles      = "files"      // a node's Slurm files written (by instance)
 	jobApply      = "apply"      // a rendering applied: restart, reconfigure (by cluster)
-	jobAccounting = "accounting" // accounting turned on again once slurmdbd answers (by cluster)
+	jobAccounting = "accounting" // accounting turned on again once slurmdbd answers, or watched while on (by cluster)
 	jobPoll       = "poll"       // slurmctld's view of the nodes read (by cluster)
 	jobJoin       = "join"       // a joining node asked about (by instance)
 	jobOut        = "out"        // a node taken out of Slurm (by instance)

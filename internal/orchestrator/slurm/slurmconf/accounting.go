@@ -2,6 +2,7 @@ package slurmconf
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -115,4 +116,63 @@ func (c *Config) accountingLines() string {
 		return ""
 	}
 	return fmt.Sprintf("AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=%s\nAccountingStoragePort=%d\n", c.ControllerAddr, DbdPort)
+}
+
+// DbdAnswerWait is how long, in seconds, AccountingHealth gives slurmdbd to answer a query: a
+// slurmdbd that is alive but wedged (its database locked, its disk full, the process stopped)
+// accepts the connection and answers nothing.
+const DbdAnswerWait = 10
+
+// AccountingHealth reads, on the controller, what says whether accounting keeps up, one
+// key=value line each: running (slurmdbd's process is there), answers (sacctmgr got an answer
+// from slurmdbd within DbdAnswerWait s), queue (slurmctld's DBD Agent queue: records it holds
+// for slurmdbd, from sdiag), max (MaxDBDMsgs: past it slurmctld drops records), disk (per cent
+// of MariaDB's file system used) and diskerror (the newest line of slurmdbd's or MariaDB's log
+// that says the disk or a table is full).
+func AccountingHealth() []string {
+	script := fmt.Sprintf(`p=$(cat /var/spool/slurmctld/slurmdbd.pid 2>/dev/null) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null && echo running=yes || echo running=no
+if timeout %[1]d sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1; then echo answers=yes; else echo answers=no; fi
+sdiag 2>/dev/null | sed -n 's/^ *DBD Agent queue size: *\([0-9]*\).*/queue=\1/p'
+scontrol show config 2>/dev/null | sed -n 's/^MaxDBDMsgs *= *\([0-9]*\).*/max=\1/p'
+df -P %[2]s 2>/dev/null | awk 'NR==2 {sub(/%%/, "", $5); print "disk=" $5}'
+l=$(tail -q -n 200 /var/log/slurm/slurmdbd.log /var/log/mysql/error.log 2>/dev/null | grep -E -i 'disk full|no space left|errno: ?28|is full' | tail -n 1)
+[ -z "$l" ] || echo "diskerror=$l"
+exit 0`, DbdAnswerWait, MariaDBDir)
+	return []string{"/bin/sh", "-c", script}
+}
+
+// AccountingState is AccountingHealth's answer. Queue and Max are -1 when slurmctld did not
+// say (it is down, or restarting).
+type AccountingState struct {
+	Running, Answers bool
+	Queue, Max       int
+	Disk             int // per cent used; -1 unknown
+	DiskError        string
+}
+
+// ParseAccountingHealth reads AccountingHealth's output.
+func ParseAccountingHealth(out string) AccountingState {
+	a := AccountingState{Queue: -1, Max: -1, Disk: -1}
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), "=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		switch {
+		case k == "running":
+			a.Running = v == "yes"
+		case k == "answers":
+			a.Answers = v == "yes"
+		case k == "queue" && err == nil:
+			a.Queue = n
+		case k == "max" && err == nil:
+			a.Max = n
+		case k == "disk" && err == nil:
+			a.Disk = n
+		case k == "diskerror":
+			a.DiskError = v
+		}
+	}
+	return a
 }

@@ -12,6 +12,9 @@ type Daemon struct {
 	Argv []string
 	Env  map[string]string // added to the agent's environment
 	Log  string            // where the agent appends the daemon's own output
+	// ConfigCheck, when set, tells a configuration the daemon cannot read from a fault of the
+	// machine after the daemon exits (agentproto.Daemon.config_check; CheckConf).
+	ConfigCheck []string
 }
 
 // Munged is the node's munge daemon, with the cluster's key. Its socket directory is made
@@ -26,7 +29,7 @@ func Munged() Daemon {
 // Slurmctld is the controller daemon. Without -c it recovers the state it saved, so a restart
 // (after the node set changed) keeps the queue.
 func Slurmctld() Daemon {
-	return Daemon{Name: "slurmctld", Log: "/var/log/slurm/slurmctld.out", Argv: []string{"slurmctld", "-D", "-f", ConfPath}}
+	return Daemon{Name: "slurmctld", Log: "/var/log/slurm/slurmctld.out", Argv: []string{"slurmctld", "-D", "-f", ConfPath}, ConfigCheck: CheckConf(ConfPath)}
 }
 
 // Version prints the node's Slurm version ("slurm 22.05.8").
@@ -76,7 +79,8 @@ if [ -n "$p" ]; then
   exit 1
 fi
 exec "$0" "$@"`
-	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"sh", "-c", adopt, "slurmd", "-D", "-f", ConfPath, "-N", node}}
+	return Daemon{Name: "slurmd", Log: "/var/log/slurm/slurmd.out", Argv: []string{"sh", "-c", adopt, "slurmd", "-D", "-f", ConfPath, "-N", node},
+		ConfigCheck: CheckConf(ConfPath)}
 }
 
 // ReadConf prints slurm.conf as one line of base64: the agent answers with the last lines of a
