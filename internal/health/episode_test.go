@@ -238,3 +238,65 @@ func TestShortPCI(t *testing.T) {
 		}
 	}
 }
+
+// A hung-task report whose trace runs through the NVIDIA driver is a task stuck in a wedged
+// driver: it escalates as a soft lockup does (the third episode within 10 minutes reboots).
+// The same report with a trace through NFS stays an event. The trace is the shape khungtaskd
+// prints (5.15-6.x kernels, the driver's frames named by module).
+func TestHungTaskInTheGPUDriverEscalates(t *testing.T) {
+	c := Default()
+	report := func(minute int, frames ...string) string {
+		var b strings.Builder
+		stamp := fmt.Sprintf("2025-03-02T11:%02d:07,1200%%02d+00:00 ", minute)
+		lines := append([]string{
+			"INFO: task python3:4242 blocked for more than 122 seconds.",
+			"      Tainted: P           OE     5.15.0-1048-aws #53~20.04.1-Ubuntu",
+			`"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.`,
+			"task:python3         state:D stack:    0 pid: 4242 ppid:  4100 flags:0x00004002",
+			"Call Trace:",
+			" <TASK>",
+			" __schedule+0x2cd/0x890",
+			" schedule+0x69/0x110",
+			" schedule_timeout+0x206/0x2d0",
+		}, frames...)
+		lines = append(lines, " </TASK>")
+		for i, l := range lines {
+			fmt.Fprintf(&b, stamp+"%s\n", i, l)
+		}
+		return b.String()
+	}
+	gpu := []string{" ? _nv036627rm+0x3a/0x40 [nvidia]", " os_acquire_mutex+0x4f/0x80 [nvidia]", " _nv040117rm+0x1b/0x30 [nvidia]", " rm_ioctl+0x63/0xb0 [nvidia]", " nvidia_ioctl+0x2c7/0x860 [nvidia]", " __x64_sys_ioctl+0x92/0xd0"}
+	nfs := []string{" rpc_wait_bit_killable+0x25/0xb0 [sunrpc]", " nfs_wait_on_request+0x3b/0x50 [nfs]", " __x64_sys_read+0x19/0x20"}
+
+	eps, _ := c.ClassifyText(strings.NewReader(report(10, gpu...)))
+	var faults []string
+	for _, ep := range eps {
+		faults = append(faults, ep.Fault)
+	}
+	if strings.Join(faults, " ") != "kernel.hung_task kernel.hung_task_gpu" {
+		t.Fatalf("a hung task in the driver: %v", faults)
+	}
+	if ev := eps[1].Evidence; !strings.Contains(ev, "python3:4242 blocked") || !strings.Contains(ev, "[nvidia]") {
+		t.Errorf("its evidence: %q", ev)
+	}
+	for _, tc := range []struct {
+		text string
+		want Action
+	}{
+		{report(10, gpu...) + report(12, gpu...), Ignore},
+		{report(10, gpu...) + report(12, gpu...) + report(14, gpu...), Reboot},
+		{report(10, nfs...) + report(12, nfs...) + report(14, nfs...), Ignore},
+		{report(10, gpu...) + report(30, gpu...) + report(50, gpu...), Ignore},
+	} {
+		eps, _ := c.ClassifyText(strings.NewReader(tc.text))
+		var worst Action = Ignore
+		for _, d := range c.DecideEpisodes(eps) {
+			if d.Action.Severity() > worst.Severity() {
+				worst = d.Action
+			}
+		}
+		if worst != tc.want {
+			t.Errorf("%d episodes: %s, want %s", len(eps), worst, tc.want)
+		}
+	}
+}

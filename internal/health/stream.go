@@ -58,7 +58,7 @@ var newlineEscapes = strings.NewReplacer(`\x0a`, "\n", "#012", "\n", "\r\n", "\n
 
 // NewStream starts a stream.
 func (c *Catalog) NewStream(opt Options) *Stream {
-	return &Stream{c: c, blocks: append([]blockReader{&remapReader{c: c}}, c.toolBlocks(opt)...)}
+	return &Stream{c: c, blocks: append([]blockReader{&remapReader{c: c}, &hungTaskReader{c: c}}, c.toolBlocks(opt)...)}
 }
 
 // Line classifies the next line and returns the findings it completes: one per fault the line
