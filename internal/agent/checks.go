@@ -82,6 +82,8 @@ func (a *Agent) basicChecks(say func(string, ...any)) []health.Finding {
 			out = append(out, cat.FaultFinding("memory.low", fmt.Sprintf("%d of %d MiB available", avail>>10, total>>10)))
 		}
 	}
+	cpus, mem := machineResources()
+	out = append(out, a.resourceFindings(cpus, mem, say)...)
 	a.daemons.mu.Lock()
 	for name, s := range a.daemons.runs {
 		s.mu.Lock()

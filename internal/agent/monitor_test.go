@@ -250,3 +250,35 @@ func TestRestartReachesAStoppedDaemon(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A machine back from a reboot with a DIMM or a CPU lost fails its basic checks, and keeps
+// failing them (the mark is not lowered); a machine as large as before, or larger, passes and
+// raises the mark. A few MiB less MemTotal, as between boots, is no loss.
+func TestResourcesLostFailTheChecks(t *testing.T) {
+	a := newTestAgent(t, "")
+	say := func(string, ...any) {}
+	if fs := a.resourceFindings(96, 786000, say); len(fs) != 0 {
+		t.Fatalf("the first boot: %+v", fs)
+	}
+	if fs := a.resourceFindings(96, 785990, say); len(fs) != 0 {
+		t.Fatalf("10 MiB less MemTotal: %+v", fs)
+	}
+	fs := a.resourceFindings(96, 786000-65536, say)
+	if len(fs) != 1 || fs[0].Fault != "node.resources_lost" || fs[0].Action != health.Replace || !strings.Contains(fs[0].Evidence, "65536 MiB lost") {
+		t.Fatalf("a 64 GiB DIMM lost: %+v", fs)
+	}
+	if fs := a.resourceFindings(88, 786000-65536, say); len(fs) != 2 || !strings.Contains(fs[0].Evidence, "88 CPUs online, 96 before") {
+		t.Fatalf("cores lost too: %+v", fs)
+	}
+	if fs := a.resourceFindings(96, 786000, say); len(fs) != 0 {
+		t.Fatalf("all back: %+v", fs)
+	}
+	// This machine's basic checks, on an agent of its own, pass and keep its mark.
+	a = newTestAgent(t, "")
+	if r := a.runChecks(context.Background(), &agentproto.RunChecks{Kind: "basic"}); r.ExitCode != 0 {
+		t.Fatalf("basic checks:\n%s", r.OutputTail)
+	}
+	if b, err := os.ReadFile(filepath.Join(a.cfg.StateDir, resourcesFile)); err != nil || !strings.Contains(string(b), `"cpus":`) {
+		t.Errorf("no mark kept: %s %v", b, err)
+	}
+}

@@ -102,8 +102,8 @@ func (r *round) replaceFor(n *store.Node, why, evidence string) error {
 		r.work = append(r.work, r.c.background(key(jobTakeOut, n.InstanceID), r.cl.ID, takeOut))
 	}
 	old := n.InstanceID
-	// A reboot of the old instance, and its pace, are not the new one's.
-	n.Details.RebootAt, n.Details.BootSeconds = time.Time{}, 0
+	// A reboot of the old instance, its pace and its hold, are not the new one's.
+	n.Details.RebootAt, n.Details.BootSeconds, n.Details.IdentityHeld = time.Time{}, 0, ""
 	if n.Details.OldInstanceID == "" {
 		n.Details.OldInstanceID = old
 		// A machine replaced for a fault is suspect; one whose launch failed is not, nor one

@@ -41,7 +41,17 @@ func (r *round) drive() error {
 					n.Details.BootSeconds = r.now.Sub(n.Details.RebootAt).Seconds()
 					n.Details.RebootAt = time.Time{}
 				}
+				if n.Details.IdentityHeld != "" {
+					n.Details.IdentityHeld = ""
+					if err := r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s (host %s) answers as the machine hale knows again: its hold ends.", n.InstanceID, n.Details.PrivateDNSHostname); err != nil {
+						return err
+					}
+				}
 				if err := r.configure(n); err != nil {
+					return err
+				}
+			case !n.Details.RebootAt.IsZero() && (r.identityHeld(n) != "" || n.Details.IdentityHeld != ""):
+				if err := r.holdForIdentity(n); err != nil {
 					return err
 				}
 			case !n.Details.RebootAt.IsZero() && r.now.Sub(n.Details.RebootAt) > r.c.rebootBudget(n):

@@ -86,6 +86,15 @@ type machines struct {
 	rebootTakes time.Duration
 	// onLaunch, when set, shapes each new machine (its checks' findings, a dead agent).
 	onLaunch func(*machine)
+	// identity: instances whose host answers as another machine (provider.IdentityWatcher).
+	identity map[string]string
+}
+
+// IdentityProblem implements provider.IdentityWatcher.
+func (m *machines) IdentityProblem(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.identity[id]
 }
 
 func newMachines(st store.Store, clock *fakeClock) *machines {

@@ -152,6 +152,16 @@ type KernelLogInjector interface {
 	InjectKernelLog(ctx context.Context, id string, lines []string) error
 }
 
+// IdentityWatcher is a provider that can tell when an instance's host answers as another
+// machine than the one it knows: an SSH host key unlike known_hosts' (a reinstall, or a
+// machine in the middle). IdentityProblem says what is wrong, with both identities, "" when
+// nothing is. The controller holds such a node for an operator instead of judging its boot:
+// it is neither failed, replaced nor quarantined for it, and it is back as soon as the
+// provider reaches it again (the operator accepted the new key).
+type IdentityWatcher interface {
+	IdentityProblem(instanceID string) string
+}
+
 // Console is what a provider may offer to show an instance's recent output (EC2's console
 // output), for failure messages.
 type Console interface {

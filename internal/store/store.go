@@ -393,9 +393,12 @@ type NodeDetails struct {
 	// RebootAt is when the reboot under way was asked for (zero when none); BootSeconds how
 	// long the node's last reboot took, from the request to its agent's return: a host's own
 	// pace, which its next reboot's budget allows for (internal/controller/bootbudget.go).
-	RebootAt    time.Time      `json:",omitzero"`
-	BootSeconds float64        `json:",omitempty"`
-	Inventory   *NodeInventory `json:",omitempty"`
+	RebootAt    time.Time `json:",omitzero"`
+	BootSeconds float64   `json:",omitempty"`
+	// IdentityHeld is why the node's reboot is held for an operator: its host answers as
+	// another machine (provider.IdentityWatcher); "" when it is not.
+	IdentityHeld string         `json:",omitempty"`
+	Inventory    *NodeInventory `json:",omitempty"`
 
 	// KubernetesConfig is the KubernetesConfig (labels and taints) last applied to the node's
 	// Kubernetes Node: DescribeClusterNode's Current, beside its group's Desired.

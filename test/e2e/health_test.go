@@ -243,6 +243,32 @@ func TestHealthRepairs(t *testing.T) {
 		e.waitIdle(t, login, slurmName(n))
 	})
 
+	t.Run("a node back from a reboot with a DIMM lost fails its checks and is replaced", func(t *testing.T) {
+		// The machine's past as its agent keeps it: 64 GiB more memory than it has now, as
+		// if a DIMM had been disabled at the reboot's POST.
+		n := e.nodeOf("health", "gpu-2")
+		if out, err := e.onNode(n.InstanceID, `m=$(awk '/^MemTotal:/ {print int($2/1024)}' /proc/meminfo) && `+
+			`printf '{"cpus":%d,"memory_mib":%d}' "$(nproc)" "$((m + 65536))" > /var/lib/hale-agent/resources.json`); err != nil {
+			t.Fatal(err, out)
+		}
+		before := len(e.repairsOf("health", "gpu-2"))
+		if _, err := e.SDK.BatchRebootClusterNodes(ctx, &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("health"), NodeIds: []string{n.InstanceID}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 120*time.Second, "the node replaced after its failed checks", func() (bool, string) {
+			after := e.nodeOf("health", "gpu-2")
+			return after.InstanceID != n.InstanceID && after.Details.Phase == store.PhaseReady, fmt.Sprintf("%s %s", after.InstanceID, after.Details.Phase)
+		})
+		ev := e.events("health")
+		if !strings.Contains(ev, "node.resources_lost") || !strings.Contains(ev, "65536 MiB lost (a DIMM)") {
+			t.Errorf("the loss is not named:\n%s", ev)
+		}
+		if rps := e.repairsOf("health", "gpu-2"); len(rps) <= before {
+			t.Errorf("no repair recorded: %d", len(rps))
+		}
+		e.waitIdle(t, login, slurmName(n))
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("health")}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/haleproject/hale/internal/health"
+	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 )
 
 // The robustness suite (issue 12; etcd's robustness tests are the model): the real hale server
@@ -32,7 +33,14 @@ import (
 //   - no healthy node is rebooted or replaced, and no drain is taken for an operator's request;
 //   - a broken node (its agent killed) is replaced exactly once;
 //   - no duplicate instance: the provider runs exactly the cluster's nodes;
-//   - no event is lost, and every lifecycle script ran once per instance.
+//   - no event is lost, and every lifecycle script ran once per instance;
+//   - no job is lost from the queue (a held job, submitted after the creation, keeps its id
+//     through every fault, the controller's reboots included);
+//   - no node is rebooted but the controller whose agent the schedule killed (hale reboots it
+//     on its own root, never replaces it), and no node is quarantined without hardware
+//     evidence (only after QuarantineAfter heartbeat losses);
+//   - no repair during a partition of two nodes, for a slurm.conf that does not parse, or for
+//     a slurmdbd that stopped answering.
 //
 // HALE_ROBUSTNESS_SEED replays a schedule (the seed is printed); HALE_ROBUSTNESS_DURATION is
 // how long faults are drawn (default 2m: CI); HALE_ROBUSTNESS_MAX_OUTAGE the longest server
@@ -55,12 +63,15 @@ type fault struct {
 	longest time.Duration
 	// target is what it always hits (a logical node, or a group); "" draws a node.
 	target string
+	// rebooted: the fault has the node it hits rebooted (once), not replaced.
+	rebooted bool
 }
 
 // faultNames are the faults' names, as HALE_ROBUSTNESS_FAULTS matches them.
 const faultNames = `"server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
 	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
-	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint"`
+	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint", ` +
+	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP"`
 
 // robust is one run: the server, the cluster and the bookkeeping of the invariants.
 type robust struct {
@@ -73,6 +84,10 @@ type robust struct {
 	lc       string // the lifecycle scripts' S3 URI
 	size     int    // the nodes the cluster has when it converged
 	replaced int    // replacements the schedule caused on purpose
+	rebooted int    // reboots it caused on purpose (the controller's)
+	// quarantines counts the quarantines it caused (heartbeat losses past QuarantineAfter).
+	quarantines int
+	heldJob     string // the job that must stay in the queue, by its id
 	// heartbeatLost counts each logical node's replacements for a lost heartbeat: the next
 	// one past the catalog's QuarantineAfter is a quarantine, which an operator ends.
 	heartbeatLost map[string]int
@@ -101,6 +116,10 @@ func TestRobustness(t *testing.T) {
 		{name: "agent SIGKILL, server dies at a failpoint", broken: true, heartbeat: true, inject: (*robust).failpointRepair},
 		{name: "scale-up and scale-down, server dies at failpoints", target: "group cpu", inject: (*robust).scale},
 		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
+		{name: "partition of two nodes", inject: (*robust).partition, longest: 15 * time.Second},
+		{name: "controller agent SIGKILL", target: "controller-1", rebooted: true, inject: (*robust).killControllerAgent},
+		{name: "slurm.conf that does not parse", target: "cpu-1", inject: (*robust).badConf},
+		{name: "slurmdbd SIGSTOP", target: "controller-1", inject: (*robust).stallSlurmdbd, longest: 45 * time.Second},
 	}
 	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
 		faults = slices.DeleteFunc(faults, func(f fault) bool {
@@ -131,6 +150,7 @@ func TestRobustness(t *testing.T) {
 	t.Logf("step 0: CreateCluster with the server armed at %s: %s", point, died)
 	e.waitStatus("robust", types.ClusterStatusInservice, 90*time.Second)
 	ids := r.converge("the creation")
+	r.heldJob = r.submitHeld(ids["login-1"])
 	violations := r.check(0, fault{name: "CreateCluster at a failpoint"}, "", nil, ids)
 
 	counts := map[string]int{}
@@ -167,6 +187,7 @@ func TestRobustness(t *testing.T) {
 				// Replaced that often for the same fault within the window, the node is
 				// quarantined, drained and not replaced; the operator replaces it by hand.
 				t.Logf("step %d: %s", step, r.quarantined(node, ids[node]))
+				r.quarantines++
 			}
 		}
 		if f.broken { // its repair comes first: a new instance under the same logical id
@@ -182,6 +203,9 @@ func TestRobustness(t *testing.T) {
 		after := r.converge(fmt.Sprintf("step %d (%s)", step, f.name))
 		if f.broken {
 			r.replaced++
+		}
+		if f.rebooted {
+			r.rebooted++
 		}
 		violations += r.check(step, f, node, ids, after)
 		ids = after
@@ -282,9 +306,25 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 	if n := strings.Count(ev, "is being replaced"); n != r.replaced {
 		fail("%d replacements in the events, the schedule broke or re-imaged %d nodes:\n%s", n, r.replaced, ev)
 	}
-	for _, s := range []string{"is rebooting", "by an operator"} {
-		if strings.Contains(ev, s) {
-			fail("%q in the events:\n%s", s, ev)
+	if strings.Contains(ev, "by an operator") {
+		fail("%q in the events:\n%s", "by an operator", ev)
+	}
+	if n := strings.Count(ev, " is rebooting."); n != r.rebooted {
+		fail("%d reboots in the events, the schedule had the controller rebooted %d times:\n%s", n, r.rebooted, ev)
+	}
+	if n := strings.Count(ev, ") is quarantined"); n != r.quarantines {
+		fail("%d quarantines in the events, the schedule caused %d (heartbeat losses past the catalog's count):\n%s", n, r.quarantines, ev)
+	}
+	if r.heldJob != "" {
+		var out string
+		for try := 0; try < 10; try++ { // slurmctld may be starting again (a fault just before)
+			if out, _ = r.e.onNode(after["login-1"], "squeue -h -j "+r.heldJob+" -o %i"); strings.TrimSpace(out) == r.heldJob {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if strings.TrimSpace(out) != r.heldJob {
+			fail("job %s was lost from the queue: squeue says %q", r.heldJob, out)
 		}
 	}
 	for id := range r.seenEvent {
@@ -595,4 +635,97 @@ func (r *robust) killAgentThenServer(id string, d time.Duration) string {
 	r.srv.Wait()
 	r.srv = r.run()
 	return what + ", server killed " + (8*time.Second + d).Round(time.Millisecond).String() + " later"
+}
+
+// submitHeld queues a job that never runs (held), whose id every step must find in the queue.
+func (r *robust) submitHeld(login string) string {
+	out, err := r.e.onNode(login, "sbatch --parsable --hold -J robust-held -o /dev/null --wrap 'sleep 1'")
+	if err != nil {
+		r.t.Fatalf("sbatch --hold: %v %s", err, out)
+	}
+	id := strings.TrimSpace(out)
+	if _, err := strconv.Atoi(id); err != nil {
+		r.t.Fatalf("no job id in %q", out)
+	}
+	return id
+}
+
+// partition cuts two nodes from everything at once for d: a network fault, not two broken
+// machines.
+func (r *robust) partition(_ string, d time.Duration) string {
+	var ids []string
+	for _, n := range r.e.nodes("robust") {
+		ids = append(ids, *n.InstanceId)
+	}
+	sort.Strings(ids)
+	r.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	var veths []string
+	for _, id := range ids[:2] {
+		veths = append(veths, r.e.instanceRecord(id).HostVeth)
+	}
+	for _, state := range []string{"down", "up"} {
+		for _, v := range veths {
+			if out, err := exec.Command("ip", "link", "set", "dev", v, state).CombinedOutput(); err != nil {
+				r.t.Fatalf("ip link set %s %s: %v %s", v, state, err, out)
+			}
+		}
+		if state == "down" {
+			time.Sleep(d)
+		}
+	}
+	return "links " + strings.Join(veths, ", ") + " down together " + d.Round(time.Millisecond).String()
+}
+
+// killControllerAgent kills the controller's agent. hale reboots the controller on its own
+// root (a replacement would lose slurmctld's queue, which the held job checks) or, when a
+// reboot cured the same fault within a day, holds it for an operator, who reboots it: as here.
+func (r *robust) killControllerAgent(id string, _ time.Duration) string {
+	_, ev := r.events()
+	reboots, holds := strings.Count(ev, "Instance "+id+" is rebooting."), strings.Count(ev, "(instance "+id+") needs a replacement for")
+	what := r.killAgent(id, 0)
+	held := false
+	r.eventually(120*time.Second, "the controller rebooted or held", func() (bool, string) {
+		_, ev := r.events()
+		held = strings.Count(ev, "(instance "+id+") needs a replacement for") > holds
+		return held || strings.Count(ev, "Instance "+id+" is rebooting.") > reboots, "neither yet"
+	})
+	if !held {
+		return what + "; rebooted on its own root"
+	}
+	if _, err := r.e.SDK.BatchRebootClusterNodes(context.Background(), &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("robust"), NodeIds: []string{id}}); err != nil {
+		r.t.Fatal(err)
+	}
+	return what + "; held (a reboot cured it before), then rebooted by BatchRebootClusterNodes"
+}
+
+// badConf gives the node a slurm.conf that does not parse and kills its slurmd: a
+// configuration fault (daemon.config_invalid), which must not reboot or replace the node. The
+// file is mended once hale named the fault.
+func (r *robust) badConf(id string, _ time.Duration) string {
+	const typo = "PriorityWeightAgee=1000"
+	if out, err := r.e.onNode(id, "echo '"+typo+"' >> "+slurm.ConfPath+" && kill -KILL $(cat /var/spool/slurmd/slurmd.pid)"); err != nil {
+		r.t.Fatalf("%v: %s", err, out)
+	}
+	r.eventually(60*time.Second, "the configuration fault named", func() (bool, string) {
+		_, ev := r.events()
+		return strings.Contains(ev, "Health: daemon.config_invalid on instance "+id), "not yet"
+	})
+	if out, err := r.e.onNode(id, "sed -i '/^"+typo+"$/d' "+slurm.ConfPath); err != nil {
+		r.t.Fatalf("%v: %s", err, out)
+	}
+	return "slurmd refused its slurm.conf; named, then mended"
+}
+
+// stallSlurmdbd stops the controller's slurmdbd for d (alive, answering nothing): hale
+// restarts it when it stays silent (issue 27); no node is touched.
+func (r *robust) stallSlurmdbd(id string, d time.Duration) string {
+	out, err := r.e.onNode(id, "cat /var/spool/slurmctld/slurmdbd.pid")
+	pid := strings.TrimSpace(out)
+	if err != nil || pid == "" {
+		return "no slurmdbd was running"
+	}
+	r.e.onNode(id, "kill -STOP "+pid)
+	time.Sleep(d)
+	r.e.onNode(id, "kill -CONT "+pid+" 2>/dev/null")
+	return "slurmdbd (pid " + pid + ") stopped " + d.Round(time.Millisecond).String()
 }

@@ -413,6 +413,78 @@ func TestStaticSlowRebootIsNoFault(t *testing.T) {
 	e.waitGone("slow", 2*time.Minute)
 }
 
+// TestStaticHostKeyChangeIsHeld: a worker's host comes back from a reboot with another SSH host
+// key (as after a reinstall). hale says so at once with both fingerprints and holds the node:
+// past its reboot budget it is not failed, replaced or its host quarantined (before, the budget
+// ended the wait, the node was replaced on the spare and the host left Unreachable). Once the
+// operator removes the old key from known_hosts (the server accepts new keys), the node is
+// back on its own host by itself.
+func TestStaticHostKeyChangeIsHeld(t *testing.T) {
+	parallel(t)
+	const budget = 20 * time.Second
+	e, bed, sp, o := startStatic(t, 3, func(o *server.Options) { o.RebootTimeout = budget })
+	ctx := context.Background()
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("rekeyed"), InstanceGroups: staticGroups(1, 0, 1),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("rekeyed", types.ClusterStatusInservice, 3*time.Minute)
+	var worker static.HostStatus
+	for _, n := range e.nodes("rekeyed") {
+		if aws.ToString(n.InstanceGroupName) == "worker" {
+			worker = hostOf(sp, aws.ToString(n.InstanceId))
+		}
+	}
+	// A new host key, which its sshd presents from its next start: the reboot's.
+	if out, err := bed.ssh(worker.Address, "rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub && ssh-keygen -q -t ed25519 -N '' -C rekeyed -f /etc/ssh/ssh_host_ed25519_key"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := e.SDK.BatchRebootClusterNodes(ctx, &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("rekeyed"), NodeIds: []string{worker.InstanceID}}); err != nil {
+		t.Fatal(err)
+	}
+	var held string
+	eventually(t, 90*time.Second, "the hold, with both fingerprints", func() (bool, string) {
+		ev := e.events("rekeyed")
+		for _, l := range strings.Split(ev, "\n") {
+			if strings.Contains(l, "came back from its reboot answering as another machine") && strings.Count(l, "SHA256:") == 2 && strings.Contains(l, worker.InstanceID) {
+				held = l
+			}
+		}
+		return held != "", ev
+	})
+	// The reboot budget passes while it is held.
+	time.Sleep(2 * budget)
+	ev := e.events("rekeyed")
+	for _, bad := range []string{"is being replaced", "did not come back", "did not register"} {
+		if strings.Contains(ev, bad) {
+			t.Errorf("%q in the events:\n%s", bad, ev)
+		}
+	}
+	for _, h := range sp.Hosts() {
+		if h.State == static.Quarantined || (h.Address == worker.Address && h.InstanceID != worker.InstanceID) {
+			t.Errorf("host %s is %s (%s, instance %s)", h.Address, h.State, h.Reason, h.InstanceID)
+		}
+	}
+	// The operator accepts the reinstalled host's key.
+	if out, err := exec.Command("ssh-keygen", "-R", worker.Address, "-f", o.KnownHosts).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	eventually(t, 90*time.Second, "the worker back Running on its own host", func() (bool, string) {
+		ev := e.events("rekeyed")
+		for _, n := range e.nodes("rekeyed") {
+			if aws.ToString(n.InstanceGroupName) == "worker" {
+				return aws.ToString(n.InstanceId) == worker.InstanceID && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning &&
+					strings.Contains(ev, "Instance "+worker.InstanceID+" (host ") && strings.Contains(ev, "its hold ends"), ev
+			}
+		}
+		return false, ev
+	})
+	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("rekeyed")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("rekeyed", 2*time.Minute)
+}
+
 // TestStaticHostNeverReturns: a worker's host is rebooted for an Xid 48 (a Reboot-class fault)
 // and never comes back (it loses power); after its reboot budget (--reboot-timeout) hale replaces the node with the
 // spare host and quarantines the dead one.

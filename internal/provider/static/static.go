@@ -69,12 +69,38 @@ type Provider struct {
 	mu    sync.Mutex
 	st    poolState
 	short map[string]map[string]bool // cluster/group → instance ids the pool could not serve
+	// identity: instances whose host answered a reboot's wait with another host key, and the
+	// error naming both (provider.IdentityWatcher).
+	identity map[string]string
 }
 
 var (
-	_ provider.Provider    = (*Provider)(nil)
-	_ provider.Quarantiner = (*Provider)(nil)
+	_ provider.Provider        = (*Provider)(nil)
+	_ provider.Quarantiner     = (*Provider)(nil)
+	_ provider.IdentityWatcher = (*Provider)(nil)
 )
+
+// IdentityProblem implements provider.IdentityWatcher: the host key error a rebooting
+// instance's host answers with, "" when none.
+func (p *Provider) IdentityProblem(instanceID string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.identity[instanceID]
+}
+
+// setIdentity records (why non-empty) or clears an instance's identity problem.
+func (p *Provider) setIdentity(instanceID, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if why == "" {
+		delete(p.identity, instanceID)
+		return
+	}
+	if p.identity == nil {
+		p.identity = map[string]string{}
+	}
+	p.identity[instanceID] = why
+}
 
 // New loads the pool's state and returns the provider. It does not contact the hosts.
 func New(cfg Config) (*Provider, error) {
@@ -354,7 +380,15 @@ func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string, with
 	fmt.Fprintf(&b, "set -e\nmkdir -p %s %s\ncat > %s/hale-agent-run <<'HALE_EOF'\n#!/bin/sh\n# written by hale (docs/own-machines.md): runs hale's node agent\nexec %s\nHALE_EOF\nchmod 755 %s/hale-agent-run\n",
 		BinDir, StateDir, BinDir, strings.Join(quoted, " "), BinDir)
 	if supervisor == "systemd" {
-		fmt.Fprintf(&b, "cat > %s <<'HALE_EOF'\n[Unit]\nDescription=hale node agent (docs/own-machines.md)\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\nExecStart=%s/hale-agent-run\nRestart=always\nRestartSec=1\nKillMode=process\n\n[Install]\nWantedBy=multi-user.target\nHALE_EOF\nsystemctl daemon-reload\nsystemctl enable --now hale-agent.service\n",
+		// The agent starts once the clock is synchronised (time-sync.target, which the wait
+		// unit of the host's time daemon holds back until it is): a clock still off after a
+		// boot makes munge refuse credentials and certificates look expired, which would
+		// look like a broken node. chrony's wait unit is enabled where chrony runs (it gives
+		// up after about 10 minutes); systemd-time-wait-sync is left to the operator, since
+		// it waits forever where no time server answers.
+		fmt.Fprintf(&b, "cat > %s <<'HALE_EOF'\n[Unit]\nDescription=hale node agent (docs/own-machines.md)\nAfter=network-online.target time-sync.target\nWants=network-online.target time-sync.target\n\n[Service]\nExecStart=%s/hale-agent-run\nRestart=always\nRestartSec=1\nKillMode=process\n\n[Install]\nWantedBy=multi-user.target\nHALE_EOF\n"+
+			"if systemctl is-active -q chrony.service || systemctl is-active -q chronyd.service; then systemctl enable chrony-wait.service 2>/dev/null || true; fi\n"+
+			"systemctl daemon-reload\nsystemctl enable --now hale-agent.service\n",
 			UnitFile, BinDir)
 		return b.String()
 	}
@@ -445,20 +479,31 @@ func (p *Provider) Reboot(ctx context.Context, id string) error {
 }
 
 // awaitBoot waits for the host to answer with a new boot id, then starts the agent where no
-// systemd unit does. Its limit is RebootTimeout, whatever ctx allows beyond it.
+// systemd unit does. Its limit is RebootTimeout, whatever ctx allows beyond it; while the host
+// answers with another SSH host key than known_hosts holds, it waits on without a limit (the
+// controller holds the node for an operator: IdentityProblem) and goes on once the key is
+// accepted.
 func (p *Provider) awaitBoot(ctx context.Context, rec instRecord, h *Host, before string, spec provider.LaunchSpec) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.RebootTimeout)
-	defer cancel()
+	defer p.setIdentity(rec.ID, "")
+	deadline := time.Now().Add(p.cfg.RebootTimeout)
 	for {
+		var expired <-chan time.Time
+		if wait := time.Until(deadline); wait <= 0 {
+			expired = time.After(0)
+		} else {
+			expired = time.After(wait)
+		}
 		select {
 		case <-ctx.Done():
+			return ctx.Err()
+		case <-expired:
 			p.mu.Lock()
 			if hs := p.st.Hosts[rec.Address]; hs != nil && hs.InstanceID == rec.ID {
 				hs.Reason = fmt.Sprintf("did not come back within %s of a reboot", p.cfg.RebootTimeout)
 				p.save()
 			}
 			p.mu.Unlock()
-			return fmt.Errorf("static provider: host %s (instance %s) did not come back within %s of a reboot: %w", h.Address, rec.ID, p.cfg.RebootTimeout, ctx.Err())
+			return fmt.Errorf("static provider: host %s (instance %s) did not come back within %s of a reboot", h.Address, rec.ID, p.cfg.RebootTimeout)
 		case <-time.After(time.Second):
 		}
 		p.mu.Lock()
@@ -468,6 +513,18 @@ func (p *Provider) awaitBoot(ctx context.Context, rec instRecord, h *Host, befor
 			return nil // terminated meanwhile (a replacement of a host that stayed down)
 		}
 		out, err := p.ssh.run(ctx, h, "cat /proc/sys/kernel/random/boot_id", nil)
+		var hk *HostKeyError
+		if errors.As(err, &hk) {
+			if p.IdentityProblem(rec.ID) == "" {
+				p.log.Warn("static provider: a rebooted host answers with another host key; held for an operator", "address", h.Address, "instance_id", rec.ID, "error", hk)
+			}
+			p.setIdentity(rec.ID, hk.Error())
+		}
+		if err != nil && p.IdentityProblem(rec.ID) != "" {
+			// Held until the host answers as the machine known_hosts names (a refused or
+			// timed-out attempt in between says nothing new): no budget runs meanwhile.
+			deadline = time.Now().Add(p.cfg.RebootTimeout)
+		}
 		if err != nil {
 			p.ssh.forget(h)
 			continue
