@@ -226,6 +226,9 @@ func (d *daemons) supervise(s *supervised) {
 		if time.Since(started) > 30*time.Second {
 			backoff = time.Second
 		}
+		if time.Since(started) > 10*time.Second {
+			s.lastInvalid = "" // it read its configuration then: a new complaint is news
+		}
 		d.a.log.Warn("daemon exited; restarting", "daemon", s.spec.Name, "error", err, "in", backoff)
 		now := time.Now()
 		exits = append(exits, now)

@@ -97,3 +97,38 @@ func TestPartitionIsNotDeadNodes(t *testing.T) {
 		}
 	}
 }
+
+// Two of a small cluster's nodes silent together are a partition too (the robustness suite
+// cut two of four: before, fewer than three silences were judged one by one, and a cut node
+// was replaced for the link it saw go down). Nothing is replaced, rebooted or quarantined.
+func TestTwoSilentNodesAreAPartition(t *testing.T) {
+	h := newHarness(t)
+	id := h.create("c", spec("workers", 4))
+	h.until(id, 30, "InService", h.running(id, 4))
+	launches := h.m.launches
+	cut := []string{h.node(id, "workers-1").InstanceID, h.node(id, "workers-3").InstanceID}
+	h.m.mu.Lock()
+	for _, i := range cut {
+		h.m.live[i].down = true
+	}
+	h.m.mu.Unlock()
+	h.until(id, 20, "the pause", func() bool {
+		return h.cluster(id).State.RepairPause != nil && strings.Contains(h.events(id), "a network fault (a partition)")
+	})
+	for i := 0; i < 30; i++ {
+		h.round(id)
+		h.clock.Advance(time.Second)
+	}
+	if h.m.launches != launches || h.m.reboots != 0 {
+		t.Fatalf("during the partition: %d launches, %d reboots, want none:\n%s", h.m.launches-launches, h.m.reboots, h.events(id))
+	}
+	h.m.mu.Lock()
+	for _, i := range cut {
+		h.m.live[i].down = false
+	}
+	h.m.mu.Unlock()
+	h.until(id, 20, "the pause over", func() bool { return h.cluster(id).State.RepairPause == nil && len(h.openRepairs(id)) == 0 })
+	if h.m.launches != launches || h.m.reboots != 0 {
+		t.Fatalf("after the partition: %d launches, %d reboots:\n%s", h.m.launches-launches, h.m.reboots, h.events(id))
+	}
+}

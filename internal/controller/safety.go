@@ -163,7 +163,11 @@ func (c *Controller) watchBurst(tx store.Tx, cl *store.Cluster, n *store.Node, f
 			hit = append(hit, m.LogicalID)
 		}
 	}
-	if len(hit) < c.cfg.BurstNodes || float64(len(hit)) < c.cfg.BurstShare*float64(len(nodes)) {
+	least := c.cfg.BurstNodes
+	if f.Fault == heartbeatFault {
+		least = min(least, heartbeatBurstNodes)
+	}
+	if len(hit) < least || float64(len(hit)) < c.cfg.BurstShare*float64(len(nodes)) {
 		return nil
 	}
 	cl.State.RepairPause = &store.RepairPause{Fault: k, Nodes: hit, Since: now}
@@ -182,6 +186,13 @@ const heartbeatFault = "node.heartbeat_lost"
 // its nodes' heartbeats at the same moment (their verdicts come within the silence threshold
 // of each other), while machines that die on their own do so minutes or days apart.
 const heartbeatBurstWindow = 30 * time.Second
+
+// heartbeatBurstNodes is how many silences within heartbeatBurstWindow are a partition (with
+// BurstShare of the cluster): two machines dying on their own within the same half minute is
+// far rarer than one cut taking two (the robustness suite's partition of two of four nodes
+// had one of them replaced for the link it saw go down). The pause such silences make ends by
+// itself when the nodes answer; in a fleet of more than 100 nodes the share asks for more.
+const heartbeatBurstNodes = 2
 
 // burstWindow is the window within which findings of fault count together toward the pause.
 func burstWindow(fault string, window time.Duration) time.Duration {

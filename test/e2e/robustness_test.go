@@ -703,12 +703,15 @@ func (r *robust) killControllerAgent(id string, _ time.Duration) string {
 // file is mended once hale named the fault.
 func (r *robust) badConf(id string, _ time.Duration) string {
 	const typo = "PriorityWeightAgee=1000"
+	named := "Health: daemon.config_invalid on instance " + id
+	_, ev := r.events()
+	before := strings.Count(ev, named)
 	if out, err := r.e.onNode(id, "echo '"+typo+"' >> "+slurm.ConfPath+" && kill -KILL $(cat /var/spool/slurmd/slurmd.pid)"); err != nil {
 		r.t.Fatalf("%v: %s", err, out)
 	}
 	r.eventually(60*time.Second, "the configuration fault named", func() (bool, string) {
 		_, ev := r.events()
-		return strings.Contains(ev, "Health: daemon.config_invalid on instance "+id), "not yet"
+		return strings.Count(ev, named) > before, "not yet"
 	})
 	if out, err := r.e.onNode(id, "sed -i '/^"+typo+"$/d' "+slurm.ConfPath); err != nil {
 		r.t.Fatalf("%v: %s", err, out)
