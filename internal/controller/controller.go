@@ -168,6 +168,7 @@ type Controller struct {
 	mu       sync.Mutex
 	inflight map[jobKey]bool         // background work running now, by kind and subject (jobs.go)
 	firing   map[string]alarmReading // the last reading of each update's alarms (software.go)
+	resynced map[string]time.Time    // when each instance's clock was last resynced (clock.go)
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -230,7 +231,7 @@ func New(cfg Config) *Controller {
 		cfg.BurstHold = DefaultBurstHold
 	}
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, ctx: context.Background()}
+		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, resynced: map[string]time.Time{}, ctx: context.Background()}
 	for _, o := range cfg.Orchestrators {
 		o.Bind(host{c})
 	}

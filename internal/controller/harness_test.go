@@ -62,6 +62,7 @@ type machine struct {
 	pending  []*agentproto.CommandResult
 	// upAt: its agent is back from a reboot at this time (rebootTakes after the reboot).
 	upAt time.Time
+	ran  [][]string // the commands run on it (Run), in order
 }
 
 // machines is the fake provider and the fake agent server in one.
@@ -238,6 +239,8 @@ func (m *machines) Send(id string, cmd *agentproto.Command) (<-chan *agentproto.
 			res.ExitCode, res.StdoutTail, res.OutputTail = 1, []byte("on_create.sh: mount failed\n"), []byte("on_create.sh: mount failed\n")
 		}
 		mc.results[cmd.Id] = res
+	case *agentproto.Command_Run:
+		mc.ran = append(mc.ran, k.Run.Argv)
 	case *agentproto.Command_ResetGpu:
 		mc.resets++
 		if mc.resetErr != "" {

@@ -60,6 +60,9 @@ func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID st
 		}
 		return
 	}
+	if f.Fault == clockSkewFault {
+		c.resyncClock(clusterID, instanceID)
+	}
 	c.Enqueue(clusterID)
 }
 

@@ -14,6 +14,7 @@ const (
 	jobTakeOut    jobKind = "take-out"  // a replaced node taken out of service by its orchestrator (by instance)
 	jobResetGPU   jobKind = "reset-gpu" // a GPU reset asked of a node's agent (by repair id)
 	jobAlarms     jobKind = "alarms"    // a software update's rollback alarms read (by cluster, group, generation)
+	jobResync     jobKind = "resync"    // a skewed node's clock resynced by its time daemon (by instance)
 )
 
 // An orchestrator's jobs have kinds of its own, "<orchestrator>:<kind>" (round.Go).
