@@ -118,6 +118,16 @@ func (r *round) repairTo(rp *store.Repair, n *store.Node, state store.RepairStat
 	return nil
 }
 
+// quarantine keeps a node that was replaced too often for the same fault drained, for an
+// operator, instead of replacing it again.
+func (r *round) quarantine(rp *store.Repair, n *store.Node, what string) error {
+	if err := r.repairTo(rp, n, store.RepairQuarantined, what+"; quarantined"); err != nil {
+		return err
+	}
+	return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) is quarantined: it was replaced %s within %s for %s, so hale keeps it drained instead of replacing it again (repair %s). Replace it by hand (BatchReplaceClusterNodes) once its hardware is looked at.",
+		n.LogicalID, n.InstanceID, plural.Count(health.Default().Policy.QuarantineAfter, "time", "times"), health.Default().Policy.QuarantineWindow, rp.Fault, rp.ID)
+}
+
 func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 	if n == nil || n.Details.Phase == store.PhaseTerminating {
 		return r.repairTo(rp, nil, store.RepairCancelled, "the node is gone or being removed")
@@ -130,12 +140,10 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		}
 		next := store.RepairWaitingForJobs
 		switch {
-		case rp.Quarantine:
-			if err := r.repairTo(rp, n, store.RepairQuarantined, what+"; quarantined"); err != nil {
-				return err
-			}
-			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) is quarantined: it was replaced %s within %s for %s, so hale keeps it drained instead of replacing it again (repair %s). Replace it by hand (BatchReplaceClusterNodes) once its hardware is looked at.",
-				n.LogicalID, n.InstanceID, plural.Count(health.Default().Policy.QuarantineAfter, "time", "times"), health.Default().Policy.QuarantineWindow, rp.Fault, rp.ID)
+		case rp.Quarantine && rp.Source != "heartbeat":
+			// A health finding is the hardware's own evidence; a silence must first be
+			// confirmed as a death, as for a replacement (WaitingForJobs below).
+			return r.quarantine(rp, n, what)
 		case r.cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && (rp.Source == "health" || rp.Source == "heartbeat"):
 			rp.Message = "NodeRecovery is None"
 			if err := r.repairTo(rp, n, store.RepairHeld, what+"; held: NodeRecovery is None"); err != nil {
@@ -208,6 +216,9 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 				}
 				return nil
 			}
+		}
+		if dead && rp.Quarantine {
+			return r.quarantine(rp, n, "the node is dead")
 		}
 		if dead {
 			return r.repairTo(rp, n, store.RepairRepairing, "the node is dead: not waiting for jobs")
