@@ -243,6 +243,40 @@ func TestHealthRepairs(t *testing.T) {
 		e.waitIdle(t, login, slurmName(n))
 	})
 
+	t.Run("a task hung in the GPU driver, three times in 10 minutes, reboots the node", func(t *testing.T) {
+		// khungtaskd's report and the task's call trace through the NVIDIA driver, as the
+		// kernel prints them every 2 minutes while it stays stuck (here 11 s apart: each its
+		// own episode).
+		n := e.nodeOf("health", "gpu-1")
+		before := len(e.repairsOf("health", "gpu-1"))
+		report := strings.Join([]string{
+			"INFO: task python3:4242 blocked for more than 122 seconds.",
+			"task:python3         state:D stack:    0 pid: 4242 ppid:  4100 flags:0x00004002",
+			"Call Trace:",
+			" <TASK>",
+			" __schedule+0x2cd/0x890",
+			" schedule+0x69/0x110",
+			" os_acquire_mutex+0x4f/0x80 [nvidia]",
+			" rm_ioctl+0x63/0xb0 [nvidia]",
+			" nvidia_ioctl+0x2c7/0x860 [nvidia]",
+			" </TASK>",
+		}, "\n")
+		for i := 0; i < 3; i++ {
+			if i > 0 {
+				time.Sleep(11 * time.Second) // past the episode window: the next report is news
+			}
+			e.inject(n.InstanceID, local.Fault{LoseGPU: -1, LogLine: report})
+		}
+		rp := e.waitRepair(t, "health", "gpu-1", before+1, 90*time.Second)
+		if rp.Fault != "kernel.hung_task_gpu" || rp.Action != "Reboot" {
+			t.Errorf("repair after three hung tasks in the driver: %+v", rp)
+		}
+		if ev := e.events("health"); !strings.Contains(ev, "Health: kernel.hung_task_gpu on instance "+n.InstanceID) {
+			t.Errorf("no kernel.hung_task_gpu finding:\n%s", ev)
+		}
+		e.waitIdle(t, login, slurmName(n))
+	})
+
 	t.Run("a node back from a reboot with a DIMM lost fails its checks and is replaced", func(t *testing.T) {
 		// The machine's past as its agent keeps it: 64 GiB more memory than it has now, as
 		// if a DIMM had been disabled at the reboot's POST.
