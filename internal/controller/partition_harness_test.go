@@ -132,3 +132,26 @@ func TestTwoSilentNodesAreAPartition(t *testing.T) {
 		t.Fatalf("after the partition: %d launches, %d reboots:\n%s", h.m.launches-launches, h.m.reboots, h.events(id))
 	}
 }
+
+// Two nodes that die on their own 20 s apart are two deaths, not a partition, once the first
+// is replaced and answers again (the robustness suite's seed 1796381796697267849: counted
+// together, the second silence paused every repair and the dead node waited for an operator).
+// Each is replaced.
+func TestSilencesCountWhileTheyLast(t *testing.T) {
+	h := newHarness(t)
+	id := h.create("c", spec("workers", 4))
+	h.until(id, 30, "InService", h.running(id, 4))
+	first := h.node(id, "workers-1").InstanceID
+	h.m.kill(first)
+	h.until(id, 40, "workers-1 replaced", func() bool {
+		return h.node(id, "workers-1").InstanceID != first && h.running(id, 4)() && len(h.openRepairs(id)) == 0
+	})
+	second := h.node(id, "workers-3").InstanceID
+	h.m.kill(second)
+	h.until(id, 40, "workers-3 replaced", func() bool {
+		return h.node(id, "workers-3").InstanceID != second && h.running(id, 4)() && len(h.openRepairs(id)) == 0
+	})
+	if h.cluster(id).State.RepairPause != nil || strings.Contains(h.events(id), "a network fault (a partition)") {
+		t.Fatalf("two deaths apart were taken for a partition:\n%s", h.events(id))
+	}
+}

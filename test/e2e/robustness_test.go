@@ -25,6 +25,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/haleproject/hale/internal/health"
 	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
+	"github.com/haleproject/hale/internal/provider/local"
 )
 
 // The robustness suite (issue 12; etcd's robustness tests are the model): the real hale server
@@ -39,8 +40,9 @@ import (
 //   - no node is rebooted but the controller whose agent the schedule killed (hale reboots it
 //     on its own root, never replaces it), and no node is quarantined without hardware
 //     evidence (only after QuarantineAfter heartbeat losses);
-//   - no repair during a partition of two nodes, for a slurm.conf that does not parse, or for
-//     a slurmdbd that stopped answering.
+//   - no repair during a partition of two nodes, for a slurm.conf that does not parse, for a
+//     slurmdbd that stopped answering, or for a reboot as slow as a real server's POST (longer
+//     than the 60 s a new instance has to register).
 //
 // HALE_ROBUSTNESS_SEED replays a schedule (the seed is printed); HALE_ROBUSTNESS_DURATION is
 // how long faults are drawn (default 2m: CI); HALE_ROBUSTNESS_MAX_OUTAGE the longest server
@@ -71,7 +73,7 @@ type fault struct {
 const faultNames = `"server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
 	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
 	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint", ` +
-	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP"`
+	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP", "slow reboot"`
 
 // robust is one run: the server, the cluster and the bookkeeping of the invariants.
 type robust struct {
@@ -120,6 +122,7 @@ func TestRobustness(t *testing.T) {
 		{name: "controller agent SIGKILL", target: "controller-1", rebooted: true, inject: (*robust).killControllerAgent},
 		{name: "slurm.conf that does not parse", target: "cpu-1", inject: (*robust).badConf},
 		{name: "slurmdbd SIGSTOP", target: "controller-1", inject: (*robust).stallSlurmdbd, longest: 45 * time.Second},
+		{name: "slow reboot", rebooted: true, inject: (*robust).slowReboot, longest: 90 * time.Second},
 	}
 	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
 		faults = slices.DeleteFunc(faults, func(f fault) bool {
@@ -731,4 +734,28 @@ func (r *robust) stallSlurmdbd(id string, d time.Duration) string {
 	time.Sleep(d)
 	r.e.onNode(id, "kill -CONT "+pid+" 2>/dev/null")
 	return "slurmdbd (pid " + pid + ") stopped " + d.Round(time.Millisecond).String()
+}
+
+// slowReboot has an operator reboot the node (BatchRebootClusterNodes) while its reboots
+// take d more, down the whole time, as a real server's POST does (the local provider's
+// PostSecondsFile): it must come back on its own instance, judged by a reboot's budget, not a
+// launch's.
+func (r *robust) slowReboot(id string, d time.Duration) string {
+	post := filepath.Join(r.dir, "local", "instances", id, local.PostSecondsFile)
+	secs := int(d / time.Second)
+	if err := os.WriteFile(post, []byte(strconv.Itoa(secs)+"\n"), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	defer os.Remove(post)
+	_, ev := r.events()
+	back := strings.Count(ev, "Instance "+id+" is rebooting.")
+	if _, err := r.e.SDK.BatchRebootClusterNodes(context.Background(), &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String("robust"), NodeIds: []string{id}}); err != nil {
+		r.t.Fatal(err)
+	}
+	r.eventually(30*time.Second, "the reboot under way", func() (bool, string) {
+		_, ev := r.events()
+		return strings.Count(ev, "Instance "+id+" is rebooting.") > back, "not yet"
+	})
+	r.allRunning(fmt.Sprintf("a reboot with a %d s POST", secs))
+	return fmt.Sprintf("rebooted with a %d s POST", secs)
 }

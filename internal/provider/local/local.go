@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -497,23 +498,50 @@ func (p *Provider) writeHosts(clusterID string) error {
 }
 
 // Reboot ends every process of the instance and starts its agent again; the namespace, the
-// address and the node's directories stay, as a machine's disks survive a reboot.
+// address and the node's directories stay, as a machine's disks survive a reboot. A whole
+// number of seconds in the instance directory's PostSecondsFile is a real server's firmware
+// POST: the node stays down that long before it starts again (the robustness suite's slow
+// reboots; the static test bed has /etc/hale-testhost-post-seconds for its hosts).
 func (p *Provider) Reboot(ctx context.Context, id string) error {
-	wait, err := p.reboot(ctx, id)
+	if err := p.halt(ctx, id); err != nil {
+		return err
+	}
+	if b, err := os.ReadFile(filepath.Join(p.dir(id), PostSecondsFile)); err == nil {
+		if secs, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && secs > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(secs) * time.Second):
+			}
+		}
+	}
+	wait, err := p.boot(id)
 	if err != nil {
 		return err
 	}
 	return wait() // without p.mu, as Launch
 }
 
-func (p *Provider) reboot(ctx context.Context, id string) (wait func() error, err error) {
+// PostSecondsFile names the file in an instance's directory that makes its reboots slow.
+const PostSecondsFile = "post-seconds"
+
+// halt ends every process of the instance.
+func (p *Provider) halt(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, err := p.readRecord(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := killNetns(ctx, r.Netns); err != nil {
+	return killNetns(ctx, r.Netns)
+}
+
+// boot starts a halted instance again; an instance terminated meanwhile is not.
+func (p *Provider) boot(id string) (wait func() error, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, err := p.readRecord(id)
+	if err != nil {
 		return nil, err
 	}
 	if err := p.ensureNetns(r); err != nil {
