@@ -21,17 +21,7 @@ func TestRebootBudgetFitsTheMachine(t *testing.T) {
 	id := h.create("c", gpu, spec("cpu", 1))
 	h.until(id, 20, "InService", h.running(id, 2))
 	launches := h.m.launches
-	// step runs rounds, the clock moving 15 s each, until done or max rounds.
-	step := func(max int, done func() bool) bool {
-		for i := 0; i < max; i++ {
-			h.round(id)
-			if done() {
-				return true
-			}
-			h.clock.Advance(15 * time.Second)
-		}
-		return false
-	}
+	step := func(max int, done func() bool) bool { return h.steps(id, max, 15*time.Second, done) }
 	reboot := func(logical string) {
 		t.Helper()
 		if _, err := h.svc.BatchRebootClusterNodes(context.Background(), &api.BatchRebootClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{h.node(id, logical).InstanceID}}); err != nil {

@@ -50,11 +50,7 @@ func (c *Controller) resyncClock(clusterID, instanceID string) {
 				instanceID, strings.TrimSpace(cutTail(out+" "+err.Error(), 300)))
 		}
 		werr := c.st.Write(ctx, func(tx store.Tx) error {
-			cl, err := tx.ClusterByID(clusterID)
-			if err != nil {
-				return err
-			}
-			n, err := tx.NodeByAnyInstanceID(instanceID)
+			cl, n, err := clusterNodeOf(tx, clusterID, instanceID)
 			if err != nil {
 				return err
 			}

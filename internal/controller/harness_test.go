@@ -364,6 +364,32 @@ func (h *harness) until(id string, max int, what string, done func() bool) {
 	h.t.Fatalf("%s: not so after %d rounds; nodes: %s; events:\n%s", what, max, h.nodeSummary(id), h.events(id))
 }
 
+// steps runs rounds, the clock moving by each between them, until done or max rounds, and
+// says whether done came (a wait measured in minutes: reboots, budgets).
+func (h *harness) steps(id string, max int, each time.Duration, done func() bool) bool {
+	for i := 0; i < max; i++ {
+		h.round(id)
+		if done() {
+			return true
+		}
+		h.clock.Advance(each)
+	}
+	return false
+}
+
+// replaceTimes kills a node's instance n times, waiting each time for its replacement (a node
+// with a history of deaths, before what a test looks at).
+func (h *harness) replaceTimes(id, logical string, n, nodes int) {
+	h.t.Helper()
+	for i := 1; i <= n; i++ {
+		old := h.node(id, logical).InstanceID
+		h.m.kill(old)
+		h.until(id, 40, logical+" replaced", func() bool {
+			return h.node(id, logical).InstanceID != old && h.running(id, nodes)() && len(h.openRepairs(id)) == 0
+		})
+	}
+}
+
 // cluster reads the cluster record ("" status when it is gone).
 func (h *harness) cluster(id string) *store.Cluster {
 	var cl *store.Cluster

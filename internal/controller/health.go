@@ -44,11 +44,7 @@ func (c *Controller) HandleFinding(ctx context.Context, clusterID, instanceID st
 // recordFinding records a finding about the node with that instance id and acts on it.
 func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID string, f health.Finding, monitor, source string, observed time.Time) {
 	err := c.st.Write(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		n, err := tx.NodeByAnyInstanceID(instanceID)
+		cl, n, err := clusterNodeOf(tx, clusterID, instanceID)
 		if err != nil {
 			return err
 		}
@@ -64,6 +60,17 @@ func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID st
 		c.resyncClock(clusterID, instanceID)
 	}
 	c.Enqueue(clusterID)
+}
+
+// clusterNodeOf reads a cluster and the node an instance of it is (or was: a replacement keeps
+// the node's record under its new instance).
+func clusterNodeOf(tx store.Tx, clusterID, instanceID string) (*store.Cluster, *store.Node, error) {
+	cl, err := tx.ClusterByID(clusterID)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := tx.NodeByAnyInstanceID(instanceID)
+	return cl, n, err
 }
 
 // judge records a finding about node n (seen on instanceID, which a replacement may have

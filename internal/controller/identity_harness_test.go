@@ -19,16 +19,7 @@ func TestHostKeyChangeHoldsTheNode(t *testing.T) {
 	id := h.create("c", spec("cpu", 1))
 	h.until(id, 20, "InService", h.running(id, 1))
 	launches := h.m.launches
-	step := func(max int, done func() bool) bool {
-		for i := 0; i < max; i++ {
-			h.round(id)
-			if done() {
-				return true
-			}
-			h.clock.Advance(15 * time.Second)
-		}
-		return false
-	}
+	step := func(max int, done func() bool) bool { return h.steps(id, max, 15*time.Second, done) }
 	inst := h.node(id, "cpu-1").InstanceID
 	h.m.rebootTakes = 1000 * time.Hour
 	h.m.identity = map[string]string{inst: "host key of 10.1.0.5:22 does not match /etc/hale/known_hosts: known SHA256:oldoldold (line 3), presented SHA256:newnewnew; refused"}

@@ -88,13 +88,7 @@ func TestDeadNodeReplacedThenQuarantined(t *testing.T) {
 	id := h.create("c", spec("workers", 2))
 	h.until(id, 20, "InService", h.running(id, 2))
 	after := health.Default().Policy.QuarantineAfter
-	for i := 1; i <= after; i++ {
-		old := h.node(id, "workers-1").InstanceID
-		h.m.kill(old)
-		h.until(id, 40, "workers-1 replaced", func() bool {
-			return h.node(id, "workers-1").InstanceID != old && h.running(id, 2)() && len(h.openRepairs(id)) == 0
-		})
-	}
+	h.replaceTimes(id, "workers-1", after, 2)
 	h.noDuplicates(id)
 	old := h.node(id, "workers-1").InstanceID
 	h.m.kill(old)
@@ -298,13 +292,7 @@ func TestBriefSilenceIsNoQuarantine(t *testing.T) {
 	id := h.create("c", spec("workers", 2))
 	h.until(id, 20, "InService", h.running(id, 2))
 	after := health.Default().Policy.QuarantineAfter
-	for i := 1; i <= after; i++ {
-		old := h.node(id, "workers-1").InstanceID
-		h.m.kill(old)
-		h.until(id, 40, "workers-1 replaced", func() bool {
-			return h.node(id, "workers-1").InstanceID != old && h.running(id, 2)() && len(h.openRepairs(id)) == 0
-		})
-	}
+	h.replaceTimes(id, "workers-1", after, 2)
 	inst := h.node(id, "workers-1").InstanceID
 	setDown := func(down bool) {
 		h.m.mu.Lock()
