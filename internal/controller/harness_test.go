@@ -260,6 +260,16 @@ func (m *machines) Send(id string, cmd *agentproto.Command) (<-chan *agentproto.
 	return ch, nil
 }
 
+// setDown cuts (down) or restores the instances' agents, as a network cut does: the machines
+// live on.
+func (m *machines) setDown(ids []string, down bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, i := range ids {
+		m.live[i].down = down
+	}
+}
+
 // kill stops the instance's agent for good (a dead machine).
 func (m *machines) kill(id string) {
 	m.mu.Lock()

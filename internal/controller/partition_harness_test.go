@@ -23,14 +23,7 @@ func TestPartitionIsNotDeadNodes(t *testing.T) {
 	h.until(id, 30, "InService", h.running(id, 8))
 	launches := h.m.launches
 	cut := []string{h.node(id, "workers-2").InstanceID, h.node(id, "workers-5").InstanceID, h.node(id, "workers-7").InstanceID}
-	setDown := func(ids []string, down bool) {
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
-		for _, i := range ids {
-			h.m.live[i].down = down
-		}
-	}
-	setDown(cut, true)
+	h.m.setDown(cut, true)
 	cutAt := h.clock.Now()
 	h.until(id, 20, "the pause", func() bool {
 		return h.cluster(id).State.RepairPause != nil && strings.Contains(h.events(id), "a network fault (a partition)")
@@ -50,7 +43,7 @@ func TestPartitionIsNotDeadNodes(t *testing.T) {
 	// One node is back first: its heartbeat repair ends, and it reports its link down while it
 	// was cut, as a node's agent does when it reconnects. That finding is part of the network
 	// fault too: it waits for the pause, and ends with it.
-	setDown(cut[:1], false)
+	h.m.setDown(cut[:1], false)
 	h.until(id, 20, "workers-2 answers", func() bool {
 		for _, rp := range h.openRepairs(id) {
 			if rp.LogicalID == "workers-2" {
@@ -65,7 +58,7 @@ func TestPartitionIsNotDeadNodes(t *testing.T) {
 		h.round(id)
 		h.clock.Advance(time.Second)
 	}
-	setDown(cut[1:], false)
+	h.m.setDown(cut[1:], false)
 	h.until(id, 20, "the pause over", func() bool { return h.cluster(id).State.RepairPause == nil && len(h.openRepairs(id)) == 0 })
 	// Another node's report of its link down while it was cut arrives after the pause ended
 	// (an agent sends it once back): it is the network fault's too.
@@ -107,11 +100,7 @@ func TestTwoSilentNodesAreAPartition(t *testing.T) {
 	h.until(id, 30, "InService", h.running(id, 4))
 	launches := h.m.launches
 	cut := []string{h.node(id, "workers-1").InstanceID, h.node(id, "workers-3").InstanceID}
-	h.m.mu.Lock()
-	for _, i := range cut {
-		h.m.live[i].down = true
-	}
-	h.m.mu.Unlock()
+	h.m.setDown(cut, true)
 	h.until(id, 20, "the pause", func() bool {
 		return h.cluster(id).State.RepairPause != nil && strings.Contains(h.events(id), "a network fault (a partition)")
 	})
@@ -122,11 +111,7 @@ func TestTwoSilentNodesAreAPartition(t *testing.T) {
 	if h.m.launches != launches || h.m.reboots != 0 {
 		t.Fatalf("during the partition: %d launches, %d reboots, want none:\n%s", h.m.launches-launches, h.m.reboots, h.events(id))
 	}
-	h.m.mu.Lock()
-	for _, i := range cut {
-		h.m.live[i].down = false
-	}
-	h.m.mu.Unlock()
+	h.m.setDown(cut, false)
 	h.until(id, 20, "the pause over", func() bool { return h.cluster(id).State.RepairPause == nil && len(h.openRepairs(id)) == 0 })
 	if h.m.launches != launches || h.m.reboots != 0 {
 		t.Fatalf("after the partition: %d launches, %d reboots:\n%s", h.m.launches-launches, h.m.reboots, h.events(id))
@@ -141,16 +126,8 @@ func TestSilencesCountWhileTheyLast(t *testing.T) {
 	h := newHarness(t)
 	id := h.create("c", spec("workers", 4))
 	h.until(id, 30, "InService", h.running(id, 4))
-	first := h.node(id, "workers-1").InstanceID
-	h.m.kill(first)
-	h.until(id, 40, "workers-1 replaced", func() bool {
-		return h.node(id, "workers-1").InstanceID != first && h.running(id, 4)() && len(h.openRepairs(id)) == 0
-	})
-	second := h.node(id, "workers-3").InstanceID
-	h.m.kill(second)
-	h.until(id, 40, "workers-3 replaced", func() bool {
-		return h.node(id, "workers-3").InstanceID != second && h.running(id, 4)() && len(h.openRepairs(id)) == 0
-	})
+	h.replaceTimes(id, "workers-1", 1, 4)
+	h.replaceTimes(id, "workers-3", 1, 4)
 	if h.cluster(id).State.RepairPause != nil || strings.Contains(h.events(id), "a network fault (a partition)") {
 		t.Fatalf("two deaths apart were taken for a partition:\n%s", h.events(id))
 	}

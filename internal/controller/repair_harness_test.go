@@ -294,14 +294,9 @@ func TestBriefSilenceIsNoQuarantine(t *testing.T) {
 	after := health.Default().Policy.QuarantineAfter
 	h.replaceTimes(id, "workers-1", after, 2)
 	inst := h.node(id, "workers-1").InstanceID
-	setDown := func(down bool) {
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
-		h.m.live[inst].down = down
-	}
-	setDown(true)
+	h.m.setDown([]string{inst}, true)
 	h.until(id, 20, "the silence's repair", func() bool { return len(h.openRepairs(id)) == 1 })
-	setDown(false)
+	h.m.setDown([]string{inst}, false)
 	h.until(id, 20, "the repair cancelled", func() bool { return len(h.openRepairs(id)) == 0 && h.running(id, 2)() })
 	for _, rp := range h.repairs(id) {
 		if rp.State == store.RepairQuarantined {

@@ -152,8 +152,7 @@ func (s *Slurm) syncFiles(ctx context.Context, clusterID, logicalID string) erro
 			if strategy == api.ClusterSlurmConfigStrategyMerge {
 				// What a merge would make is read by Slurm first: a line that does not parse
 				// is refused here, before any daemon reads it.
-				candidate := strings.TrimRight(slurmconf.Merged(live), "\n") + "\n" + slurmconf.BlockOf(st.Conf)
-				if refused, _, err = s.checkConf(ctx, n.InstanceID, candidate); err != nil {
+				if refused, _, err = s.checkConf(ctx, n.InstanceID, slurmconf.MergeInto(live, st.Conf)); err != nil {
 					return err
 				}
 			}
@@ -175,7 +174,7 @@ func (s *Slurm) syncFiles(ctx context.Context, clusterID, logicalID string) erro
 		return err
 	}
 	if known && len(problems) > 0 {
-		return s.refuseRendering(ctx, clusterID, st.Hash, problems)
+		return s.refuseRendering(ctx, clusterID, st.Conf, problems)
 	}
 	files := []*agentproto.File{
 		{Path: slurmconf.MungeKey, Content: st.MungeKey, Mode: 0o400},
@@ -244,7 +243,7 @@ func (s *Slurm) operatorEdits(ctx context.Context, clusterID, hash, live string,
 		if strategy != api.ClusterSlurmConfigStrategyMerge {
 			return false, s.h.Event(tx, cl, nil, api.ClusterEventLevelWarn, "slurm.conf: changes made on the controller outside hale were overwritten (SlurmConfigStrategy %s): %s.", strategy, strings.Join(drift, "; "))
 		}
-		st.Conf = strings.TrimRight(slurmconf.Merged(live), "\n") + "\n" + slurmconf.BlockOf(st.Conf)
+		st.Conf = slurmconf.MergeInto(live, st.Conf)
 		st.Hash = renderHash(st.Conf, st.Gres, st, cl)
 		merged = true
 		return true, s.h.Event(tx, cl, nil, api.ClusterEventLevelInfo, "slurm.conf: the operator's changes on the controller were merged (SlurmConfigStrategy Merge): %s.", strings.Join(drift, "; "))

@@ -23,9 +23,17 @@ import (
 // maxVerdicts bounds the remembered verdicts (renderings change a few times a day).
 const maxVerdicts = 64
 
-// verdict is what a node's Slurm said of one rendering: nil problems when it parsed.
+// verdict is what a node's Slurm said of one rendering: nil problems when it parsed; said,
+// once its refusal's event is out.
 type verdict struct {
 	problems []slurmconf.Problem
+	said     bool
+}
+
+// confKey names a slurm.conf by its content.
+func confKey(conf string) string {
+	sum := sha256.Sum256([]byte(conf))
+	return hex.EncodeToString(sum[:8])
 }
 
 // checkConf has the Slurm on instanceID read conf (written to slurmconf.CandidatePath, beside
@@ -34,8 +42,7 @@ type verdict struct {
 // daemon of that node reads anything before Slurm is there). A verdict is kept per content,
 // so each rendering is read once, on the first node it goes to.
 func (s *Slurm) checkConf(ctx context.Context, instanceID, conf string) (problems []slurmconf.Problem, known bool, err error) {
-	sum := sha256.Sum256([]byte(conf))
-	hash := hex.EncodeToString(sum[:8])
+	hash := confKey(conf)
 	s.mu.Lock()
 	v, ok := s.verdicts[hash]
 	s.mu.Unlock()
@@ -108,17 +115,17 @@ func (s *Slurm) refuseEdits(ctx context.Context, clusterID, instanceID, hash, li
 	})
 }
 
-// refuseRendering answers a rendering of hale's own that the cluster's Slurm does not parse
-// (a setting from the cluster's spec Slurm refuses): it goes to no node, and the daemons keep
-// the one they run. Said once per rendering; the caller's error keeps the node's files as
-// they are.
-func (s *Slurm) refuseRendering(ctx context.Context, clusterID, hash string, problems []slurmconf.Problem) error {
+// refuseRendering answers a rendering of hale's own (conf, which checkConf refused) that the
+// cluster's Slurm does not parse (a setting from the cluster's spec Slurm refuses): it goes to
+// no node, and the daemons keep the one they run. Said once per rendering (its verdict
+// remembers); the caller's error keeps the node's files as they are.
+func (s *Slurm) refuseRendering(ctx context.Context, clusterID, conf string, problems []slurmconf.Problem) error {
+	hash := confKey(conf)
 	s.mu.Lock()
-	said := s.refusalSaid[hash]
-	if len(s.refusalSaid) >= maxVerdicts {
-		clear(s.refusalSaid)
-	}
-	s.refusalSaid[hash] = true
+	v := s.verdicts[hash]
+	said := v.said
+	v.said = true
+	s.verdicts[hash] = v
 	s.mu.Unlock()
 	if !said {
 		err := s.updateState(ctx, clusterID, "", func(tx store.Tx, cl *store.Cluster, st *State) (bool, error) {

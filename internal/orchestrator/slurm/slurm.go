@@ -38,19 +38,18 @@ type Slurm struct {
 	h   orchestrator.Host
 	log *slog.Logger
 
-	polls       orchestrator.Every // slurmctld's view of each cluster's nodes, read once per pollInterval
-	mu          sync.Mutex
-	fileLocks   map[string]chan struct{} // one Slurm file write per instance at a time
-	verdicts    map[string]verdict       // what Slurm said of each slurm.conf it read, by content (confcheck.go)
-	refusalSaid map[string]bool          // renderings of hale's own refused, with their event said
-	acctLooks   orchestrator.Every       // a look at each cluster's accounting (accountingwatch.go)
-	acct        map[string]*acctWatch
+	polls     orchestrator.Every // slurmctld's view of each cluster's nodes, read once per pollInterval
+	mu        sync.Mutex
+	fileLocks map[string]chan struct{} // one Slurm file write per instance at a time
+	verdicts  map[string]verdict       // what Slurm said of each slurm.conf it read, by content (confcheck.go)
+	acctLooks orchestrator.Every       // a look at each cluster's accounting (accountingwatch.go)
+	acct      map[string]*acctWatch
 }
 
 // New returns the Slurm orchestrator, to be bound to a controller.
 func New() *Slurm {
 	return &Slurm{polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{},
-		verdicts: map[string]verdict{}, refusalSaid: map[string]bool{},
+		verdicts:  map[string]verdict{},
 		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{}}
 }
 

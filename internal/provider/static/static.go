@@ -487,16 +487,10 @@ func (p *Provider) awaitBoot(ctx context.Context, rec instRecord, h *Host, befor
 	defer p.setIdentity(rec.ID, "")
 	deadline := time.Now().Add(p.cfg.RebootTimeout)
 	for {
-		var expired <-chan time.Time
-		if wait := time.Until(deadline); wait <= 0 {
-			expired = time.After(0)
-		} else {
-			expired = time.After(wait)
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-expired:
+		case <-time.After(time.Until(deadline)): // at once when it has passed
 			p.mu.Lock()
 			if hs := p.st.Hosts[rec.Address]; hs != nil && hs.InstanceID == rec.ID {
 				hs.Reason = fmt.Sprintf("did not come back within %s of a reboot", p.cfg.RebootTimeout)

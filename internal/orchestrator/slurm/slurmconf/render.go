@@ -261,6 +261,12 @@ func Merged(live string) string {
 	return withoutHaleKeys(OperatorPart(live))
 }
 
+// MergeInto is the slurm.conf a Merge makes of the live file and hale's rendering conf: the
+// operator's part kept (Merged), then hale's block as conf has it.
+func MergeInto(live, conf string) string {
+	return strings.TrimRight(Merged(live), "\n") + "\n" + BlockOf(conf)
+}
+
 // OperatorDrift lists how the operator's part of the live file differs from the one hale
 // wrote ("+ line" added, "- line" removed or changed); hale's block is left out, since it
 // changes with the membership.
