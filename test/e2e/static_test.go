@@ -317,6 +317,18 @@ func startStatic(t *testing.T, n int, edit func(*server.Options)) (*env, *testBe
 	return e, bed, e.App.Provider.(*static.Provider), o
 }
 
+// staticWorker creates cluster name on the test bed, a controller and one worker with
+// NodeRecovery Automatic, waits for InService, and returns the worker's host.
+func (e *env) staticWorker(t *testing.T, sp *static.Provider, name string) static.HostStatus {
+	t.Helper()
+	if _, err := e.SDK.CreateCluster(context.Background(), &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: staticGroups(1, 0, 1),
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(name, types.ClusterStatusInservice, 3*time.Minute)
+	return hostOf(sp, aws.ToString(byGroup(e.nodes(name), "worker")[0].InstanceId))
+}
+
 // staticGroups are a Slurm cluster's groups of ml.c5.xlarge with the example lifecycle
 // scripts: counts of controller, login and worker (partition dev) nodes, as many as given.
 func staticGroups(counts ...int32) []types.ClusterInstanceGroupSpecification {
@@ -369,17 +381,7 @@ func TestStaticSlowRebootIsNoFault(t *testing.T) {
 	parallel(t)
 	e, bed, sp, _ := startStatic(t, 3, nil)
 	ctx := context.Background()
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("slow"), InstanceGroups: staticGroups(1, 0, 1),
-		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitStatus("slow", types.ClusterStatusInservice, 3*time.Minute)
-	var worker static.HostStatus
-	for _, n := range e.nodes("slow") {
-		if aws.ToString(n.InstanceGroupName) == "worker" {
-			worker = hostOf(sp, aws.ToString(n.InstanceId))
-		}
-	}
+	worker := e.staticWorker(t, sp, "slow")
 	if out, err := bed.ssh(worker.Address, "echo 70 > /etc/hale-testhost-post-seconds"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -424,17 +426,7 @@ func TestStaticHostKeyChangeIsHeld(t *testing.T) {
 	const budget = 20 * time.Second
 	e, bed, sp, o := startStatic(t, 3, func(o *server.Options) { o.RebootTimeout = budget })
 	ctx := context.Background()
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("rekeyed"), InstanceGroups: staticGroups(1, 0, 1),
-		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitStatus("rekeyed", types.ClusterStatusInservice, 3*time.Minute)
-	var worker static.HostStatus
-	for _, n := range e.nodes("rekeyed") {
-		if aws.ToString(n.InstanceGroupName) == "worker" {
-			worker = hostOf(sp, aws.ToString(n.InstanceId))
-		}
-	}
+	worker := e.staticWorker(t, sp, "rekeyed")
 	// A new host key, which its sshd presents from its next start: the reboot's.
 	if out, err := bed.ssh(worker.Address, "rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub && ssh-keygen -q -t ed25519 -N '' -C rekeyed -f /etc/ssh/ssh_host_ed25519_key"); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -492,17 +484,7 @@ func TestStaticHostNeverReturns(t *testing.T) {
 	parallel(t)
 	e, bed, sp, _ := startStatic(t, 3, func(o *server.Options) { o.RebootTimeout = 20 * time.Second })
 	ctx := context.Background()
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("gone"), InstanceGroups: staticGroups(1, 0, 1),
-		NodeRecovery: types.ClusterNodeRecoveryAutomatic}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitStatus("gone", types.ClusterStatusInservice, 3*time.Minute)
-	var worker static.HostStatus
-	for _, n := range e.nodes("gone") {
-		if aws.ToString(n.InstanceGroupName) == "worker" {
-			worker = hostOf(sp, aws.ToString(n.InstanceId))
-		}
-	}
+	worker := e.staticWorker(t, sp, "gone")
 	// This host's next reboot is a power loss: its reboot command halts it.
 	if out, err := bed.ssh(worker.Address, `printf '#!/bin/sh\nkill -USR2 1\n' > /usr/sbin/reboot`); err != nil {
 		t.Fatalf("%v: %s", err, out)
