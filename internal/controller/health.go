@@ -222,10 +222,10 @@ func processKey(p *store.Finding) string {
 	return health.Finding{PID: p.PID, Job: p.Job}.ProcessKey()
 }
 
-// A configuration fault asks for no node action, yet its daemon is down until someone fixes
-// the file: an Error, for the operator who must.
+// findingLevel is a finding's event level: Info when it asks for no node action, Warn when it
+// does, and Error where the catalog says so (health.Entry.Level: down until a person acts).
 func findingLevel(d health.Decision, fault string) api.ClusterEventLevel {
-	if fault == "daemon.config_invalid" {
+	if e, ok := health.Default().Fault(fault); ok && e.Level == "Error" {
 		return api.ClusterEventLevelError
 	}
 	if d.Action == health.Ignore {
