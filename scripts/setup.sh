@@ -37,11 +37,12 @@ declare -A why=(
   [chromium]="headless Chromium: the web console's browser tests (chromedp)"
   [fonts-dejavu-core]="a font for Chromium's screenshots of the console"
   [mmdebstrap]="builds node images (hale image build) from Debian's archive"
+  [faketime]="libfaketime: the tests shift one node's clock (its daemons are C; never loaded on the host)"
 )
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap)
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -19,6 +19,7 @@ func TestFindingLevelFollowsTheCatalog(t *testing.T) {
 		{"daemon.config_invalid", health.Ignore, api.ClusterEventLevelError},
 		{"daemon.exited", health.Ignore, api.ClusterEventLevelInfo},
 		{"daemon.crashloop", health.Reboot, api.ClusterEventLevelWarn},
+		{"node.clock_skew", health.Ignore, api.ClusterEventLevelWarn},
 	} {
 		if got := findingLevel(health.Decision{Action: tc.action}, tc.fault); got != tc.want {
 			t.Errorf("%s (%s): %s, want %s", tc.fault, tc.action, got, tc.want)

@@ -223,10 +223,10 @@ func processKey(p *store.Finding) string {
 }
 
 // findingLevel is a finding's event level: Info when it asks for no node action, Warn when it
-// does, and Error where the catalog says so (health.Entry.Level: down until a person acts).
+// does, or what the catalog says (health.Entry.Level: Error, down until a person acts; Warn).
 func findingLevel(d health.Decision, fault string) api.ClusterEventLevel {
-	if e, ok := health.Default().Fault(fault); ok && e.Level == "Error" {
-		return api.ClusterEventLevelError
+	if e, ok := health.Default().Fault(fault); ok && e.Level != "" {
+		return api.ClusterEventLevel(e.Level)
 	}
 	if d.Action == health.Ignore {
 		return api.ClusterEventLevelInfo

@@ -138,7 +138,14 @@ func (h host) Admit(tx store.Tx, cl *store.Cluster, n *store.Node, why string) e
 // JobResumed implements orchestrator.Host (resumed.go).
 func (h host) Finding(tx store.Tx, cl *store.Cluster, n *store.Node, fault, evidence string) error {
 	f := health.Default().FaultFinding(fault, evidence)
-	return h.c.judge(tx, cl, n, n.InstanceID, f, "scheduler", "health", h.c.now())
+	if err := h.c.judge(tx, cl, n, n.InstanceID, f, "scheduler", "health", h.c.now()); err != nil {
+		return err
+	}
+	if fault == clockSkewFault {
+		// As for the heartbeats' finding (health.go); its event waits for this transaction.
+		h.c.resyncClock(cl.ID, n.InstanceID)
+	}
+	return nil
 }
 
 func (h host) JobResumed(ctx context.Context, clusterID, job string) error {

@@ -54,6 +54,9 @@ type Agents struct {
 	Goodbyes map[string]string
 	// Unknown: scontrol updates of a node name Slurm does not have (State's is the only one).
 	Unknown []string
+	// Other answers any other command run on an instance (its standard output and exit
+	// code), when set; ok false fails it as unexpected.
+	Other func(instanceID string, argv []string) (stdout string, exit int32, ok bool)
 }
 
 // Connected implements controller.Agents.
@@ -127,7 +130,15 @@ func (f *Agents) Send(instanceID string, cmd *agentproto.Command) (<-chan *agent
 			f.State.State, f.State.Reason = strings.TrimSuffix(strings.Split(f.State.State, "+")[0], "*"), ""
 		}
 	default:
-		res.ExitCode, res.Error = 1, "unexpected command "+argv
+		out, exit, ok := "", int32(0), false
+		if f.Other != nil {
+			out, exit, ok = f.Other(instanceID, cmd.GetRun().GetArgv())
+		}
+		if !ok {
+			res.ExitCode, res.Error = 1, "unexpected command "+argv
+			break
+		}
+		res.StdoutTail, res.ExitCode = []byte(out), exit
 	}
 	ch := make(chan *agentproto.CommandResult, 1)
 	ch <- res

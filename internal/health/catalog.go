@@ -80,7 +80,8 @@ type Entry struct {
 	Repeat  *Repeat `yaml:"repeat,omitempty"`
 	// Level "Error" makes a finding that asks for no node action an Error event all the
 	// same: what it names is down until a person acts (a daemon whose configuration does not
-	// parse). "" is the default: Info for Ignore, Warn for an action.
+	// parse); "Warn" a Warn event: out of service until a fix that is not a node action takes
+	// hold (a clock resynced). "" is the default: Info for Ignore, Warn for an action.
 	Level string `yaml:"level,omitempty"`
 
 	// Xid entries: the Xid, NVIDIA's mnemonic and its immediate-action bucket.
@@ -186,8 +187,8 @@ func Load(b []byte) (*Catalog, error) {
 		if e.Repeat != nil && (e.Repeat.Count < 2 || e.Repeat.Window <= 0 || e.Repeat.Action.Severity() <= e.Action.Severity()) {
 			return fmt.Errorf("health catalog: %s: repeat must name 2 or more findings, a window and a more severe action", where)
 		}
-		if e.Level != "" && e.Level != "Error" {
-			return fmt.Errorf("health catalog: %s: level %q: only \"Error\" is known", where, e.Level)
+		if e.Level != "" && e.Level != "Error" && e.Level != "Warn" {
+			return fmt.Errorf("health catalog: %s: level %q: only \"Error\" and \"Warn\" are known", where, e.Level)
 		}
 		if e.Repeat != nil && e.Repeat.Across != "" && e.Repeat.Across != "process" {
 			return fmt.Errorf("health catalog: %s: repeat across %q: only \"process\" is known", where, e.Repeat.Across)

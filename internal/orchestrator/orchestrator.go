@@ -252,24 +252,25 @@ func StepError(connected bool, doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
-// Every rate-limits a per-cluster job (a poll of the scheduler) to one per Interval. Its zero
-// value with an Interval is ready to use; it is safe for concurrent use.
+// Every rate-limits a job per key (a poll of a cluster's scheduler, a check of one instance)
+// to one per Interval. Its zero value with an Interval is ready to use; it is safe for
+// concurrent use.
 type Every struct {
 	Interval time.Duration
 	mu       sync.Mutex
 	last     map[string]time.Time
 }
 
-// Due reports whether the cluster's job may run at now, and if so counts it as run.
-func (e *Every) Due(clusterID string, now time.Time) bool {
+// Due reports whether the key's job may run at now, and if so counts it as run.
+func (e *Every) Due(key string, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if now.Sub(e.last[clusterID]) < e.Interval {
+	if now.Sub(e.last[key]) < e.Interval {
 		return false
 	}
 	if e.last == nil {
 		e.last = map[string]time.Time{}
 	}
-	e.last[clusterID] = now
+	e.last[key] = now
 	return true
 }

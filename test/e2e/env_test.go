@@ -7,6 +7,7 @@
 package e2e
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -362,11 +363,20 @@ func (e *env) hostPID(instanceID string, nsPID int) int {
 // onNode runs a shell command inside a node's namespaces (its PID namespace too: ps lists the
 // node's processes), as hale exec does.
 func (e *env) onNode(instanceID, shell string) (string, error) {
+	return e.onNodeIn(instanceID, shell, nil)
+}
+
+// onNodeIn is onNode with stdin (when not nil) as the command's standard input.
+func (e *env) onNodeIn(instanceID, shell string, stdin []byte) (string, error) {
 	pid, err := e.agentPID(instanceID)
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--pid", "--net", "--uts", "--mount", "--root", "--wd", "--", "sh", "-c", shell).CombinedOutput()
+	cmd := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--pid", "--net", "--uts", "--mount", "--root", "--wd", "--", "sh", "-c", shell)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

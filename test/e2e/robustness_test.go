@@ -73,7 +73,7 @@ type fault struct {
 const faultNames = `"server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
 	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
 	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint", ` +
-	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP", "slow reboot"`
+	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP", "slow reboot", "clock 10 minutes ahead"`
 
 // robust is one run: the server, the cluster and the bookkeeping of the invariants.
 type robust struct {
@@ -95,6 +95,9 @@ type robust struct {
 	heartbeatLost map[string]int
 	seenEvent     map[string]bool // every event id seen so far: none may vanish
 	bad           int             // invariant violations found inside a fault (a scale's new node)
+	// mungeKilled is when clockAhead last restarted a munged: the agent counts 3 exits of a
+	// daemon within a minute as a crash loop (a reboot), which the fault must not cause.
+	mungeKilled time.Time
 }
 
 func TestRobustness(t *testing.T) {
@@ -123,6 +126,7 @@ func TestRobustness(t *testing.T) {
 		{name: "slurm.conf that does not parse", target: "cpu-1", inject: (*robust).badConf},
 		{name: "slurmdbd SIGSTOP", target: "controller-1", inject: (*robust).stallSlurmdbd, longest: 45 * time.Second},
 		{name: "slow reboot", rebooted: true, inject: (*robust).slowReboot, longest: 90 * time.Second},
+		{name: "clock 10 minutes ahead", target: "cpu-1", inject: (*robust).clockAhead, longest: 45 * time.Second},
 	}
 	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
 		faults = slices.DeleteFunc(faults, func(f fault) bool {
@@ -734,6 +738,28 @@ func (r *robust) stallSlurmdbd(id string, d time.Duration) string {
 	time.Sleep(d)
 	r.e.onNode(id, "kill -CONT "+pid+" 2>/dev/null")
 	return "slurmdbd (pid " + pid + ") stopped " + d.Round(time.Millisecond).String()
+}
+
+// clockAhead runs the node's munged with its clock 10 minutes ahead for d (libfaketime, as
+// TestClockSkewNamedNotRepaired does): slurmctld loses the node, which must be named a clock
+// fault, never repaired, and back in service once the clock is right.
+func (r *robust) clockAhead(id string, d time.Duration) string {
+	lib, err := os.ReadFile(libfaketime)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	// Each of its two restarts of munged 31 s or more after the one before: never 3 in a
+	// minute.
+	const apart = 31 * time.Second
+	time.Sleep(time.Until(r.mungeKilled.Add(apart)))
+	d = max(d, apart)
+	if out, err := r.e.shiftClock(id, lib, "+10m"); err != nil {
+		return "no clock shift: " + strings.TrimSpace(out)
+	}
+	time.Sleep(d)
+	r.e.shiftClock(id, nil, "")
+	r.mungeKilled = time.Now()
+	return "munged 10 minutes ahead for " + d.Round(time.Millisecond).String()
 }
 
 // slowReboot has an operator reboot the node (BatchRebootClusterNodes) while its reboots

@@ -352,13 +352,18 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 	states := slurmconf.ParseShowNodes(out)
 	type act struct{ argv []string }
 	var acts []act
+	var lost []*store.Node // not responding in Slurm while their agents answer
+	ctlName := ""
 	err = s.h.Store().Write(ctx, func(tx store.Tx) error {
-		acts = nil
+		acts, lost = nil, nil
 		cl, st, nodes, recs, err := loadAll(tx, clusterID)
 		if err != nil || st == nil {
 			return err
 		}
 		for _, n := range nodes {
+			if n.InstanceID == ctlInstance {
+				ctlName = orchestrator.NodeName(n)
+			}
 			if roleIn(st, n.GroupName) != "compute" || !slurmsOwn(n) {
 				continue
 			}
@@ -450,6 +455,9 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 				// drain): back in service, retried until Slurm shows it.
 				acts = append(acts, act{slurmconf.Resume(name)})
 			}
+			if n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && notResponding(ns.State, ns.Reason) && s.h.Connected(n.InstanceID) {
+				lost = append(lost, n)
+			}
 			// A node recorded before its status line was kept (an upgrade) gets it too.
 			if changed || statusLine(n, rec) != n.Details.OrchestratorStatus {
 				if err := s.saveNode(tx, n, rec); err != nil {
@@ -473,6 +481,14 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 	for _, a := range acts {
 		if _, err := s.h.Run(ctx, ctlInstance, a.argv, 10*time.Second); err != nil && ctx.Err() == nil {
 			s.log.Warn("scontrol", "cluster_id", clusterID, "error", err)
+		}
+	}
+	checked := 0
+	for _, n := range lost {
+		// A few a poll: the poll waits for them, and a skew is rarely on many nodes at once.
+		if checked < 4 && s.mungeChecks.Due(n.InstanceID, s.h.Now()) {
+			checked++
+			s.checkMungeClock(ctx, clusterID, ctlInstance, ctlName, n)
 		}
 	}
 }

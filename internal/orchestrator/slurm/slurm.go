@@ -44,13 +44,17 @@ type Slurm struct {
 	verdicts  map[string]verdict       // what Slurm said of each slurm.conf it read, by content (confcheck.go)
 	acctLooks orchestrator.Every       // a look at each cluster's accounting (accountingwatch.go)
 	acct      map[string]*acctWatch
+	// mungeChecks and skewReports: the munge clock checks of nodes slurmctld has not
+	// responding, and the skews they reported, by instance (mungeclock.go).
+	mungeChecks, skewReports orchestrator.Every
 }
 
 // New returns the Slurm orchestrator, to be bound to a controller.
 func New() *Slurm {
 	return &Slurm{polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{},
 		verdicts:  map[string]verdict{},
-		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{}}
+		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{},
+		mungeChecks: orchestrator.Every{Interval: mungeCheckEvery}, skewReports: orchestrator.Every{Interval: mungeSkewReportEvery}}
 }
 
 var _ orchestrator.Orchestrator = (*Slurm)(nil)
