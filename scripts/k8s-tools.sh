@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane hale runs for its Eks clusters (tools/k8s: kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok; tools/kubeflow: the Kubeflow
-# training operator) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
+# training operator) and the node stack of its real kubelets (tools/k8s: kubelet, kube-proxy;
+# tools/noderuntime: containerd, runc, the CNI plugins; Kubernetes' pause) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
 # being a hash of tools/k8s/go.mod, go.sum and this script's build flags, and linked into
 # bin/k8s/ (kubectl also as bin/kubectl). A cold build takes 20-23 minutes on 2 cores
 # (docs/kubernetes.md); a cached one, no time.
@@ -19,8 +20,20 @@ LDF="-s -w -X k8s.io/component-base/version.gitVersion=$KVER -X k8s.io/component
 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/client-go/pkg/version.gitVersion=$KVER \
 -X k8s.io/component-base/version.gitTreeState=clean"
 TOOLS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd sigs.k8s.io/kwok/cmd/kwok)
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok training-operator)
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd sigs.k8s.io/kwok/cmd/kwok
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+# The node stack of an Eks node with a real kubelet (issue 28), from tools/noderuntime: containerd
+# and its shim, ctr, the reference CNI plugins (pure Go), and runc (cgo: seccomp, linked
+# statically so that it needs nothing from the node's image); the pause container's program is
+# Kubernetes' own pause.c, from the same module zip, compiled as upstream's Makefile does.
+NODERT=(github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+  github.com/containerd/containerd/v2/cmd/ctr github.com/containernetworking/plugins/plugins/main/bridge
+  github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local
+  github.com/containernetworking/plugins/plugins/meta/portmap)
+RUNC=github.com/opencontainers/runc
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok training-operator kubelet kube-proxy
+  containerd containerd-shim-runc-v2 ctr runc pause)
+CNI=(bridge loopback host-local portmap)
 # The Kubeflow training operator (PyTorchJob, kubeflow.org/v1) is built from tools/kubeflow, a
 # module of its own (it has its own Kubernetes libraries), with its CRD from the same module.
 TFOP=github.com/kubeflow/training-operator/cmd/training-operator.v1
@@ -29,11 +42,13 @@ TFOP=github.com/kubeflow/training-operator/cmd/training-operator.v1
 STAGES=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready
   pod/fast/pod-complete pod/fast/pod-delete)
 
-key=$( (cat tools/k8s/go.mod tools/k8s/go.sum tools/kubeflow/go.mod tools/kubeflow/go.sum; echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP") | sha256sum | cut -c1-16)
+key=$( (cat tools/k8s/go.mod tools/k8s/go.sum tools/kubeflow/go.mod tools/kubeflow/go.sum tools/noderuntime/go.mod tools/noderuntime/go.sum
+  echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP ${NODERT[*]} $RUNC") | sha256sum | cut -c1-16)
 cache=${HALE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hale-k8s}/$key
 
 cached() {
   for b in "${BINS[@]}"; do [ -x "$cache/$b" ] || return 1; done
+  for b in "${CNI[@]}"; do [ -x "$cache/cni/$b" ] || return 1; done
   [ -s "$cache/kwok-stages.yaml" ] && [ -s "$cache/pytorchjobs-crd.yaml" ]
 }
 
@@ -56,12 +71,23 @@ if ! cached; then
   (cd tools/kubeflow && go build -ldflags="-s -w" -o "$cache.tmp/training-operator" "$TFOP")
   cp "$(cd tools/kubeflow && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" \
     "$cache.tmp/pytorchjobs-crd.yaml"
+  mkdir -p "$cache.tmp/cni"
+  (cd tools/noderuntime && CGO_ENABLED=0 go build -tags no_btrfs -ldflags="-s -w" -o "$cache.tmp/" "${NODERT[@]}")
+  for b in "${CNI[@]}"; do mv "$cache.tmp/$b" "$cache.tmp/cni/$b"; done
+  # runc's seccomp needs libseccomp-dev (scripts/setup.sh installs it, perhaps beside this build).
+  for _ in $(seq 180); do [ -e /usr/lib/x86_64-linux-gnu/libseccomp.a ] && break; sleep 5; done
+  [ -e /usr/lib/x86_64-linux-gnu/libseccomp.a ] || { echo "k8s-tools: runc needs libseccomp-dev: run scripts/setup.sh" >&2; exit 1; }
+  (cd tools/noderuntime && CGO_ENABLED=1 go build -tags "seccomp urfave_cli_no_docs" -ldflags="-s -w -extldflags -static" -o "$cache.tmp/runc" "$RUNC") 2>&1 |
+    grep -v 'statically linked applications requires at runtime\|in function' || true
+  [ -x "$cache.tmp/runc" ]
+  gcc -Os -Wall -Werror -static -DVERSION=3.10.2 -o "$cache.tmp/pause" \
+    "$(cd tools/k8s && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
   rm -rf "$cache" && mv "$cache.tmp" "$cache"
   # Earlier versions' binaries are not needed again.
   find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 -type d ! -name "$key" ! -name "$key.tmp" -exec rm -rf {} +
   echo "k8s-tools: built in $((SECONDS - start)) s"
 fi
 mkdir -p bin/k8s
-for b in "${BINS[@]}" kwok-stages.yaml pytorchjobs-crd.yaml; do ln -sfn "$cache/$b" "bin/k8s/$b"; done
+for b in "${BINS[@]}" kwok-stages.yaml pytorchjobs-crd.yaml cni; do ln -sfn "$cache/$b" "bin/k8s/$b"; done
 ln -sfn "$cache/kubectl" bin/kubectl
 echo "k8s-tools: Kubernetes $KVER in bin/k8s and bin/kubectl (cached in $cache)"

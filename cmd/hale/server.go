@@ -65,6 +65,7 @@ works with no other step. The hale CLI reads those files by itself.`,
 	f.BoolVar(&debug, "debug", false, "log every request")
 	f.StringVar(&o.Kubernetes, "kubernetes", "", "local: run a Kubernetes control plane (API server, controller manager, scheduler, etcd, kwok) for Eks clusters; its binaries come from scripts/k8s-tools.sh")
 	f.StringVar(&o.KubernetesName, "kubernetes-name", server.DefaultKubernetesName, "the name the local control plane is registered under (its ARN's last part)")
+	f.StringVar(&o.Kubelets, "kubelets", server.KubeletsSimulated, "how the local provider's Eks nodes run their kubelets: simulated (kwok: Nodes without pods) or real (a kubelet and containerd on each node, from scripts/k8s-tools.sh)")
 	addProviderFlags(f, &o)
 	return cmd
 }

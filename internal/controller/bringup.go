@@ -12,6 +12,7 @@ import (
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/image"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -129,6 +130,9 @@ func (r *round) launch(n *store.Node) error {
 	spec := provider.LaunchSpec{InstanceID: n.InstanceID, ClusterID: r.cl.ID, ClusterName: r.cl.Name, GroupName: n.GroupName,
 		LogicalID: n.LogicalID, InstanceType: n.InstanceType, IP: n.Details.PrivateIP, Mounts: mounts(&g.Spec), AgentToken: token,
 		DNSDomain: dnsDomain(r.cl.ARN), AgentServer: r.c.cfg.AgentServer, AgentCA: r.c.cfg.AgentCA, ImageID: n.Details.ImageID}
+	if cn, ok := r.or.(orchestrator.ContainerNodes); ok && cn.ContainerNodes() {
+		spec.Containers = true
+	}
 	if r.c.cfg.ImageRoot != nil {
 		id := cmp.Or(n.Details.ImageID, image.Default)
 		root, err := r.c.cfg.ImageRoot(id)

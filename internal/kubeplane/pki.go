@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,7 @@ import (
 const certValidity = 10 * 365 * 24 * time.Hour
 
 type pki struct {
+	mu     sync.Mutex // serial
 	dir    string
 	ca     *x509.Certificate
 	caKey  *ecdsa.PrivateKey
@@ -80,12 +82,27 @@ func (p *pki) issue(name, cn string, org []string, ips []net.IP, dns []string) (
 			return certFile, keyFile, nil
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := p.issuePEM(cn, org, ips, dns)
 	if err != nil {
 		return "", "", err
 	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(certFile, certPEM, 0o644)
+}
+
+// issuePEM makes a certificate and its key (PEM), as issue does, without keeping them.
+func (p *pki) issuePEM(cn string, org []string, ips []net.IP, dns []string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.mu.Lock()
 	p.serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(p.serial), Subject: pkix.Name{CommonName: cn, Organization: org},
+	serial := p.serial
+	p.mu.Unlock()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn, Organization: org},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(certValidity),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		IPAddresses: ips, DNSNames: dns}
@@ -94,9 +111,13 @@ func (p *pki) issue(name, cn string, org []string, ips []net.IP, dns []string) (
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	if err != nil {
-		return "", "", err
+		return nil, nil, err
 	}
-	return certFile, keyFile, writePair(p.dir, name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key)
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
 }
 
 // serviceAccountKey makes (or reuses) the RSA key pair service-account tokens are signed with.

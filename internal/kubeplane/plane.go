@@ -7,6 +7,7 @@
 package kubeplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,16 +37,28 @@ type Config struct {
 	Dir string
 	// ReadyTimeout is how long the API server has to answer /readyz (60 s when zero).
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// Address, when set, is where real kubelets reach the API server (the local provider's
+	// bridge address, issue 28): the API server listens and advertises there instead of on
+	// loopback, reaches kubelets by their InternalIP with a client certificate of its own, and
+	// the controller manager gives each Node a pod CIDR from ClusterCIDR.
+	Address string
+	Logger  *slog.Logger
 }
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
 	cfg        Config
-	server     string // https://127.0.0.1:<port>
+	server     string // https://127.0.0.1:<port>, or https://<Config.Address>:<port>
 	kubeconfig string // the admin's (group system:masters)
 	procs      []*exec.Cmd
+	pki        *pki
 }
+
+// ClusterCIDR is the pods' network, a /24 of it per Node; ServiceCIDR the Services'.
+const (
+	ClusterCIDR = "10.244.0.0/16"
+	ServiceCIDR = "10.0.0.0/24"
+)
 
 // Server is the API server's URL.
 func (cp *ControlPlane) Server() string { return cp.server }
@@ -86,9 +99,17 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort, kwokPort, webhookPort, probePort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
-	cp := &ControlPlane{cfg: cfg, server: "https://127.0.0.1:" + strconv.Itoa(apiPort)}
+	host := cmp.Or(cfg.Address, "127.0.0.1")
+	cp := &ControlPlane{cfg: cfg, server: "https://" + net.JoinHostPort(host, strconv.Itoa(apiPort)), pki: p}
 
-	srvCert, srvKey, err := p.issue("apiserver", "kube-apiserver", nil, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+	srvIPs := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
+	srvName := "apiserver"
+	if cfg.Address != "" {
+		// A certificate of another name: the one for loopback alone stays for a later start
+		// without real kubelets.
+		srvIPs, srvName = append(srvIPs, net.ParseIP(cfg.Address)), "apiserver-"+cfg.Address
+	}
+	srvCert, srvKey, err := p.issue(srvName, "kube-apiserver", nil, srvIPs,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
 	if err != nil {
 		return nil, err
@@ -130,13 +151,27 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	// The endpoint reconciler cannot advertise a loopback address (Kubernetes 1.37 refuses it),
-	// and nothing here dials the kubernetes Service: it is off.
-	if err := cp.run("kube-apiserver", "--etcd-servers", etcdURL, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(apiPort), "--endpoint-reconciler-type", "none",
+	// and with simulated kubelets nothing dials the kubernetes Service: it is off then.
+	apiArgs := []string{"--etcd-servers", etcdURL, "--bind-address", host, "--advertise-address", host,
+		"--secure-port", strconv.Itoa(apiPort),
 		"--tls-cert-file", srvCert, "--tls-private-key-file", srvKey, "--client-ca-file", caFile,
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", saPub,
-		"--service-account-signing-key-file", saKey, "--service-cluster-ip-range", "10.0.0.0/24",
-		"--authorization-mode", "Node,RBAC", "--allow-privileged=true", "--profiling=false"); err != nil {
+		"--service-account-signing-key-file", saKey, "--service-cluster-ip-range", ServiceCIDR,
+		"--authorization-mode", "Node,RBAC", "--allow-privileged=true", "--profiling=false"}
+	if cfg.Address == "" {
+		apiArgs = append(apiArgs, "--endpoint-reconciler-type", "none")
+	} else {
+		// kubectl logs, exec and port-forward: the API server dials each kubelet at its Node's
+		// InternalIP, never a hostname (which would be looked up in the host's DNS), as a
+		// client the kubelets' webhook authorizes (system:masters).
+		kcCert, kcKey, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		apiArgs = append(apiArgs, "--kubelet-client-certificate", kcCert, "--kubelet-client-key", kcKey,
+			"--kubelet-certificate-authority", caFile, "--kubelet-preferred-address-types", "InternalIP")
+	}
+	if err := cp.run("kube-apiserver", apiArgs...); err != nil {
 		cp.Stop()
 		return nil, err
 	}
@@ -144,16 +179,25 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Stop()
 		return nil, err
 	}
-	// Every controller but node IPAM (there is no pod network to allocate from). The node
+	// Every controller, but node IPAM with simulated kubelets (no pod network to allocate
+	// from). The node
 	// lifecycle controller stays: it takes the not-ready taint off a Node whose kubelet reports
 	// it Ready, as on any cluster. Each controller acts as its own ServiceAccount with the
 	// bootstrap roles (system:controller:*), as kubeadm sets it up: the controller manager's own
 	// user may do little more than mint their tokens.
-	if err := cp.run("kube-controller-manager", "--kubeconfig", kubeconfigs["kube-controller-manager"],
+	controllers := "*,-nodeipam"
+	if cfg.Address != "" {
+		controllers = "*" // real kubelets' pods need addresses: each Node gets a /24 of ClusterCIDR
+	}
+	cmArgs := []string{"--kubeconfig", kubeconfigs["kube-controller-manager"],
 		"--authentication-kubeconfig", kubeconfigs["kube-controller-manager"], "--authorization-kubeconfig", kubeconfigs["kube-controller-manager"],
-		"--controllers", "*,-nodeipam", "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0",
+		"--controllers", controllers, "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0",
 		"--use-service-account-credentials=true", "--service-account-private-key-file", saKey, "--root-ca-file", caFile,
-		"--cluster-signing-cert-file", caFile, "--cluster-signing-key-file", caKey); err != nil {
+		"--cluster-signing-cert-file", caFile, "--cluster-signing-key-file", caKey}
+	if cfg.Address != "" {
+		cmArgs = append(cmArgs, "--allocate-node-cidrs", "--cluster-cidr", ClusterCIDR, "--service-cluster-ip-range", ServiceCIDR)
+	}
+	if err := cp.run("kube-controller-manager", cmArgs...); err != nil {
 		cp.Stop()
 		return nil, err
 	}

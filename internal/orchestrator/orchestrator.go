@@ -147,6 +147,13 @@ type BringUp struct {
 	Waiting       string
 }
 
+// ContainerNodes is a Round whose nodes run a container runtime and a kubelet of their own (an
+// Eks cluster whose kubelets are real): their launches ask the provider for what those need
+// (provider.LaunchSpec.Containers).
+type ContainerNodes interface {
+	ContainerNodes() bool
+}
+
 // Leaving is why a node's instance goes.
 type Leaving int
 

@@ -88,6 +88,10 @@ type LaunchSpec struct {
 	// the node's root (docs/images.md); a provider that cannot boot images ignores both.
 	ImageID   string
 	ImageRoot string
+	// Containers readies the instance for a container runtime and a kubelet (an Eks node whose
+	// kubelet is real): on the local provider, cgroups and a cgroup namespace of its own, the
+	// node stack's binaries and the kernel settings the kubelet reads (local/containers.go).
+	Containers bool
 }
 
 // Provider launches and manages instances.

@@ -141,6 +141,10 @@ type Options struct {
 	Kubernetes     string
 	KubernetesName string
 	KubernetesBin  string
+	// Kubelets is how the local provider's Eks nodes run their kubelets: "simulated" (or "":
+	// kwok plays them, no pod runs) or "real" (a kubelet and containerd on each node, from
+	// KubernetesBin; the control plane then listens on the provider's bridge, issue 28).
+	Kubelets string
 
 	// ImageMirror is the Debian archive node images are built from (image.DefaultMirror when
 	// empty); images live in DataDir/images (docs/images.md).
@@ -314,8 +318,14 @@ func Start(o Options) (*App, error) {
 		if o.AgentPort == 0 {
 			o.AgentPort = DefaultAgentPort
 		}
-		p, err := local.New(local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
-			AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Logger: log})
+		lc := local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
+			AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Logger: log}
+		if realKubelets(o) {
+			if lc.NodeStack, err = kubeBin(o); err != nil {
+				return fail(err)
+			}
+		}
+		p, err := local.New(lc)
 		if err != nil {
 			return fail(err)
 		}
@@ -396,8 +406,8 @@ func Start(o Options) (*App, error) {
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
 		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics, ImageRoot: imageRoot,
 		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{
-			eks.New(eks.Config{SimulatedKubelets: o.Provider == "local"}), // Eks clusters (local nodes run no kubelet: kwok plays it)
-			slurm.New(), // every other cluster
+			eks.New(a.eksConfig(o)), // Eks clusters (local nodes' kubelets: kwok plays them, or real ones)
+			slurm.New(),             // every other cluster
 		},
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout, RebootTimeout: o.RebootTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,

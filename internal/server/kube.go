@@ -145,19 +145,23 @@ func (a *App) startKubernetes(o Options, region, account string) error {
 	if o.Kubernetes != "local" {
 		return fmt.Errorf("--kubernetes %q: hale runs one kind of control plane itself, local (register others with hale kube register)", o.Kubernetes)
 	}
-	bin := o.KubernetesBin
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		bin = filepath.Join(filepath.Dir(exe), "k8s") // bin/hale -> bin/k8s (scripts/k8s-tools.sh)
+	bin, err := kubeBin(o)
+	if err != nil {
+		return err
 	}
 	name := o.KubernetesName
 	if name == "" {
 		name = DefaultKubernetesName
 	}
-	cp, err := kubeplane.Start(context.Background(), kubeplane.Config{Bin: bin, Dir: filepath.Join(o.DataDir, "kubernetes"), Logger: a.log})
+	kc := kubeplane.Config{Bin: bin, Dir: filepath.Join(o.DataDir, "kubernetes"), Logger: a.log}
+	if realKubelets(o) {
+		gw, ok := a.Provider.(interface{ Gateway() string })
+		if !ok {
+			return fmt.Errorf("--kubelets real: the %s provider's nodes cannot run real kubelets yet (the local provider's can)", o.Provider)
+		}
+		kc.Address = gw.Gateway()
+	}
+	cp, err := kubeplane.Start(context.Background(), kc)
 	if err != nil {
 		return err
 	}
@@ -181,4 +185,17 @@ func (a *App) KubernetesServer() string {
 		return ""
 	}
 	return a.kube.Server()
+}
+
+// kubeBin is the directory of the Kubernetes binaries: --kubernetes-bin, or bin/k8s beside this
+// executable (bin/hale), where scripts/k8s-tools.sh links them.
+func kubeBin(o Options) (string, error) {
+	if o.KubernetesBin != "" {
+		return o.KubernetesBin, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(exe), "k8s"), nil
 }

@@ -278,17 +278,27 @@ func TestEksClusterNodes(t *testing.T) {
 // startEks starts a server with the control plane hale runs itself (--kubernetes local,
 // registered as hale-local) and returns it with an administrator's clients of that plane.
 func startEks(t *testing.T) (*env, *kubernetes.Clientset, dynamic.Interface) {
-	dir := t.TempDir()
-	o := options(t, dir)
+	o := options(t, t.TempDir())
 	_, file, _, _ := runtime.Caller(0)
 	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
-	o.DeepHealthCheckDuration = 2 * time.Second
-	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
+	e, cs := startEksWith(t, o)
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc)
+	return e, cs, dynamic.NewForConfigOrDie(rc)
+}
+
+// startEksWith starts a server with options o (a control plane of its own) and returns it with
+// an administrator's client of that plane.
+func startEksWith(t *testing.T, o server.Options) (*env, *kubernetes.Clientset) {
+	o.DeepHealthCheckDuration = 2 * time.Second
+	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, kubernetes.NewForConfigOrDie(rc)
 }
 
 // createJob creates autoResumeJob (train, in default).

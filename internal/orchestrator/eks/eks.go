@@ -52,6 +52,9 @@ type Config struct {
 	// local provider, whose nodes run no kubelet). Otherwise the node's kubelet registers it, as
 	// the lifecycle scripts of a real machine set up.
 	SimulatedKubelets bool
+	// NodeStack, when set, gives each node a real kubelet and containerd instead (kubelet.go);
+	// SimulatedKubelets is then false.
+	NodeStack NodeStack
 }
 
 // clientQPS and clientBurst are the request rate hale's client of a registered cluster keeps to.

@@ -124,8 +124,12 @@ func (r *round) Steps() error {
 // (for a simulated kubelet) or awaited (a real kubelet registers it), and labelled.
 func (r *round) BringUp(n *store.Node) orchestrator.BringUp {
 	b := orchestrator.BringUp{Joins: true, Waiting: waiting("its Node has not registered yet")}
-	if r.o.cfg.SimulatedKubelets {
+	if r.o.cfg.SimulatedKubelets || r.o.cfg.NodeStack != nil {
 		b.Before = func(ctx context.Context) error { return r.o.kubeletDir(ctx, n.InstanceID) }
+	}
+	if r.o.cfg.NodeStack != nil {
+		node := *n
+		b.After = func(ctx context.Context) error { return r.o.startKubelet(ctx, &node) }
 	}
 	return b
 }

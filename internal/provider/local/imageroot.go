@@ -90,7 +90,7 @@ func (s *NodeSetup) applyImage() error {
 		return err
 	}
 	oldRoot := "/" + oldRootName
-	if err := kernelFileSystems(oldRoot); err != nil {
+	if err := kernelFileSystems(oldRoot, s.Containers); err != nil {
 		return err
 	}
 	for _, b := range binds {
@@ -117,7 +117,17 @@ func (s *NodeSetup) applyImage() error {
 	if err := unix.Unmount(oldRoot, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach the host's root: %w", err)
 	}
-	return os.Remove(oldRoot)
+	if err := os.Remove(oldRoot); err != nil {
+		return err
+	}
+	if s.Containers != nil {
+		// The kubelet's volume mounts propagate (rshared, as on a machine); the node's mounts
+		// are no peers of the host's, so nothing reaches the host.
+		if err := unix.Mount("", "/", "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("make the node's root shared: %w", err)
+		}
+	}
+	return nil
 }
 
 // kernelFileSystems gives the pivoted node its /proc, /sys, /dev, /tmp and /run; host is where
@@ -130,7 +140,7 @@ func (s *NodeSetup) applyImage() error {
 //     agent can add the node's simulated GPUs at /dev/nvidia*, a devpts of its own and an
 //     empty /dev/shm.
 //   - /tmp and /run are empty tmpfs file systems of the node, as after a machine's boot.
-func kernelFileSystems(host string) error {
+func kernelFileSystems(host string, c *Containers) error {
 	for _, d := range []string{"/proc", "/sys", "/dev", "/tmp", "/run"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -139,7 +149,7 @@ func kernelFileSystems(host string) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("proc on /proc: %w", err)
 	}
-	if err := nodeSysfs(host); err != nil {
+	if err := nodeSysfs(host, c); err != nil {
 		return err
 	}
 	if err := privateDev(filepath.Join(host, "dev"), "/dev"); err != nil {
@@ -164,9 +174,12 @@ func kernelFileSystems(host string) error {
 // there the kernel is the node's own). The host's cgroup file systems are bound in under
 // /sys/fs/cgroup, writable: slurmd initialises its cgroup plugin at every start and fails
 // without them (research slurm-local-cluster.md §4, failure 1).
-func nodeSysfs(host string) error {
+func nodeSysfs(host string, c *Containers) error {
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
 		return fmt.Errorf("sysfs on /sys: %w", err)
+	}
+	if c != nil {
+		return mountCgroups(c) // the node's own, in its cgroup namespace
 	}
 	if err := unix.Mount(filepath.Join(host, "sys/fs/cgroup"), "/sys/fs/cgroup", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind the cgroup file systems on /sys/fs/cgroup: %w", err)

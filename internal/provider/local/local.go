@@ -59,6 +59,9 @@ type Config struct {
 	AgentPort int
 	// AgentArgs are extra arguments for every agent (e.g. heartbeat settings).
 	AgentArgs []string
+	// NodeStack is the directory of the node stack's binaries (bin/k8s: kubelet, containerd,
+	// runc, ...), bound into nodes launched with Containers; "" when none is built.
+	NodeStack string
 	Logger    *slog.Logger
 }
 
@@ -164,6 +167,10 @@ type record struct {
 	// this machine ("" for both: the host's root, as before images).
 	ImageID   string `json:"ImageId,omitempty"`
 	ImageRoot string `json:"ImageRoot,omitempty"`
+	// Containers: the node runs a container runtime and a kubelet (containers.go); Cgroups are
+	// its cgroups as made at its last boot, removed when it stops.
+	Containers bool     `json:"Containers,omitempty"`
+	Cgroups    []Cgroup `json:"Cgroups,omitempty"`
 }
 
 func (p *Provider) dir(id string) string { return filepath.Join(p.cfg.Root, "instances", id) }
@@ -380,7 +387,10 @@ func (p *Provider) newRecord(spec provider.LaunchSpec) (*record, error) {
 		LogicalID: spec.LogicalID, InstanceType: spec.InstanceType, IP: ip, Hostname: provider.Hostname(ip),
 		Netns: "hale-" + spec.InstanceID, HostVeth: vethName(ip), Mounts: spec.Mounts,
 		LaunchTime: time.Now().UTC().Truncate(time.Millisecond), AgentToken: spec.AgentToken, AgentServer: spec.AgentServer,
-		DNSDomain: spec.DNSDomain, Leaf: -1, ImageID: spec.ImageID, ImageRoot: spec.ImageRoot}
+		DNSDomain: spec.DNSDomain, Leaf: -1, ImageID: spec.ImageID, ImageRoot: spec.ImageRoot, Containers: spec.Containers}
+	if r.Containers && r.ImageRoot == "" {
+		return nil, errors.New("local provider: a node with a container runtime boots from an image (scripts/setup.sh builds the default one)")
+	}
 	if err := p.place(r); err != nil {
 		return nil, err
 	}
@@ -447,6 +457,9 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	}
 	if err := killNetns(ctx, r.Netns); err != nil {
 		return err
+	}
+	if err := removeCgroups(r.Cgroups); err != nil {
+		p.log.Warn("a terminated node's cgroups", "instance_id", r.ID, "error", err)
 	}
 	if err := deleteNetns(r.Netns, r.HostVeth); err != nil {
 		return err
@@ -533,7 +546,13 @@ func (p *Provider) halt(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return killNetns(ctx, r.Netns)
+	if err := killNetns(ctx, r.Netns); err != nil {
+		return err
+	}
+	if err := removeCgroups(r.Cgroups); err != nil {
+		p.log.Warn("a halted node's cgroups", "instance_id", r.ID, "error", err)
+	}
+	return nil
 }
 
 // boot starts a halted instance again; an instance terminated meanwhile is not.

@@ -35,6 +35,9 @@ type NodeSetup struct {
 	// (imageroot.go). The node then sees none of the host's files but the Binds' sources, and
 	// has no Layers (its root is all its own).
 	Root *ImageRoot `json:"Root,omitempty"`
+	// Containers, when set (only with Root), readies the node for a container runtime and a
+	// kubelet (containers.go): node-init runs in its cgroups' namespace, which it mounts.
+	Containers *Containers `json:"Containers,omitempty"`
 }
 
 // Layer is an overlay file system over Target: the host's directory is its lower layer,
@@ -146,6 +149,14 @@ func (p *Provider) prepareDirs(r *record) error {
 		setup.Binds = append(setup.Binds, Bind{Source: p.cfg.AgentBinary, Target: NodeAgentBinary, ReadOnly: true})
 		for _, f := range p.agentFiles(r) {
 			setup.Binds = append(setup.Binds, Bind{Source: filepath.Join(p.dir(r.ID), f), Target: filepath.Join(nodeRunDir, f), ReadOnly: true})
+		}
+		if r.Containers {
+			binds, err := p.containerBinds(r)
+			if err != nil {
+				return err
+			}
+			setup.Binds = append(setup.Binds, binds...)
+			setup.Containers = &Containers{Cgroups: r.Cgroups}
 		}
 		b, _ := json.MarshalIndent(setup, "", "  ")
 		return os.WriteFile(filepath.Join(p.dir(r.ID), "setup.json"), b, 0o600)
@@ -381,9 +392,18 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) (wait func() error, er
 	// the running node's namespaces instead, and finds the node set up.
 	var argv []string
 	initPID, initErr := pidFile(filepath.Join(dir, "init.pid"))
+	if r.Containers && !(sameBoot && initErr == nil && isNodeInit(initPID)) {
+		// A boot: the node's cgroups anew (its last stop removed them), where node-init starts.
+		if err := p.bootCgroups(r); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case sameBoot && initErr == nil && isNodeInit(initPID):
 		argv = AgentCommandIn(initPID, append(args, "--device-dir", "/dev")...)
+		if r.Containers {
+			argv = joinCgroups(r.Cgroups, withFlag(argv, "nsenter", "--cgroup"))
+		}
 	case sameBoot:
 		// A node an older hale booted (no node-init): its daemons are in the host's PID
 		// namespace, where the restarted agent must find them (slurmd's adopt script reads
@@ -393,6 +413,9 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) (wait func() error, er
 	default:
 		os.Remove(filepath.Join(dir, "init.pid"))
 		argv = NodeCommand(r.Netns, p.cfg.AgentBinary, filepath.Join(dir, "setup.json"), args)
+		if r.Containers {
+			argv = joinCgroups(r.Cgroups, withFlag(argv, "unshare", "--cgroup"))
+		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -1,0 +1,190 @@
+// Package nodestack is what runs on an Eks node whose kubelet is real (issue 28; research
+// real-kubelets.md): containerd with runc and the reference CNI plugins, and the kubelet,
+// configured for one node from the control plane's credentials. The binaries come from
+// scripts/k8s-tools.sh (bin/k8s), bound into the node at BinDir by the provider; this package
+// renders the files the node gets and the daemons its agent supervises.
+//
+// The settings are those a machine without systemd and on cgroup v1 needs (the local provider's
+// nodes): the cgroupfs driver, failCgroupV1 off (Kubernetes 1.37 still runs on v1 when told),
+// cgroupRoot "/" (the node's own cgroup namespace), no swap check, eviction thresholds at 0 %
+// and image garbage collection at 100 % (the node's disk is the machine's, shared: as kind sets
+// them), and containerd's restrict_oom_score_adj (a process may not lower its OOM score below
+// containerd's own where the machine withholds CAP_SYS_RESOURCE, as this sandbox does).
+package nodestack
+
+import (
+	"fmt"
+	"strings"
+)
+
+// BinDir is where the node stack's binaries are inside a node: kubelet, kube-proxy, containerd,
+// containerd-shim-runc-v2, ctr, runc, pause, and the CNI plugins in cni/.
+const BinDir = "/opt/hale/k8s"
+
+// Paths of the node's files.
+const (
+	ContainerdConfig = "/etc/containerd/config.toml"
+	CNITemplate      = "/etc/containerd/hale-cni.tmpl"
+	ContainerdSocket = "/run/containerd/containerd.sock"
+	KubeletConfig    = "/etc/kubernetes/kubelet/config.yaml"
+	KubeletKubeconf  = "/etc/kubernetes/kubelet.conf"
+	PKIDir           = "/etc/kubernetes/pki"
+	ResolvConf       = "/etc/kubernetes/resolv.conf"
+	PauseArchivePath = "/var/lib/hale-node/pause.tar"
+	// PauseImage is the sandbox image: containerd 2.3's default, and kubeadm 1.37's.
+	PauseImage = "registry.k8s.io/pause:3.10.2"
+)
+
+// Node is the node its files are for.
+type Node struct {
+	Name       string // the Node's name (hyperpod-i-…), the kubelet's --hostname-override
+	IP         string // its InternalIP
+	ProviderID string // hale://i-…
+}
+
+// Credentials are the node's kubelet's (kubeplane.NodeCredentials), PEM.
+type Credentials struct {
+	Server                  string
+	CA                      []byte
+	ClientCert, ClientKey   []byte
+	ServingCert, ServingKey []byte
+}
+
+// File is one file of the node: its content and mode.
+type File struct {
+	Content []byte
+	Mode    uint32
+}
+
+// Files returns the node's files by path: containerd's configuration and CNI template, the
+// kubelet's configuration and kubeconfig, the certificates, and an empty resolv.conf for pods
+// (the node's own names its host's resolver, which pods cannot reach; cluster DNS comes later).
+func Files(n Node, c Credentials) map[string]File {
+	return map[string]File{
+		ContainerdConfig:               {[]byte(containerdConfig), 0o644},
+		CNITemplate:                    {[]byte(cniTemplate), 0o644},
+		KubeletConfig:                  {[]byte(kubeletConfig), 0o644},
+		KubeletKubeconf:                {[]byte(kubeconfig(n.Name, c.Server)), 0o600},
+		PKIDir + "/ca.crt":             {c.CA, 0o644},
+		PKIDir + "/kubelet-client.crt": {c.ClientCert, 0o644},
+		PKIDir + "/kubelet-client.key": {c.ClientKey, 0o600},
+		PKIDir + "/kubelet.crt":        {c.ServingCert, 0o644},
+		PKIDir + "/kubelet.key":        {c.ServingKey, 0o600},
+		ResolvConf:                     {nil, 0o644},
+	}
+}
+
+// Daemon is a long-running process of the node stack, as the agent supervises it.
+type Daemon struct {
+	Name string
+	Argv []string
+	Env  map[string]string
+	Log  string
+}
+
+// Containerd is the container runtime; its PATH finds the runc shim and the CNI plugins' runc.
+func Containerd() Daemon {
+	return Daemon{Name: "containerd", Argv: []string{BinDir + "/containerd", "--config", ContainerdConfig},
+		Env: map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Log: "/var/log/containerd.log"}
+}
+
+// Kubelet is the node's kubelet, registering Node n.
+func Kubelet(n Node) Daemon {
+	return Daemon{Name: "kubelet", Argv: []string{BinDir + "/kubelet", "--config", KubeletConfig, "--kubeconfig", KubeletKubeconf,
+		"--hostname-override", n.Name, "--node-ip", n.IP, "--provider-id", n.ProviderID, "--v", "1"},
+		Env: map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Log: "/var/log/kubelet.log"}
+}
+
+// ImportPause is the command that puts the pause image, pinned (kept from image garbage
+// collection), into containerd's Kubernetes namespace.
+func ImportPause() []string {
+	return []string{BinDir + "/ctr", "--address", ContainerdSocket, "--namespace", "k8s.io", "images", "import",
+		"--label", "io.cri-containerd.pinned=pinned", PauseArchivePath}
+}
+
+// containerdConfig is containerd 2.x's configuration (version 3).
+var containerdConfig = strings.TrimLeft(fmt.Sprintf(`
+version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+[grpc]
+  address = %q
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %q
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = %q
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%q]
+    conf_dir = "/etc/cni/net.d"
+    conf_template = %q
+`, ContainerdSocket, PauseImage, BinDir+"/runc", BinDir+"/cni", CNITemplate), "\n")
+
+// cniTemplate is the pod network of one node, which containerd renders with the node's pod CIDR
+// once the kubelet has it from its Node: a bridge (cni0) whose address is the pods' gateway, and
+// addresses from the CIDR.
+const cniTemplate = `{
+  "cniVersion": "1.0.0",
+  "name": "hale",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "{{.PodCIDR}}"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "loopback"}
+  ]
+}
+`
+
+// kubeletConfig is the kubelet's configuration: see the package's comment for why each setting.
+var kubeletConfig = strings.TrimLeft(fmt.Sprintf(`
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+evictionHard:
+  memory.available: "0%%"
+  nodefs.available: "0%%"
+  nodefs.inodesFree: "0%%"
+  imagefs.available: "0%%"
+imageGCHighThresholdPercent: 100
+resolvConf: %s
+staticPodPath: /etc/kubernetes/manifests
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: %s/kubelet.crt
+tlsPrivateKeyFile: %s/kubelet.key
+readOnlyPort: 0
+serializeImagePulls: false
+`, ContainerdSocket, ResolvConf, PKIDir, PKIDir, PKIDir), "\n")
+
+// kubeconfig is the kubelet's kubeconfig: its Node's client certificate.
+func kubeconfig(name, server string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: hale
+  cluster: {server: %q, certificate-authority: %s/ca.crt}
+users:
+- name: system:node:%s
+  user: {client-certificate: %s/kubelet-client.crt, client-key: %s/kubelet-client.key}
+contexts:
+- name: hale
+  context: {cluster: hale, user: "system:node:%s"}
+current-context: hale
+`, server, PKIDir, name, PKIDir, PKIDir, name)
+}

@@ -1,0 +1,58 @@
+package nodestack
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// The pause image reads back as upstream builds it: one layer with /pause, run by user 65535,
+// tagged as containerd's sandbox image.
+func TestPauseArchive(t *testing.T) {
+	b, err := PauseArchive([]byte("\x7fELF pause"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(PauseImage)
+	img, err := tarball.Image(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cf.Config.Entrypoint, " ") != "/pause" || cf.Config.User != "65535:65535" || cf.OS != "linux" || cf.Architecture != "amd64" {
+		t.Errorf("config %+v", cf.Config)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %v %v", layers, err)
+	}
+}
+
+// Each node's files name the node: its kubeconfig's user is its Node's, and the kubelet's
+// configuration is the one a cgroup v1 machine without systemd needs.
+func TestFiles(t *testing.T) {
+	n := Node{Name: "hyperpod-i-0123", IP: "10.200.0.10", ProviderID: "hale://i-0123"}
+	files := Files(n, Credentials{Server: "https://10.200.0.1:6443", CA: []byte("ca")})
+	kc := string(files[KubeletKubeconf].Content)
+	if !strings.Contains(kc, "system:node:hyperpod-i-0123") || !strings.Contains(kc, `"https://10.200.0.1:6443"`) {
+		t.Errorf("kubeconfig:\n%s", kc)
+	}
+	for _, want := range []string{"failCgroupV1: false", "cgroupDriver: cgroupfs", "cgroupRoot: /"} {
+		if !strings.Contains(string(files[KubeletConfig].Content), want) {
+			t.Errorf("kubelet config lacks %q", want)
+		}
+	}
+	if files[PKIDir+"/kubelet.key"].Mode != 0o600 || files[KubeletKubeconf].Mode != 0o600 {
+		t.Error("private keys and the kubeconfig must be 0600")
+	}
+	if argv := strings.Join(Kubelet(n).Argv, " "); !strings.Contains(argv, "--hostname-override hyperpod-i-0123 --node-ip 10.200.0.10 --provider-id hale://i-0123") {
+		t.Errorf("kubelet %s", argv)
+	}
+}

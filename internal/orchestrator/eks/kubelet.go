@@ -1,0 +1,83 @@
+package eks
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/nodestack"
+	"github.com/haleproject/hale/internal/store"
+)
+
+// Real kubelets (issue 28). With Config.NodeStack, an Eks node runs containerd and a kubelet of
+// its own, as an EKS worker does: after its lifecycle scripts ran, hale writes their
+// configuration and the kubelet's credentials onto the node, has its agent supervise containerd,
+// imports the pause image (nothing can be pulled), and starts the kubelet, which registers the
+// node's Node; Join then labels it as for a simulated one.
+
+// NodeStack gives an Eks node with a real kubelet its files (the local control plane's
+// credentials for it, the pause image): nodestack.Files, with nodestack.PauseArchivePath.
+type NodeStack interface {
+	NodeFiles(node nodestack.Node, hostname string) (map[string]nodestack.File, error)
+}
+
+// ContainerNodes implements orchestrator.ContainerNodes: a node whose kubelet is real needs
+// what a container runtime does from its provider.
+func (r *round) ContainerNodes() bool { return r.o.cfg.NodeStack != nil }
+
+// pauseImportWait is how long containerd has to answer the pause image's import after it
+// starts.
+const pauseImportWait = 30 * time.Second
+
+// startKubelet writes the node's kubelet and containerd files, starts containerd, imports the
+// pause image, and starts the kubelet.
+func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
+	node := nodestack.Node{Name: NodeName(n.InstanceID), IP: n.Details.PrivateIP, ProviderID: "hale://" + n.InstanceID}
+	files, err := o.cfg.NodeStack.NodeFiles(node, n.Details.PrivateDNSHostname)
+	if err != nil {
+		return fmt.Errorf("the kubelet's files: %w", err)
+	}
+	var wf []*agentproto.File
+	for path, f := range files {
+		wf = append(wf, &agentproto.File{Path: path, Content: f.Content, Mode: f.Mode})
+	}
+	sort.Slice(wf, func(i, j int) bool { return wf[i].Path < wf[j].Path })
+	r, err := o.h.Do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-kubelet-files", Ephemeral: true,
+		Kind: &agentproto.Command_WriteFiles{WriteFiles: &agentproto.WriteFiles{Files: wf}}}, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("writing the kubelet's files: %w", err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("writing the kubelet's files: %s", r.Error)
+	}
+	if err := o.startDaemon(ctx, n, nodestack.Containerd()); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(pauseImportWait)
+	for {
+		_, err := o.h.Run(ctx, n.InstanceID, nodestack.ImportPause(), 20*time.Second)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("importing the pause image into containerd (its log: /var/log/containerd.log): %w", err)
+		}
+		o.h.Sleep(ctx, 500*time.Millisecond)
+	}
+	return o.startDaemon(ctx, n, nodestack.Kubelet(node))
+}
+
+// startDaemon has the node's agent supervise d.
+func (o *EKS) startDaemon(ctx context.Context, n *store.Node, d nodestack.Daemon) error {
+	r, err := o.h.Do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-" + d.Name,
+		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, Enabled: true, LogPath: d.Log}}}, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", d.Name, err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("starting %s: %s", d.Name, r.Error)
+	}
+	return nil
+}
