@@ -12,6 +12,7 @@ import (
 	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -106,8 +107,13 @@ func (h host) Sleep(ctx context.Context, d time.Duration) { h.c.sleep(ctx, d) }
 func (h host) Logger() *slog.Logger                       { return h.c.log }
 func (h host) Enqueue(clusterID string)                   { h.c.Enqueue(clusterID) }
 func (h host) Lifecycle() lifecycle.Source                { return h.c.cfg.Lifecycle }
-func (h host) Connected(instanceID string) bool           { return h.c.cfg.Agents.Connected(instanceID) }
-func (h host) Silent(instanceID string) bool              { return h.c.cfg.Agents.Silent(instanceID) }
+
+func (h host) PodRoutes() provider.PodRoutes {
+	pr, _ := h.c.cfg.Provider.(provider.PodRoutes)
+	return pr
+}
+func (h host) Connected(instanceID string) bool { return h.c.cfg.Agents.Connected(instanceID) }
+func (h host) Silent(instanceID string) bool    { return h.c.cfg.Agents.Silent(instanceID) }
 
 func (h host) Do(ctx context.Context, instanceID string, cmd *agentproto.Command, timeout time.Duration) (*agentproto.CommandResult, error) {
 	return h.c.do(ctx, instanceID, cmd, timeout)

@@ -36,6 +36,7 @@ import (
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/lifecycle"
+	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -194,6 +195,8 @@ type Host interface {
 	// Enqueue asks for the cluster to be reconciled.
 	Enqueue(clusterID string)
 	Lifecycle() lifecycle.Source
+	// PodRoutes is the provider's routing of pod networks between nodes, nil when it has none.
+	PodRoutes() provider.PodRoutes
 	// Connected: the instance's agent has a session; Silent: it has missed its heartbeats, or
 	// has no session once agents had time to reconnect.
 	Connected(instanceID string) bool

@@ -94,6 +94,23 @@ type LaunchSpec struct {
 	Containers bool
 }
 
+// PodRoutes is a provider that routes the pod networks of a cluster's nodes between them and
+// to the machine hale runs on (the local provider, whose nodes share its bridge: a real network
+// has a CNI or the cloud's routes for it).
+type PodRoutes interface {
+	// RoutePods makes the pod routes of the cluster's instances routes: each instance reaches
+	// every other's CIDR through that instance's address, and so does hale's machine. Routes of
+	// the cluster not in routes are removed.
+	RoutePods(ctx context.Context, clusterID string, routes []PodRoute) error
+}
+
+// PodRoute is one node's pod network: CIDR, reached through Via (the node's address).
+type PodRoute struct {
+	InstanceID string
+	CIDR       string
+	Via        string
+}
+
 // Provider launches and manages instances.
 type Provider interface {
 	// Name is the provider's name, as hale server --provider spells it.

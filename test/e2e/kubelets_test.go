@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/haleproject/hale/internal/nodestack"
@@ -86,41 +89,72 @@ func TestEksRealKubelets(t *testing.T) {
 	}
 
 	target := names[1]
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: target, Containers: []corev1.Container{{Name: "hello", Image: busyboxImage, ImagePullPolicy: corev1.PullNever,
-			Command: []string{"sh", "-c", "echo hello from $(hostname) at $(hostname -i); exec sleep 3600"}}}}}
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var running *corev1.Pod
-	eventually(t, 90*time.Second, "the pod Running", func() (bool, string) {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
+	hello := busyboxPod("hello", target, "echo hello from $(hostname) at $(hostname -i); mkdir -p /www && echo pong > /www/ping && exec httpd -f -p 8080 -h /www")
+	client := busyboxPod("client", names[0], "exec sleep 3600")
+	hog := busyboxPod("hog", names[0], "dd if=/dev/zero of=/dev/null bs=100M count=1; sleep 5")
+	hog.Spec.RestartPolicy = corev1.RestartPolicyNever
+	hog.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	for _, p := range []*corev1.Pod{hello, client, hog} {
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		running = p
-		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", string(p.Status.Phase) + " " + p.Status.Message
+	}
+	running := map[string]*corev1.Pod{}
+	eventually(t, 90*time.Second, "the pods Running", func() (bool, string) {
+		for _, name := range []string{"hello", "client"} {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+				return false, name + " " + string(p.Status.Phase) + " " + p.Status.Message
+			}
+			running[name] = p
+		}
+		return true, ""
 	})
 	kn, _ := cs.CoreV1().Nodes().Get(ctx, target, metav1.GetOptions{})
-	if !inCIDR(running.Status.PodIP, kn.Spec.PodCIDR) {
-		t.Errorf("pod address %s is not in %s's pod CIDR %s", running.Status.PodIP, target, kn.Spec.PodCIDR)
+	if !inCIDR(running["hello"].Status.PodIP, kn.Spec.PodCIDR) {
+		t.Errorf("pod address %s is not in %s's pod CIDR %s", running["hello"].Status.PodIP, target, kn.Spec.PodCIDR)
 	}
 	logs, err := cs.CoreV1().Pods("default").GetLogs("hello", &corev1.PodLogOptions{}).Do(ctx).Raw()
-	if err != nil || !strings.Contains(string(logs), "hello from hello at "+running.Status.PodIP) {
+	if err != nil || !strings.Contains(string(logs), "hello from hello at "+running["hello"].Status.PodIP) {
 		t.Errorf("kubectl logs: %q %v", logs, err)
 	}
-	kubectl := filepath.Join(o.KubernetesBin, "kubectl")
-	out, err := exec.Command(kubectl, "--kubeconfig", filepath.Join(dir, "kubernetes", "admin.kubeconfig"), "exec", "hello", "--", "cat", "/proc/1/cmdline").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "sleep") {
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command(filepath.Join(o.KubernetesBin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(dir, "kubernetes", "admin.kubeconfig")}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := kubectl("exec", "hello", "--", "cat", "/proc/1/cmdline"); err != nil || !strings.HasPrefix(out, "httpd") {
 		t.Errorf("kubectl exec: %q %v", out, err)
 	}
+	// Across nodes: a pod on the other node fetches from hello's address, and reaches the API
+	// server on hale's machine (its answer routed back to the pod).
+	eventually(t, 30*time.Second, "a pod on another node reaches hello", func() (bool, string) {
+		// busybox's nc: Debian's static wget crashes in a root without glibc's NSS modules.
+		out, err := kubectl("exec", "client", "--", "sh", "-c", `printf 'GET /ping HTTP/1.0\r\n\r\n' | nc -w 3 `+running["hello"].Status.PodIP+" 8080")
+		return err == nil && strings.HasSuffix(strings.TrimSpace(out), "pong"), fmt.Sprintf("%q %v", out, err)
+	})
+	api, _ := url.Parse(cs.RESTClient().Get().URL().String())
+	if out, err := kubectl("exec", "client", "--", "sh", "-c", "nc -w 3 "+api.Hostname()+" "+api.Port()+" </dev/null"); err != nil {
+		t.Errorf("a pod does not reach the API server at %s: %q %v", api.Host, out, err)
+	}
+	// The kubelet's limits are the node's cgroups': past 64 MiB, the container is OOMKilled.
+	eventually(t, 60*time.Second, "hog OOMKilled", func() (bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		st := p.Status.ContainerStatuses[0].State
+		return st.Terminated != nil && st.Terminated.Reason == "OOMKilled", fmt.Sprintf("%+v", st)
+	})
 	// The container's process is in its node's cgroups (the host's view: under
 	// hale/<instance>, the kubelet's kubepods below).
 	inst := map[string]string{}
 	for _, n := range nodes {
 		inst[eks.NodeName(*n.InstanceId)] = *n.InstanceId
 	}
-	cg, err := e.onNode(inst[target], "cat /proc/$(pgrep -x sleep | head -1)/cgroup | grep :memory:")
+	cg, err := e.onNode(inst[target], "cat /proc/$(pgrep -x httpd | head -1)/cgroup | grep :memory:")
 	if err != nil || !strings.Contains(cg, "/hale/"+inst[target]+"/kubepods/") {
 		t.Errorf("the container's memory cgroup: %q %v; want it under the node's kubepods", cg, err)
 	}
@@ -139,6 +173,13 @@ func TestEksRealKubelets(t *testing.T) {
 	}
 }
 
+// busyboxPod is a pod of the tests' busybox image on node, running script.
+func busyboxPod(name, node, script string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: name, Image: busyboxImage, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"sh", "-c", script}}}}}
+}
+
 // inCIDR reports whether ip is in cidr.
 func inCIDR(ip, cidr string) bool {
 	_, n, err := net.ParseCIDR(cidr)
@@ -148,7 +189,7 @@ func inCIDR(ip, cidr string) bool {
 // busyboxFiles lays out busybox and the applets the tests use.
 func busyboxFiles(bb []byte) []nodestack.ImageFile {
 	files := []nodestack.ImageFile{{Path: "bin/busybox", Content: bb, Mode: 0o755}}
-	for _, a := range []string{"sh", "sleep", "echo", "cat", "hostname", "ls", "wget", "nslookup", "ip", "ping"} {
+	for _, a := range []string{"sh", "sleep", "echo", "cat", "hostname", "ls", "nslookup", "ip", "ping", "nc", "httpd", "mkdir", "dd", "printf"} {
 		files = append(files, nodestack.ImageFile{Path: "bin/" + a, Link: "busybox"})
 	}
 	return files

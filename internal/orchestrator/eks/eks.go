@@ -74,11 +74,13 @@ type EKS struct {
 	clients map[string]kubernetes.Interface // by registered cluster ARN
 	dynamic map[string]dynamic.Interface    // the same, for PyTorchJobs
 	polls   orchestrator.Every              // each cluster's Nodes, read once per pollInterval
+	routed  map[string]string               // the pod routes last set, by cluster (kubelet.go)
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
-	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval}}
+	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval},
+		routed: map[string]string{}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/nodestack"
+	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -80,4 +84,46 @@ func (o *EKS) startDaemon(ctx context.Context, n *store.Node, d nodestack.Daemon
 		return fmt.Errorf("starting %s: %s", d.Name, r.Error)
 	}
 	return nil
+}
+
+// routePods has the provider route each Node's pod CIDR (given by the controller manager) to its
+// InternalIP on every other node of the cluster and on hale's machine, when they changed: pods
+// on different nodes then reach each other, and the API server answers them.
+func (o *EKS) routePods(ctx context.Context, clusterID string, nodes []corev1.Node) {
+	pr := o.h.PodRoutes()
+	if pr == nil {
+		return
+	}
+	var routes []provider.PodRoute
+	for _, kn := range nodes {
+		id, ok := strings.CutPrefix(kn.Spec.ProviderID, "hale://")
+		if ip := nodeIP(&kn); ok && kn.Spec.PodCIDR != "" && ip != "" {
+			routes = append(routes, provider.PodRoute{InstanceID: id, CIDR: kn.Spec.PodCIDR, Via: ip})
+		}
+	}
+	sort.Slice(routes, func(i, j int) bool { return routes[i].CIDR < routes[j].CIDR })
+	key := fmt.Sprint(routes)
+	o.mu.Lock()
+	same := o.routed[clusterID] == key
+	o.mu.Unlock()
+	if same {
+		return
+	}
+	if err := pr.RoutePods(ctx, clusterID, routes); err != nil {
+		o.log.Warn("routing the pod networks", "cluster_id", clusterID, "error", err)
+		return
+	}
+	o.mu.Lock()
+	o.routed[clusterID] = key
+	o.mu.Unlock()
+}
+
+// nodeIP is a Node's InternalIP ("" when it reports none).
+func nodeIP(kn *corev1.Node) string {
+	for _, a := range kn.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
 }

@@ -92,6 +92,9 @@ func (r *round) Steps() error {
 		if err != nil {
 			return
 		}
+		if o.cfg.NodeStack != nil {
+			o.routePods(ctx, cl.ID, nodes.Items)
+		}
 		for _, kn := range nodes.Items {
 			logical, ok := byNode[kn.Name]
 			action := ""
