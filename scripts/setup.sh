@@ -131,7 +131,8 @@ fi
 # hale's default image: the root file system the nodes of groups with no ImageId boot from
 # (docs/images.md), built once per machine in /var/lib/hale/images/default, which every hale
 # server here uses. About 2.5 minutes and 2 GB (root and package cache) the first time; then
-# it is only checked. HALE_DEFAULT_IMAGE=DIR builds it elsewhere (hale server --default-image
+# it is only checked (and built again, about 1.5 minutes, when this hale's default packages
+# changed). HALE_DEFAULT_IMAGE=DIR builds it elsewhere (hale server --default-image
 # DIR), HALE_DEFAULT_IMAGE=host skips it (nodes then run on the host's root, with a warning);
 # `sudo hale image build-default --rebuild` builds it again.
 default_image=${HALE_DEFAULT_IMAGE:-/var/lib/hale/images/default}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +28,10 @@ const DefaultDir = "/var/lib/hale/images/default"
 // mmdebstrap's apt variant lacks:
 //   - mount: mount(8), which the EKS scripts read to wait for /opt/sagemaker;
 //   - curl, ca-certificates, unzip: the EKS scripts' downloads (EFA's FSx set-up);
-//   - sudo: scripts run commands as the cluster's users.
-var DefaultSpec = Spec{Name: Default, Suite: "bookworm", Packages: []string{"ca-certificates", "curl", "mount", "sudo", "unzip"}}
+//   - sudo: scripts run commands as the cluster's users;
+//   - nftables, iptables: the packet filters an EKS node has, which kube-proxy (its nftables
+//     mode runs nft) and the CNI plugins program on Eks nodes with real kubelets.
+var DefaultSpec = Spec{Name: Default, Suite: "bookworm", Packages: []string{"ca-certificates", "curl", "iptables", "mount", "nftables", "sudo", "unzip"}}
 
 // ErrNoDefault: the default image has not been built (or its build failed) in the directory a
 // server was given; nodes of default groups then run on the host's root (docs/images.md).
@@ -67,7 +70,8 @@ type DefaultBuild struct {
 }
 
 // BuildDefault builds the default image (DefaultSpec) as o says, writing progress to log, and
-// returns its manifest. An Available image already there is kept unless o.Rebuild; a rebuild
+// returns its manifest. An Available image already there is kept unless o.Rebuild, or unless it
+// was built from another suite or other packages (DefaultSpec changed with this hale); a rebuild
 // replaces the root only once the new one is complete (the old one is kept as rootfs.old until
 // the next rebuild: nodes that booted from it still use it). One build at a time per directory
 // (a lock file, Dir/.lock): a second caller waits for the first, then finds the image built.
@@ -95,6 +99,11 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 		}
 	}
 	prev, perr := ReadDefault(dir)
+	if perr == nil && !rebuild && (prev.Suite != DefaultSpec.Suite || !slices.Equal(prev.Packages, DefaultSpec.AllPackages())) {
+		fmt.Fprintf(log, "hale: the default image in %s was built with %s; this hale's has %s: building it again\n", dir,
+			strings.Join(prev.Packages, ", "), strings.Join(DefaultSpec.AllPackages(), ", "))
+		rebuild = true
+	}
 	if perr == nil && !rebuild {
 		m := prev
 		fmt.Fprintf(log, "hale: the default image in %s is already built (%s, %s); --rebuild builds it again\n", dir, m.CreatedAt.Format(time.RFC3339), HumanSize(m.SizeBytes))

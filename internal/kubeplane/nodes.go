@@ -15,6 +15,11 @@ type NodeCredentials struct {
 	CA                      []byte
 	ClientCert, ClientKey   []byte
 	ServingCert, ServingKey []byte
+	// ProxyCert and ProxyKey are the node's kube-proxy's (user system:kube-proxy, which the
+	// bootstrap role system:node-proxier is bound to).
+	ProxyCert, ProxyKey []byte
+	// ClusterCIDR is the pods' network (kube-proxy tells pods' traffic by it).
+	ClusterCIDR string
 }
 
 // ErrNoNodeAddress: the control plane listens on loopback only (Config.Address empty), where no
@@ -27,7 +32,7 @@ func (cp *ControlPlane) NodeCredentials(name string, ip net.IP, hostname string)
 	if cp.cfg.Address == "" {
 		return nil, ErrNoNodeAddress
 	}
-	c := &NodeCredentials{Server: cp.server, CA: cp.pki.caPEM}
+	c := &NodeCredentials{Server: cp.server, CA: cp.pki.caPEM, ClusterCIDR: ClusterCIDR}
 	var err error
 	if c.ClientCert, c.ClientKey, err = cp.pki.issuePEM("system:node:"+name, []string{"system:nodes"}, nil, nil); err != nil {
 		return nil, err
@@ -37,6 +42,9 @@ func (cp *ControlPlane) NodeCredentials(name string, ip net.IP, hostname string)
 		dns = append(dns, hostname)
 	}
 	if c.ServingCert, c.ServingKey, err = cp.pki.issuePEM("system:node:"+name, []string{"system:nodes"}, []net.IP{ip}, dns); err != nil {
+		return nil, err
+	}
+	if c.ProxyCert, c.ProxyKey, err = cp.pki.issuePEM("system:kube-proxy", nil, nil, nil); err != nil {
 		return nil, err
 	}
 	return c, nil

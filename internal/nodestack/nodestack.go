@@ -28,6 +28,8 @@ const (
 	ContainerdSocket = "/run/containerd/containerd.sock"
 	KubeletConfig    = "/etc/kubernetes/kubelet/config.yaml"
 	KubeletKubeconf  = "/etc/kubernetes/kubelet.conf"
+	ProxyConfig      = "/etc/kubernetes/kube-proxy/config.yaml"
+	ProxyKubeconf    = "/etc/kubernetes/kube-proxy.conf"
 	PKIDir           = "/etc/kubernetes/pki"
 	ResolvConf       = "/etc/kubernetes/resolv.conf"
 	PauseArchivePath = "/var/lib/hale-node/pause.tar"
@@ -48,6 +50,8 @@ type Credentials struct {
 	CA                      []byte
 	ClientCert, ClientKey   []byte
 	ServingCert, ServingKey []byte
+	ProxyCert, ProxyKey     []byte
+	ClusterCIDR             string
 }
 
 // File is one file of the node: its content and mode.
@@ -64,7 +68,11 @@ func Files(n Node, c Credentials) map[string]File {
 		ContainerdConfig:               {[]byte(containerdConfig), 0o644},
 		CNITemplate:                    {[]byte(cniTemplate), 0o644},
 		KubeletConfig:                  {[]byte(kubeletConfig), 0o644},
-		KubeletKubeconf:                {[]byte(kubeconfig(n.Name, c.Server)), 0o600},
+		KubeletKubeconf:                {[]byte(kubeconfig(c.Server, "system:node:"+n.Name, "kubelet-client")), 0o600},
+		ProxyKubeconf:                  {[]byte(kubeconfig(c.Server, "system:kube-proxy", "kube-proxy")), 0o600},
+		ProxyConfig:                    {[]byte(proxyConfig(n.Name, c.ClusterCIDR)), 0o644},
+		PKIDir + "/kube-proxy.crt":     {c.ProxyCert, 0o644},
+		PKIDir + "/kube-proxy.key":     {c.ProxyKey, 0o600},
 		PKIDir + "/ca.crt":             {c.CA, 0o644},
 		PKIDir + "/kubelet-client.crt": {c.ClientCert, 0o644},
 		PKIDir + "/kubelet-client.key": {c.ClientKey, 0o600},
@@ -172,19 +180,41 @@ readOnlyPort: 0
 serializeImagePulls: false
 `, ContainerdSocket, ResolvConf, PKIDir, PKIDir, PKIDir), "\n")
 
-// kubeconfig is the kubelet's kubeconfig: its Node's client certificate.
-func kubeconfig(name, server string) string {
+// kubeconfig is a kubeconfig for user, whose client certificate is PKIDir/<cert>.crt.
+func kubeconfig(server, user, cert string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: hale
   cluster: {server: %q, certificate-authority: %s/ca.crt}
 users:
-- name: system:node:%s
-  user: {client-certificate: %s/kubelet-client.crt, client-key: %s/kubelet-client.key}
+- name: %q
+  user: {client-certificate: %s/%s.crt, client-key: %s/%s.key}
 contexts:
 - name: hale
-  context: {cluster: hale, user: "system:node:%s"}
+  context: {cluster: hale, user: %q}
 current-context: hale
-`, server, PKIDir, name, PKIDir, PKIDir, name)
+`, server, PKIDir, user, PKIDir, cert, PKIDir, cert, user)
+}
+
+// proxyConfig is kube-proxy's configuration: nftables (over netlink: no nft program needed;
+// IPVS is not in this kernel), each node's own rules in its network namespace, and no
+// conntrack table size set (nf_conntrack_max is the whole machine's).
+func proxyConfig(name, clusterCIDR string) string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clusterCIDR: %s
+hostnameOverride: %s
+clientConnection: {kubeconfig: %s}
+conntrack: {maxPerCore: 0}
+metricsBindAddress: 127.0.0.1:10249
+`, clusterCIDR, name, ProxyKubeconf)
+}
+
+// KubeProxy is the node's Service proxy.
+func KubeProxy() Daemon {
+	return Daemon{Name: "kube-proxy", Argv: []string{BinDir + "/kube-proxy", "--config", ProxyConfig, "--v", "1"},
+		Env: map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Log: "/var/log/kube-proxy.log"}
 }

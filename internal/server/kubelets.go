@@ -59,7 +59,7 @@ func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nod
 		return nil, err
 	}
 	files := nodestack.Files(n, nodestack.Credentials{Server: c.Server, CA: c.CA, ClientCert: c.ClientCert, ClientKey: c.ClientKey,
-		ServingCert: c.ServingCert, ServingKey: c.ServingKey})
+		ServingCert: c.ServingCert, ServingKey: c.ServingKey, ProxyCert: c.ProxyCert, ProxyKey: c.ProxyKey, ClusterCIDR: c.ClusterCIDR})
 	files[nodestack.PauseArchivePath] = nodestack.File{Content: archive, Mode: 0o644}
 	return files, nil
 }

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
@@ -35,7 +36,9 @@ const busyboxImage = "docker.io/library/busybox:hale"
 // of their own (issue 28): the kubelet registers its Node (no kwok), which hale labels as on
 // HyperPod; a pod runs a real process in a container on a chosen node, with an address from that
 // Node's pod CIDR, inside the node's own cgroups; `kubectl logs` and `kubectl exec` reach the
-// kubelet through the API server by the node's address. The kernel settings the kubelet would
+// kubelet through the API server by the node's address; a pod on the other node reaches it by
+// its address and through a Service (kube-proxy), and reaches the API server; a pod past its
+// memory limit is OOMKilled. The kernel settings the kubelet would
 // change are the host's before and after, and the deleted cluster leaves no cgroup behind.
 func TestEksRealKubelets(t *testing.T) {
 	parallel(t)
@@ -60,6 +63,15 @@ func TestEksRealKubelets(t *testing.T) {
 	}
 	e.waitStatus("real", types.ClusterStatusInservice, 240*time.Second)
 	nodes := e.nodes("real")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range nodes {
+			out, _ := e.onNode(*n.InstanceId, "tail -n 15 /var/log/kubelet.log /var/log/kube-proxy.log /var/log/containerd.log 2>&1; timeout 5 /opt/hale/k8s/kube-proxy --config /etc/kubernetes/kube-proxy/config.yaml --v 2 2>&1 | grep -v FLAG | tail -15")
+			t.Logf("node %s's logs:\n%s", *n.InstanceId, out)
+		}
+	})
 	ips := map[string]string{}
 	for _, n := range e.storeNodes("real") {
 		ips[n.InstanceID] = n.Details.PrivateIP
@@ -92,7 +104,13 @@ func TestEksRealKubelets(t *testing.T) {
 	hello := busyboxPod("hello", target, "echo hello from $(hostname) at $(hostname -i); mkdir -p /www && echo pong > /www/ping && exec httpd -f -p 8080 -h /www")
 	client := busyboxPod("client", names[0], "exec sleep 3600")
 	hog := busyboxPod("hog", names[0], "dd if=/dev/zero of=/dev/null bs=100M count=1; sleep 5")
+	hello.Labels = map[string]string{"app": "hello"}
 	hog.Spec.RestartPolicy = corev1.RestartPolicyNever
+	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hello"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	hog.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 	for _, p := range []*corev1.Pod{hello, client, hog} {
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -133,6 +151,11 @@ func TestEksRealKubelets(t *testing.T) {
 	eventually(t, 30*time.Second, "a pod on another node reaches hello", func() (bool, string) {
 		// busybox's nc: Debian's static wget crashes in a root without glibc's NSS modules.
 		out, err := kubectl("exec", "client", "--", "sh", "-c", `printf 'GET /ping HTTP/1.0\r\n\r\n' | nc -w 3 `+running["hello"].Status.PodIP+" 8080")
+		return err == nil && strings.HasSuffix(strings.TrimSpace(out), "pong"), fmt.Sprintf("%q %v", out, err)
+	})
+	// A Service: kube-proxy (nftables) on the client's node sends its ClusterIP to hello.
+	eventually(t, 30*time.Second, "the hello Service answers from another node", func() (bool, string) {
+		out, err := kubectl("exec", "client", "--", "sh", "-c", `printf 'GET /ping HTTP/1.0\r\n\r\n' | nc -w 3 `+svc.Spec.ClusterIP+" 80")
 		return err == nil && strings.HasSuffix(strings.TrimSpace(out), "pong"), fmt.Sprintf("%q %v", out, err)
 	})
 	api, _ := url.Parse(cs.RESTClient().Get().URL().String())

@@ -70,7 +70,10 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 		}
 		o.h.Sleep(ctx, 500*time.Millisecond)
 	}
-	return o.startDaemon(ctx, n, nodestack.Kubelet(node))
+	if err := o.startDaemon(ctx, n, nodestack.Kubelet(node)); err != nil {
+		return err
+	}
+	return o.startDaemon(ctx, n, nodestack.KubeProxy())
 }
 
 // startDaemon has the node's agent supervise d.
