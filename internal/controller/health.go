@@ -282,10 +282,7 @@ func findingSentence(n *store.Node, f *store.Finding, d health.Decision, rp *sto
 // hmaRecord is a finding as a JSON line of the health log stream, in the shape of HyperPod's
 // health monitoring agent's records (its "details: " key included), with hale's fields added.
 func hmaRecord(f *store.Finding, d health.Decision) map[string]any {
-	severity := "info"
-	if d.Action != health.Ignore {
-		severity = "warn"
-	}
+	severity := strings.ToLower(string(findingLevel(d, f.Fault))) // as the finding's event: info, warn, error
 	details := map[string]any{"severity": severity, "timestamp": f.At.Format(time.RFC3339Nano), "reason": f.Fault,
 		"action": f.Decision, "catalogAction": f.Action, "message": f.Evidence, "meaning": f.Meaning, "source": f.Source, "monitor": f.Monitor}
 	if f.Xid != 0 {

@@ -246,3 +246,65 @@ func nodeCgroupsLeft(id string) []string {
 	})
 	return left
 }
+
+// BenchmarkEksRealKubelets measures an Eks cluster of 4 nodes with real kubelets
+// (--kubelets real): CreateCluster to InService (every Node registered by its kubelet, Ready and
+// labelled), then, after 60 s idle, each node stack's memory (RSS of kubelet, containerd,
+// kube-proxy) and CPU (their CPU time over those 60 s). Run as root:
+//
+//	go test -tags 'e2e kube' ./test/e2e -run '^$' -bench EksRealKubelets -benchtime 1x
+func BenchmarkEksRealKubelets(b *testing.B) {
+	o := options(b, b.TempDir())
+	_, file, _, _ := runtime.Caller(0)
+	o.Kubernetes, o.KubernetesBin, o.Kubelets = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), server.KubeletsReal
+	o.DeepHealthCheckDuration = 2 * time.Second
+	e := startWith(b, o)
+	lc := e.exampleScripts("eks-base-config")
+	ctx := context.Background()
+	var ready time.Duration
+	rss, cpu := map[string]float64{}, map[string]float64{}
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("real-%d", i)
+		start := time.Now()
+		g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
+			InstanceCount: aws.Int32(4), ExecutionRole: aws.String(role),
+			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
+		if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
+			Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+			b.Fatal(err)
+		}
+		e.waitStatus(name, types.ClusterStatusInservice, 5*time.Minute)
+		ready += time.Since(start)
+		b.StopTimer()
+		sample := func() map[string][2]float64 { // process -> {RSS MB, CPU s}, summed over the nodes
+			out := map[string][2]float64{}
+			for _, nd := range e.storeNodes(name) {
+				ps, _ := e.onNode(nd.InstanceID, "for p in kubelet containerd kube-proxy; do set -- $(ps -o rss=,times= -C $p | head -1); echo $p ${1:-0} ${2:-0}; done")
+				for _, line := range strings.Split(strings.TrimSpace(ps), "\n") {
+					var p string
+					var kb, s float64
+					if _, err := fmt.Sscan(line, &p, &kb, &s); err == nil {
+						v := out[p]
+						out[p] = [2]float64{v[0] + kb/1024, v[1] + s}
+					}
+				}
+			}
+			return out
+		}
+		before := sample()
+		time.Sleep(60 * time.Second)
+		after := sample()
+		for p, v := range after {
+			rss[p] += v[0] / 4
+			cpu[p] += (v[1] - before[p][1]) / 60 / 4 * 100
+		}
+		e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)})
+		e.waitGone(name, 2*time.Minute)
+		b.StartTimer()
+	}
+	b.ReportMetric(ready.Seconds()/float64(b.N), "s-to-InService")
+	for p := range rss {
+		b.ReportMetric(rss[p]/float64(b.N), p+"_MB/node")
+		b.ReportMetric(cpu[p]/float64(b.N), p+"_%cpu/node")
+	}
+}

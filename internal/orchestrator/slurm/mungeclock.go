@@ -114,9 +114,9 @@ func (s *Slurm) checkMungeClock(ctx context.Context, clusterID, ctlInstance, ctl
 	if offset < 0 {
 		way = "behind"
 	}
-	evidence := fmt.Sprintf("slurmctld has node %s not responding; munge on it encoded a credential at %s by its clock, which munge on the controller %s decoded at %s by its own: "+
-		"the node's clock is %s %s the controller's (unmunge: %s; munge refuses credentials more than 300 s off)",
-		name, m.Encode.UTC().Format(time.RFC3339), ctlName, m.Decode.UTC().Format(time.RFC3339), offset.Abs().Round(time.Second), way, m.Status)
+	evidence := fmt.Sprintf("the node's clock is %s %s the controller's (unmunge: %s; munge refuses credentials more than 300 s off): "+
+		"slurmctld has node %s not responding; munge on it encoded a credential at %s by its clock, which munge on the controller %s decoded at %s by its own",
+		offset.Abs().Round(time.Second), way, m.Status, name, m.Encode.UTC().Format(time.RFC3339), ctlName, m.Decode.UTC().Format(time.RFC3339))
 	s.h.NodeTx(ctx, clusterID, n.LogicalID, func(tx store.Tx, cl *store.Cluster, cur *store.Node) error {
 		if cur.InstanceID != n.InstanceID {
 			return nil // replaced meanwhile
