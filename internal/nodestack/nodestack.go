@@ -44,7 +44,10 @@ type Node struct {
 	ProviderID string // hale://i-…
 }
 
-// Credentials are the node's kubelet's (kubeplane.NodeCredentials), PEM.
+// Credentials are what the node's kubelet and kube-proxy need from the control plane
+// (kubeplane.ControlPlane.NodeCredentials issues them): the API server's URL, the CA, the
+// kubelet's client and serving certificates and keys, kube-proxy's, all PEM, and the pods'
+// network (ClusterCIDR).
 type Credentials struct {
 	Server                  string
 	CA                      []byte

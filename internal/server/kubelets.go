@@ -58,8 +58,7 @@ func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nod
 	if err != nil {
 		return nil, err
 	}
-	files := nodestack.Files(n, nodestack.Credentials{Server: c.Server, CA: c.CA, ClientCert: c.ClientCert, ClientKey: c.ClientKey,
-		ServingCert: c.ServingCert, ServingKey: c.ServingKey, ProxyCert: c.ProxyCert, ProxyKey: c.ProxyKey, ClusterCIDR: c.ClusterCIDR})
+	files := nodestack.Files(n, *c)
 	files[nodestack.PauseArchivePath] = nodestack.File{Content: archive, Mode: 0o644}
 	return files, nil
 }
