@@ -31,8 +31,10 @@ NODERT=(github.com/containerd/containerd/v2/cmd/containerd github.com/containerd
   github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local
   github.com/containernetworking/plugins/plugins/meta/portmap)
 RUNC=github.com/opencontainers/runc
+# Cluster DNS for those nodes' pods: CoreDNS, from tools/coredns (pure Go).
+COREDNS=github.com/coredns/coredns
 BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok training-operator kubelet kube-proxy
-  containerd containerd-shim-runc-v2 ctr runc pause)
+  containerd containerd-shim-runc-v2 ctr runc pause coredns)
 CNI=(bridge loopback host-local portmap)
 # The Kubeflow training operator (PyTorchJob, kubeflow.org/v1) is built from tools/kubeflow, a
 # module of its own (it has its own Kubernetes libraries), with its CRD from the same module.
@@ -43,7 +45,8 @@ STAGES=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-
   pod/fast/pod-complete pod/fast/pod-delete)
 
 key=$( (cat tools/k8s/go.mod tools/k8s/go.sum tools/kubeflow/go.mod tools/kubeflow/go.sum tools/noderuntime/go.mod tools/noderuntime/go.sum
-  echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP ${NODERT[*]} $RUNC") | sha256sum | cut -c1-16)
+  cat tools/coredns/go.mod tools/coredns/go.sum
+  echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP ${NODERT[*]} $RUNC $COREDNS") | sha256sum | cut -c1-16)
 cache=${HALE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hale-k8s}/$key
 
 cached() {
@@ -80,6 +83,7 @@ if ! cached; then
   (cd tools/noderuntime && CGO_ENABLED=1 go build -tags "seccomp urfave_cli_no_docs" -ldflags="-s -w -extldflags -static" -o "$cache.tmp/runc" "$RUNC") 2>&1 |
     grep -v 'statically linked applications requires at runtime\|in function' || true
   [ -x "$cache.tmp/runc" ]
+  (cd tools/coredns && CGO_ENABLED=0 go build -ldflags="-s -w" -o "$cache.tmp/coredns" "$COREDNS")
   gcc -Os -Wall -Werror -static -DVERSION=3.10.2 -o "$cache.tmp/pause" \
     "$(cd tools/k8s && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
   rm -rf "$cache" && mv "$cache.tmp" "$cache"

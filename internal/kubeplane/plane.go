@@ -221,6 +221,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Stop()
 		return nil, err
 	}
+	if cfg.Address != "" {
+		if err := cp.applyDNS(ctx); err != nil {
+			cp.Stop()
+			return nil, err
+		}
+	}
 	cfg.Logger.Info("Kubernetes control plane ready", "server", cp.server, "version", Version, "dir", cfg.Dir)
 	return cp, nil
 }

@@ -32,9 +32,17 @@ const (
 	ProxyKubeconf    = "/etc/kubernetes/kube-proxy.conf"
 	PKIDir           = "/etc/kubernetes/pki"
 	ResolvConf       = "/etc/kubernetes/resolv.conf"
-	PauseArchivePath = "/var/lib/hale-node/pause.tar"
+	// ImagesDir is where, inside a node, the images every node imports are (the provider binds
+	// them in: a 70 MB CoreDNS is no message for the agent's channel); PauseArchivePath and
+	// CoreDNSArchivePath are their archives there.
+	ImagesDir        = "/opt/hale/images"
+	PauseArchivePath = ImagesDir + "/pause.tar"
 	// PauseImage is the sandbox image: containerd 2.3's default, and kubeadm 1.37's.
 	PauseImage = "registry.k8s.io/pause:3.10.2"
+	// CoreDNSImage is cluster DNS's (kubeadm 1.37's CoreDNS version), CoreDNSArchivePath where
+	// the node gets it.
+	CoreDNSImage       = "registry.k8s.io/coredns/coredns:v1.14.6"
+	CoreDNSArchivePath = ImagesDir + "/coredns.tar"
 )
 
 // Node is the node its files are for.
@@ -108,11 +116,11 @@ func Kubelet(n Node) Daemon {
 		Log: "/var/log/kubelet.log"}
 }
 
-// ImportPause is the command that puts the pause image, pinned (kept from image garbage
+// Import is the command that puts the image archive at path, pinned (kept from image garbage
 // collection), into containerd's Kubernetes namespace.
-func ImportPause() []string {
+func Import(path string) []string {
 	return []string{BinDir + "/ctr", "--address", ContainerdSocket, "--namespace", "k8s.io", "images", "import",
-		"--label", "io.cri-containerd.pinned=pinned", PauseArchivePath}
+		"--label", "io.cri-containerd.pinned=pinned", path}
 }
 
 // containerdConfig is containerd 2.x's configuration (version 3).
@@ -170,6 +178,8 @@ evictionHard:
   nodefs.inodesFree: "0%%"
   imagefs.available: "0%%"
 imageGCHighThresholdPercent: 100
+clusterDNS: [%s]
+clusterDomain: cluster.local
 resolvConf: %s
 staticPodPath: /etc/kubernetes/manifests
 authentication:
@@ -181,7 +191,11 @@ tlsCertFile: %s/kubelet.crt
 tlsPrivateKeyFile: %s/kubelet.key
 readOnlyPort: 0
 serializeImagePulls: false
-`, ContainerdSocket, ResolvConf, PKIDir, PKIDir, PKIDir), "\n")
+`, ContainerdSocket, DNSServiceIP, ResolvConf, PKIDir, PKIDir, PKIDir), "\n")
+
+// DNSServiceIP is cluster DNS's Service address (kubeplane runs CoreDNS behind it), pods'
+// nameserver.
+const DNSServiceIP = "10.0.0.10"
 
 // kubeconfig is a kubeconfig for user, whose client certificate is PKIDir/<cert>.crt.
 func kubeconfig(server, user, cert string) string {

@@ -19,6 +19,12 @@ func PauseArchive(pause []byte) ([]byte, error) {
 	return ImageArchive(PauseImage, []ImageFile{{Path: "pause", Content: pause, Mode: 0o755}}, []string{"/pause"}, "65535:65535")
 }
 
+// CoreDNSArchive returns CoreDNS's image (CoreDNSImage): its static binary (scripts/k8s-tools.sh
+// builds it from the CoreDNS module), run as /coredns, as upstream's image does.
+func CoreDNSArchive(coredns []byte) ([]byte, error) {
+	return ImageArchive(CoreDNSImage, []ImageFile{{Path: "coredns", Content: coredns, Mode: 0o755}}, []string{"/coredns"}, "")
+}
+
 // ImageFile is one file of an image's layer: Path relative to its root; Link, when set, makes
 // it a symbolic link to Link instead.
 type ImageFile struct {

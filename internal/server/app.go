@@ -324,6 +324,9 @@ func Start(o Options) (*App, error) {
 			if lc.NodeStack, err = kubeBin(o); err != nil {
 				return fail(err)
 			}
+			if lc.NodeImages, err = nodeImages(o, lc.NodeStack); err != nil {
+				return fail(err)
+			}
 		}
 		p, err := local.New(lc)
 		if err != nil {

@@ -25,17 +25,13 @@ func realKubelets(o Options) bool {
 // unless they are real (Options.Kubelets).
 func (a *App) eksConfig(o Options) eks.Config {
 	if realKubelets(o) {
-		bin, _ := kubeBin(o)
-		return eks.Config{NodeStack: &nodeStack{a: a, pause: filepath.Join(bin, "pause")}}
+		return eks.Config{NodeStack: &nodeStack{a: a}}
 	}
 	return eks.Config{SimulatedKubelets: o.Provider == "local"}
 }
 
 // nodeStack gives Eks nodes their kubelets' files from the local control plane (eks.NodeStack).
-type nodeStack struct {
-	a     *App
-	pause string // Kubernetes' pause program, for the pause image
-}
+type nodeStack struct{ a *App }
 
 // NodeFiles implements eks.NodeStack.
 func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nodestack.File, error) {
@@ -50,15 +46,39 @@ func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nod
 	if err != nil {
 		return nil, err
 	}
-	pause, err := os.ReadFile(s.pause)
-	if err != nil {
-		return nil, fmt.Errorf("the pause program (scripts/k8s-tools.sh builds it): %w", err)
+	return nodestack.Files(n, *c), nil
+}
+
+// nodeImages writes the images every Eks node with a real kubelet imports (the pause image and
+// CoreDNS's, from the programs in bin) into DATA_DIR/kubernetes/node-images, which the local
+// provider binds into those nodes (nodestack.ImagesDir), and returns that directory.
+func nodeImages(o Options, bin string) (string, error) {
+	dir := filepath.Join(o.DataDir, "kubernetes", "node-images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
-	archive, err := nodestack.PauseArchive(pause)
-	if err != nil {
-		return nil, err
+	for _, img := range []struct {
+		program, archive string
+		build            func([]byte) ([]byte, error)
+	}{
+		{"pause", nodestack.PauseArchivePath, nodestack.PauseArchive},
+		{"coredns", nodestack.CoreDNSArchivePath, nodestack.CoreDNSArchive},
+	} {
+		b, err := os.ReadFile(filepath.Join(bin, img.program))
+		if err != nil {
+			return "", fmt.Errorf("%s for the nodes' images (scripts/k8s-tools.sh builds it): %w", img.program, err)
+		}
+		archive, err := img.build(b)
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(dir, filepath.Base(img.archive))
+		if err := os.WriteFile(path+".tmp", archive, 0o644); err != nil {
+			return "", err
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return "", err
+		}
 	}
-	files := nodestack.Files(n, *c)
-	files[nodestack.PauseArchivePath] = nodestack.File{Content: archive, Mode: 0o644}
-	return files, nil
+	return dir, nil
 }

@@ -37,7 +37,8 @@ const busyboxImage = "docker.io/library/busybox:hale"
 // HyperPod; a pod runs a real process in a container on a chosen node, with an address from that
 // Node's pod CIDR, inside the node's own cgroups; `kubectl logs` and `kubectl exec` reach the
 // kubelet through the API server by the node's address; a pod on the other node reaches it by
-// its address and through a Service (kube-proxy), and reaches the API server; a pod past its
+// its address, through a Service (kube-proxy) and by the Service's name (CoreDNS), and reaches
+// the API server; a pod past its
 // memory limit is OOMKilled. The kernel settings the kubelet would
 // change are the host's before and after, and the deleted cluster leaves no cgroup behind.
 func TestEksRealKubelets(t *testing.T) {
@@ -157,6 +158,11 @@ func TestEksRealKubelets(t *testing.T) {
 	eventually(t, 30*time.Second, "the hello Service answers from another node", func() (bool, string) {
 		out, err := kubectl("exec", "client", "--", "sh", "-c", `printf 'GET /ping HTTP/1.0\r\n\r\n' | nc -w 3 `+svc.Spec.ClusterIP+" 80")
 		return err == nil && strings.HasSuffix(strings.TrimSpace(out), "pong"), fmt.Sprintf("%q %v", out, err)
+	})
+	// Cluster DNS: CoreDNS (kube-system) answers the Service's name with its ClusterIP.
+	eventually(t, 60*time.Second, "the Service's name resolved by cluster DNS", func() (bool, string) {
+		out, err := kubectl("exec", "client", "--", "nslookup", "hello.default.svc.cluster.local")
+		return err == nil && strings.Contains(out, svc.Spec.ClusterIP), fmt.Sprintf("%q %v", out, err)
 	})
 	api, _ := url.Parse(cs.RESTClient().Get().URL().String())
 	if out, err := kubectl("exec", "client", "--", "sh", "-c", "nc -w 3 "+api.Hostname()+" "+api.Port()+" </dev/null"); err != nil {
@@ -279,7 +285,9 @@ func BenchmarkEksRealKubelets(b *testing.B) {
 		sample := func() map[string][2]float64 { // process -> {RSS MB, CPU s}, summed over the nodes
 			out := map[string][2]float64{}
 			for _, nd := range e.storeNodes(name) {
-				ps, _ := e.onNode(nd.InstanceID, "for p in kubelet containerd kube-proxy; do set -- $(ps -o rss=,times= -C $p | head -1); echo $p ${1:-0} ${2:-0}; done")
+				// RSS in KiB, CPU time in clock ticks (1/100 s: utime + stime of /proc/PID/stat).
+				ps, _ := e.onNode(nd.InstanceID, "for p in kubelet containerd kube-proxy; do pid=$(pgrep -xo $p); "+
+					"echo $p $(ps -o rss= -p $pid) $(awk '{print ($14+$15)/100}' /proc/$pid/stat); done")
 				for _, line := range strings.Split(strings.TrimSpace(ps), "\n") {
 					var p string
 					var kb, s float64

@@ -31,8 +31,7 @@ type NodeStack interface {
 // what a container runtime does from its provider.
 func (r *round) ContainerNodes() bool { return r.o.cfg.NodeStack != nil }
 
-// pauseImportWait is how long containerd has to answer the pause image's import after it
-// starts.
+// pauseImportWait is how long containerd has to answer an image's import after it starts.
 const pauseImportWait = 30 * time.Second
 
 // startKubelet writes the node's kubelet and containerd files, starts containerd, imports the
@@ -59,16 +58,18 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 	if err := o.startDaemon(ctx, n, nodestack.Containerd()); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(pauseImportWait)
-	for {
-		_, err := o.h.Run(ctx, n.InstanceID, nodestack.ImportPause(), 20*time.Second)
-		if err == nil {
-			break
+	for _, archive := range []string{nodestack.PauseArchivePath, nodestack.CoreDNSArchivePath} {
+		deadline := time.Now().Add(pauseImportWait)
+		for {
+			_, err := o.h.Run(ctx, n.InstanceID, nodestack.Import(archive), 20*time.Second)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("importing %s into containerd (its log: /var/log/containerd.log): %w", archive, err)
+			}
+			o.h.Sleep(ctx, 500*time.Millisecond)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("importing the pause image into containerd (its log: /var/log/containerd.log): %w", err)
-		}
-		o.h.Sleep(ctx, 500*time.Millisecond)
 	}
 	if err := o.startDaemon(ctx, n, nodestack.Kubelet(node)); err != nil {
 		return err

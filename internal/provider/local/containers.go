@@ -40,6 +40,9 @@ import (
 // ctr, runc, pause, and the CNI plugins in cni/.
 const NodeStackDir = "/opt/hale/k8s"
 
+// NodeImagesDir is where the image archives every such node imports are (Config.NodeImages).
+const NodeImagesDir = "/opt/hale/images"
+
 // Containers is what node-init does for a node with a container runtime (NodeSetup.Containers).
 type Containers struct {
 	// Cgroups are the node's cgroups, one per v1 hierarchy of the host's.
@@ -297,5 +300,9 @@ func (p *Provider) containerBinds(r *record) ([]Bind, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local provider: the node stack: %w (scripts/k8s-tools.sh builds it)", err)
 	}
-	return append(binds, Bind{Source: filepath.Dir(stack), Target: NodeStackDir, ReadOnly: true}), nil
+	binds = append(binds, Bind{Source: filepath.Dir(stack), Target: NodeStackDir, ReadOnly: true})
+	if p.cfg.NodeImages != "" {
+		binds = append(binds, Bind{Source: p.cfg.NodeImages, Target: NodeImagesDir, ReadOnly: true})
+	}
+	return binds, nil
 }

@@ -60,9 +60,11 @@ type Config struct {
 	// AgentArgs are extra arguments for every agent (e.g. heartbeat settings).
 	AgentArgs []string
 	// NodeStack is the directory of the node stack's binaries (bin/k8s: kubelet, containerd,
-	// runc, ...), bound into nodes launched with Containers; "" when none is built.
-	NodeStack string
-	Logger    *slog.Logger
+	// runc, ...), bound into nodes launched with Containers; "" when none is built. NodeImages,
+	// the image archives those nodes import (pause, CoreDNS), bound beside it.
+	NodeStack  string
+	NodeImages string
+	Logger     *slog.Logger
 }
 
 // Provider is the local provider.
