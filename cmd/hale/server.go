@@ -65,7 +65,6 @@ works with no other step. The hale CLI reads those files by itself.`,
 	f.BoolVar(&debug, "debug", false, "log every request")
 	f.StringVar(&o.Kubernetes, "kubernetes", "", "local: run a Kubernetes control plane (API server, controller manager, scheduler, etcd, kwok) for Eks clusters; its binaries come from scripts/k8s-tools.sh")
 	f.StringVar(&o.KubernetesName, "kubernetes-name", server.DefaultKubernetesName, "the name the local control plane is registered under (its ARN's last part)")
-	f.StringVar(&o.Kubelets, "kubelets", server.KubeletsSimulated, "how the local provider's Eks nodes run their kubelets: simulated (kwok: Nodes without pods) or real (a kubelet and containerd on each node, from scripts/k8s-tools.sh)")
 	addProviderFlags(f, &o)
 	return cmd
 }
@@ -81,6 +80,7 @@ func envOr(name, def string) string {
 // hale up.
 func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), static (your hosts over SSH: --hosts), or empty for none")
+	f.StringVar(&o.Kubelets, "kubelets", server.KubeletsSimulated, "how the local provider's Eks nodes run their kubelets: simulated (kwok: Nodes without pods) or real (a kubelet, containerd and kube-proxy on each node, from scripts/k8s-tools.sh; docs/kubernetes.md)")
 	f.StringVar(&o.MetricsToken, "metrics-token", "", "require Authorization: Bearer TOKEN on /metrics (Prometheus cannot sign with SigV4; default: /metrics is open)")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics on this host:port too (it is always on the API listener)")
 	f.StringVar(&o.EventsWebhook, "events-webhook", "", "POST every event (EventBridge-shaped: cluster state changes, node health, cluster events) to this URL, one JSON event per request with its id in the Idempotency-Key header; retried until it answers 2xx, kept across restarts")
