@@ -15,14 +15,15 @@ import (
 	"github.com/haleproject/hale/internal/store"
 )
 
-// Real kubelets (issue 28). With Config.NodeStack, an Eks node runs containerd and a kubelet of
-// its own, as an EKS worker does: after its lifecycle scripts ran, hale writes their
-// configuration and the kubelet's credentials onto the node, has its agent supervise containerd,
-// imports the pause image (nothing can be pulled), and starts the kubelet, which registers the
-// node's Node; Join then labels it as for a simulated one.
+// Real kubelets (issue 28). With Config.NodeStack, an Eks node runs containerd, a kubelet and
+// kube-proxy of its own, as an EKS worker does: after its lifecycle scripts ran, hale writes
+// their configuration and credentials onto the node, has its agent supervise containerd, imports
+// the images every node has (pause, CoreDNS: nothing can be pulled), and starts the kubelet,
+// which registers the node's Node (Join then labels it as for a simulated one), and kube-proxy.
+// The poll routes the Nodes' pod CIDRs between them (routePods).
 
-// NodeStack gives an Eks node with a real kubelet its files (the local control plane's
-// credentials for it, the pause image): nodestack.Files, with nodestack.PauseArchivePath.
+// NodeStack gives an Eks node with a real kubelet its files (nodestack.Files: configuration and
+// the control plane's credentials for it).
 type NodeStack interface {
 	NodeFiles(node nodestack.Node, hostname string) (map[string]nodestack.File, error)
 }
@@ -31,11 +32,11 @@ type NodeStack interface {
 // what a container runtime does from its provider.
 func (r *round) ContainerNodes() bool { return r.o.cfg.NodeStack != nil }
 
-// pauseImportWait is how long containerd has to answer an image's import after it starts.
-const pauseImportWait = 30 * time.Second
+// importWait is how long containerd has to answer an image's import after it starts.
+const importWait = 30 * time.Second
 
-// startKubelet writes the node's kubelet and containerd files, starts containerd, imports the
-// pause image, and starts the kubelet.
+// startKubelet writes the node's files, starts containerd, imports the images, and starts the
+// kubelet and kube-proxy.
 func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 	node := nodestack.Node{Name: NodeName(n.InstanceID), IP: n.Details.PrivateIP, ProviderID: "hale://" + n.InstanceID}
 	files, err := o.cfg.NodeStack.NodeFiles(node, n.Details.PrivateDNSHostname)
@@ -59,7 +60,7 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 		return err
 	}
 	for _, archive := range []string{nodestack.PauseArchivePath, nodestack.CoreDNSArchivePath} {
-		deadline := time.Now().Add(pauseImportWait)
+		deadline := time.Now().Add(importWait)
 		for {
 			_, err := o.h.Run(ctx, n.InstanceID, nodestack.Import(archive), 20*time.Second)
 			if err == nil {
