@@ -18,6 +18,7 @@ import (
 // Steps implements orchestrator.Round: it starts the Slurm work of the round: file syncs, the
 // apply, the poll.
 func (r *round) Steps() error {
+	r.startMungeChecks()
 	if r.sl == nil || r.sl.Hash == "" {
 		return nil
 	}
@@ -483,13 +484,20 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 			s.log.Warn("scontrol", "cluster_id", clusterID, "error", err)
 		}
 	}
-	checked := 0
+	// Their munge clocks are checked in jobs of their own, which the next round starts: two
+	// commands each, which must never hold up the poll (a node slow to answer would delay every
+	// state the repairs wait for).
+	var due []mungeCheck
 	for _, n := range lost {
-		// A few a poll: the poll waits for them, and a skew is rarely on many nodes at once.
-		if checked < 4 && s.mungeChecks.Due(n.InstanceID, s.h.Now()) {
-			checked++
-			s.checkMungeClock(ctx, clusterID, ctlInstance, ctlName, n)
+		if s.mungeChecks.Due(n.InstanceID, s.h.Now()) {
+			due = append(due, mungeCheck{node: *n, ctlInstance: ctlInstance, ctlName: ctlName})
 		}
+	}
+	if len(due) > 0 {
+		s.mu.Lock()
+		s.mungeDue[clusterID] = append(s.mungeDue[clusterID], due...)
+		s.mu.Unlock()
+		s.h.Enqueue(clusterID)
 	}
 }
 

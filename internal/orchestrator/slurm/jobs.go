@@ -8,6 +8,7 @@ const (
 	jobApply      = "apply"      // a rendering applied: restart, reconfigure (by cluster)
 	jobAccounting = "accounting" // accounting turned on again once slurmdbd answers, or watched while on (by cluster)
 	jobPoll       = "poll"       // slurmctld's view of the nodes read (by cluster)
+	jobMunge      = "munge"      // a node's munge clock checked against the controller's (by instance)
 	jobJoin       = "join"       // a joining node asked about (by instance)
 	jobOut        = "out"        // a node taken out of Slurm (by instance)
 	jobDrain      = "drain"      // a repair's drain (by repair)

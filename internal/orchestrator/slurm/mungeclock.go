@@ -22,6 +22,12 @@ import (
 // times, the status) names a skew as node.clock_skew with its offset, which is resynced, never
 // repaired by a reboot or new hardware.
 
+// mungeCheck is a check the poll asked for, which the next round starts as a job.
+type mungeCheck struct {
+	node                 store.Node
+	ctlInstance, ctlName string
+}
+
 // mungeCheckEvery is how often one node not responding has its munge clock checked.
 const mungeCheckEvery = 30 * time.Second
 
@@ -123,6 +129,21 @@ func (s *Slurm) checkMungeClock(ctx context.Context, clusterID, ctlInstance, ctl
 		}
 		return s.h.Finding(tx, cl, cur, clockSkewFault, evidence)
 	})
+}
+
+// startMungeChecks starts the checks the poll asked for, a job each.
+func (r *round) startMungeChecks() {
+	s := r.s
+	s.mu.Lock()
+	due := s.mungeDue[r.cl.ID]
+	delete(s.mungeDue, r.cl.ID)
+	s.mu.Unlock()
+	for _, m := range due {
+		clusterID := r.cl.ID
+		r.r.Go(jobMunge, m.node.InstanceID, func(ctx context.Context) {
+			s.checkMungeClock(ctx, clusterID, m.ctlInstance, m.ctlName, &m.node)
+		})
+	}
 }
 
 // clockSkewFault is the catalog's fault for a node's clock off from the control plane's.

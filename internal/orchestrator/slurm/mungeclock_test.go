@@ -60,7 +60,10 @@ func TestMungeClockOfANodeNotResponding(t *testing.T) {
 			}
 			ctx := context.Background()
 			c.s.poll(ctx, joinCluster, controllertest.CtlInstance)
-			c.s.poll(ctx, joinCluster, controllertest.CtlInstance) // again at once: checked once
+			c.s.poll(ctx, joinCluster, controllertest.CtlInstance)  // again at once: checked once
+			if err := c.c.Reconcile(ctx, joinCluster); err != nil { // the round starts the checks
+				t.Fatal(err)
+			}
 			c.c.Wait()
 			fs, rs := findingsAndRepairs(t, c)
 			if len(rs) != 0 {

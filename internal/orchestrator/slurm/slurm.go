@@ -47,6 +47,7 @@ type Slurm struct {
 	// mungeChecks and skewReports: the munge clock checks of nodes slurmctld has not
 	// responding, and the skews they reported, by instance (mungeclock.go).
 	mungeChecks, skewReports orchestrator.Every
+	mungeDue                 map[string][]mungeCheck // checks the next round of each cluster starts
 }
 
 // New returns the Slurm orchestrator, to be bound to a controller.
@@ -54,7 +55,8 @@ func New() *Slurm {
 	return &Slurm{polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{},
 		verdicts:  map[string]verdict{},
 		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{},
-		mungeChecks: orchestrator.Every{Interval: mungeCheckEvery}, skewReports: orchestrator.Every{Interval: mungeSkewReportEvery}}
+		mungeChecks: orchestrator.Every{Interval: mungeCheckEvery}, skewReports: orchestrator.Every{Interval: mungeSkewReportEvery},
+		mungeDue: map[string][]mungeCheck{}}
 }
 
 var _ orchestrator.Orchestrator = (*Slurm)(nil)
