@@ -15,6 +15,8 @@ package nodestack
 import (
 	"fmt"
 	"strings"
+
+	"github.com/haleproject/hale/internal/agentproto"
 )
 
 // BinDir is where the node stack's binaries are inside a node: kubelet, kube-proxy, containerd,
@@ -93,27 +95,20 @@ func Files(n Node, c Credentials) map[string]File {
 	}
 }
 
-// Daemon is a long-running process of the node stack, as the agent supervises it.
-type Daemon struct {
-	Name string
-	Argv []string
-	Env  map[string]string
-	Log  string
-}
+// nodePath is the daemons' PATH: the node stack first (containerd finds its runc shim there).
+var nodePath = map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 // Containerd is the container runtime; its PATH finds the runc shim and the CNI plugins' runc.
-func Containerd() Daemon {
-	return Daemon{Name: "containerd", Argv: []string{BinDir + "/containerd", "--config", ContainerdConfig},
-		Env: map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Log: "/var/log/containerd.log"}
+func Containerd() *agentproto.Daemon {
+	return &agentproto.Daemon{Name: "containerd", Argv: []string{BinDir + "/containerd", "--config", ContainerdConfig},
+		Env: nodePath, LogPath: "/var/log/containerd.log"}
 }
 
 // Kubelet is the node's kubelet, registering Node n.
-func Kubelet(n Node) Daemon {
-	return Daemon{Name: "kubelet", Argv: []string{BinDir + "/kubelet", "--config", KubeletConfig, "--kubeconfig", KubeletKubeconf,
+func Kubelet(n Node) *agentproto.Daemon {
+	return &agentproto.Daemon{Name: "kubelet", Argv: []string{BinDir + "/kubelet", "--config", KubeletConfig, "--kubeconfig", KubeletKubeconf,
 		"--hostname-override", n.Name, "--node-ip", n.IP, "--provider-id", n.ProviderID, "--v", "1"},
-		Env: map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Log: "/var/log/kubelet.log"}
+		Env: nodePath, LogPath: "/var/log/kubelet.log"}
 }
 
 // Import is the command that puts the image archive at path, pinned (kept from image garbage
@@ -230,8 +225,7 @@ metricsBindAddress: 127.0.0.1:10249
 }
 
 // KubeProxy is the node's Service proxy.
-func KubeProxy() Daemon {
-	return Daemon{Name: "kube-proxy", Argv: []string{BinDir + "/kube-proxy", "--config", ProxyConfig, "--v", "1"},
-		Env: map[string]string{"PATH": BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Log: "/var/log/kube-proxy.log"}
+func KubeProxy() *agentproto.Daemon {
+	return &agentproto.Daemon{Name: "kube-proxy", Argv: []string{BinDir + "/kube-proxy", "--config", ProxyConfig, "--v", "1"},
+		Env: nodePath, LogPath: "/var/log/kube-proxy.log"}
 }

@@ -262,6 +262,21 @@ func StepError(connected bool, doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
+// StartDaemon has node n's agent supervise daemon d (enabled: started now and after each of
+// the node's boots), as a bring-up step: its error is StepError's.
+func StartDaemon(ctx context.Context, h Host, n *store.Node, d *agentproto.Daemon) error {
+	d.Enabled = true
+	r, err := h.Do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-" + d.Name,
+		Kind: &agentproto.Command_Daemon{Daemon: d}}, 30*time.Second)
+	if err != nil {
+		return StepError(h.Connected(n.InstanceID), "starting "+d.Name, err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("starting %s: %s", d.Name, r.Error)
+	}
+	return nil
+}
+
 // Every rate-limits a job per key (a poll of a cluster's scheduler, a check of one instance)
 // to one per Interval. Its zero value with an Interval is ready to use; it is safe for
 // concurrent use.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/nodestack"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -56,7 +57,7 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 	if r.Error != "" {
 		return fmt.Errorf("writing the kubelet's files: %s", r.Error)
 	}
-	if err := o.startDaemon(ctx, n, nodestack.Containerd()); err != nil {
+	if err := orchestrator.StartDaemon(ctx, o.h, n, nodestack.Containerd()); err != nil {
 		return err
 	}
 	for _, archive := range []string{nodestack.PauseArchivePath, nodestack.CoreDNSArchivePath} {
@@ -72,23 +73,10 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 			o.h.Sleep(ctx, 500*time.Millisecond)
 		}
 	}
-	if err := o.startDaemon(ctx, n, nodestack.Kubelet(node)); err != nil {
+	if err := orchestrator.StartDaemon(ctx, o.h, n, nodestack.Kubelet(node)); err != nil {
 		return err
 	}
-	return o.startDaemon(ctx, n, nodestack.KubeProxy())
-}
-
-// startDaemon has the node's agent supervise d.
-func (o *EKS) startDaemon(ctx context.Context, n *store.Node, d nodestack.Daemon) error {
-	r, err := o.h.Do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-" + d.Name,
-		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, Enabled: true, LogPath: d.Log}}}, 30*time.Second)
-	if err != nil {
-		return fmt.Errorf("starting %s: %w", d.Name, err)
-	}
-	if r.Error != "" {
-		return fmt.Errorf("starting %s: %s", d.Name, r.Error)
-	}
-	return nil
+	return orchestrator.StartDaemon(ctx, o.h, n, nodestack.KubeProxy())
 }
 
 // routePods has the provider route each Node's pod CIDR (given by the controller manager) to its

@@ -2,7 +2,6 @@ package slurm
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -142,15 +141,7 @@ func (s *Slurm) waitUntil(ctx context.Context, n *store.Node, ready func(st *Sta
 
 // startDaemon enables a supervised daemon on the node.
 func (s *Slurm) startDaemon(ctx context.Context, n *store.Node, d slurmconf.Daemon) error {
-	r, err := s.h.Do(ctx, n.InstanceID, &agentproto.Command{Id: n.Details.CommandID + "-" + d.Name,
-		Kind: &agentproto.Command_Daemon{Daemon: &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, Enabled: true, LogPath: d.Log, ConfigCheck: d.ConfigCheck}}}, 30*time.Second)
-	if err != nil {
-		return s.setupErr(n, "starting "+d.Name, err)
-	}
-	if r.Error != "" {
-		return fmt.Errorf("starting %s: %s", d.Name, r.Error)
-	}
-	return nil
+	return orchestrator.StartDaemon(ctx, s.h, n, &agentproto.Daemon{Name: d.Name, Argv: d.Argv, Env: d.Env, LogPath: d.Log, ConfigCheck: d.ConfigCheck})
 }
 
 // setupErr is the error of a bring-up step on n (orchestrator.StepError).
