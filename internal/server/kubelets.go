@@ -51,7 +51,8 @@ func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nod
 
 // nodeImages writes the images every Eks node with a real kubelet imports (the pause image and
 // CoreDNS's, from the programs in bin) into DATA_DIR/kubernetes/node-images, which the local
-// provider binds into those nodes (nodestack.ImagesDir), and returns that directory.
+// provider binds into those nodes (nodestack.ImagesDir), and returns that directory. An archive
+// newer than its program is kept.
 func nodeImages(o Options, bin string) (string, error) {
 	dir := filepath.Join(o.DataDir, "kubernetes", "node-images")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -64,15 +65,22 @@ func nodeImages(o Options, bin string) (string, error) {
 		{"pause", nodestack.PauseArchivePath, nodestack.PauseArchive},
 		{"coredns", nodestack.CoreDNSArchivePath, nodestack.CoreDNSArchive},
 	} {
-		b, err := os.ReadFile(filepath.Join(bin, img.program))
+		program, path := filepath.Join(bin, img.program), filepath.Join(dir, filepath.Base(img.archive))
+		ps, err := os.Stat(program)
 		if err != nil {
 			return "", fmt.Errorf("%s for the nodes' images (scripts/k8s-tools.sh builds it): %w", img.program, err)
+		}
+		if as, err := os.Stat(path); err == nil && as.ModTime().After(ps.ModTime()) {
+			continue // made at an earlier start from this program (CoreDNS's is 70 MB)
+		}
+		b, err := os.ReadFile(program)
+		if err != nil {
+			return "", err
 		}
 		archive, err := img.build(b)
 		if err != nil {
 			return "", err
 		}
-		path := filepath.Join(dir, filepath.Base(img.archive))
 		if err := os.WriteFile(path+".tmp", archive, 0o644); err != nil {
 			return "", err
 		}
