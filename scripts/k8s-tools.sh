@@ -2,7 +2,8 @@
 # Builds the Kubernetes control plane hale runs for its Eks clusters (tools/k8s: kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok; tools/kubeflow: the Kubeflow
 # training operator) and the node stack of its real kubelets (tools/k8s: kubelet, kube-proxy;
-# tools/noderuntime: containerd, runc, the CNI plugins; Kubernetes' pause) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
+# tools/noderuntime: containerd, runc, the CNI plugins; Kubernetes' pause; tools/coredns: CoreDNS;
+# tools/registry: the CNCF distribution registry the nodes pull images from) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
 # being a hash of tools/k8s/go.mod, go.sum and this script's build flags, and linked into
 # bin/k8s/ (kubectl also as bin/kubectl). A cold build takes 20-23 minutes on 2 cores
 # (docs/kubernetes.md); a cached one, no time.
@@ -33,8 +34,11 @@ NODERT=(github.com/containerd/containerd/v2/cmd/containerd github.com/containerd
 RUNC=github.com/opencontainers/runc
 # Cluster DNS for those nodes' pods: CoreDNS, from tools/coredns (pure Go).
 COREDNS=github.com/coredns/coredns
+# The OCI registry those nodes pull their images from (nothing is pulled from the internet):
+# distribution's, from tools/registry (pure Go).
+REGISTRY=github.com/distribution/distribution/v3/cmd/registry
 BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok training-operator kubelet kube-proxy
-  containerd containerd-shim-runc-v2 ctr runc pause coredns)
+  containerd containerd-shim-runc-v2 ctr runc pause coredns registry)
 CNI=(bridge loopback host-local portmap)
 # The Kubeflow training operator (PyTorchJob, kubeflow.org/v1) is built from tools/kubeflow, a
 # module of its own (it has its own Kubernetes libraries), with its CRD from the same module.
@@ -45,8 +49,8 @@ STAGES=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-
   pod/fast/pod-complete pod/fast/pod-delete)
 
 key=$( (cat tools/k8s/go.mod tools/k8s/go.sum tools/kubeflow/go.mod tools/kubeflow/go.sum tools/noderuntime/go.mod tools/noderuntime/go.sum
-  cat tools/coredns/go.mod tools/coredns/go.sum
-  echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP ${NODERT[*]} $RUNC $COREDNS") | sha256sum | cut -c1-16)
+  cat tools/coredns/go.mod tools/coredns/go.sum tools/registry/go.mod tools/registry/go.sum
+  echo "$LDF ${TOOLS[*]} ${STAGES[*]} $TFOP ${NODERT[*]} $RUNC $COREDNS $REGISTRY") | sha256sum | cut -c1-16)
 cache=${HALE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hale-k8s}/$key
 
 cached() {
@@ -84,6 +88,7 @@ if ! cached; then
     grep -v 'statically linked applications requires at runtime\|in function' || true
   [ -x "$cache.tmp/runc" ]
   (cd tools/coredns && CGO_ENABLED=0 go build -ldflags="-s -w" -o "$cache.tmp/coredns" "$COREDNS")
+  (cd tools/registry && CGO_ENABLED=0 go build -ldflags="-s -w" -o "$cache.tmp/registry" "$REGISTRY")
   gcc -Os -Wall -Werror -static -DVERSION=3.10.2 -o "$cache.tmp/pause" \
     "$(cd tools/k8s && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
   rm -rf "$cache" && mv "$cache.tmp" "$cache"

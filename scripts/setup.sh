@@ -152,3 +152,17 @@ else
   fi
   echo "setup: default image ready in $default_image ($((SECONDS - t0)) s)"
 fi
+# The PyTorch container image's root (Debian's python3-torch; no Slurm): what the pods of
+# examples/eks/pytorchjob-train.yaml run on Eks nodes with real kubelets, pushed by hale servers
+# into their registry (docs/kubernetes.md, "Images"). Built once per machine, with the default
+# image's package cache: about a minute and 1 GB the first time, then only checked.
+# HALE_PYTORCH_IMAGE=none skips it (real-kubelet servers then push no PyTorch image).
+pytorch_image=${HALE_PYTORCH_IMAGE:-/var/lib/hale/images/pytorch}
+if [ "$pytorch_image" != none ] && [ "$(id -u)" -eq 0 ]; then
+  t0=$SECONDS
+  if ! bin/hale image build-pytorch --dir "$pytorch_image" | grep --line-buffered -v '^\(Get\|Preparing\|Unpacking\|Selecting\|Setting up\|Processing\)' ; then
+    echo "setup: the PyTorch container image did not build (its log: $pytorch_image/build.log)" >&2
+    exit 1
+  fi
+  echo "setup: PyTorch container image's root ready in $pytorch_image ($((SECONDS - t0)) s)"
+fi

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/server"
 )
@@ -25,7 +26,8 @@ func newImageCommand() *cobra.Command {
 that instance groups name as their ImageId. The server builds and keeps them in
 DATA_DIR/images; these commands ask it (docs/images.md).`,
 	}
-	cmd.AddCommand(newImageBuildCommand(), newImageListCommand(), newImageDescribeCommand(), newImageDeleteCommand(), newImageBuildDefaultCommand())
+	cmd.AddCommand(newImageBuildCommand(), newImageListCommand(), newImageDescribeCommand(), newImageDeleteCommand(), newImageBuildDefaultCommand(),
+		newImageBuildPyTorchCommand())
 	return cmd
 }
 
@@ -164,6 +166,45 @@ keep the old root; new nodes get the new one).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", image.DefaultDir, "where the default image is built (hale server --default-image takes the same directory)")
+	f.StringVar(&mirror, "mirror", "", "the Debian archive (default "+image.DefaultMirror+")")
+	f.BoolVar(&rebuild, "rebuild", false, "build it again even when it is built")
+	return cmd
+}
+
+func newImageBuildPyTorchCommand() *cobra.Command {
+	var dir, mirror string
+	var rebuild bool
+	cmd := &cobra.Command{
+		Use:   "build-pytorch [--dir DIR] [--rebuild]",
+		Short: "Build the PyTorch container image's root on this machine (scripts/setup.sh runs it; no server needed)",
+		Long: `Build the root of the PyTorch container image that the pods of examples/eks run on Eks
+nodes with real kubelets: Debian bookworm's PyTorch (CPU, gloo) and python3, nothing of a
+node's, built with mmdebstrap in DIR (` + image.PyTorchDir + ` unless --dir says otherwise) with the
+default image's package cache. A hale server whose Eks nodes run real kubelets pushes it into
+its registry as ` + containerimage.PyTorchImage + ` (docs/kubernetes.md, "Images"). Already built:
+it says so and returns at once; --rebuild builds it again.`,
+		Example: `  sudo hale image build-pytorch`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := image.BuildDefault(cmd.Context(), image.DefaultBuild{Dir: dir, Mirror: mirror, Rebuild: rebuild, Spec: &image.PyTorchSpec,
+				Builder: image.Mmdebstrap{CacheDir: filepath.Join(image.DefaultDir, "cache", "apt")}}, cmd.OutOrStdout())
+			if err != nil {
+				return &exitError{1, err}
+			}
+			// The image's layer is written here once, not by each server that pushes it.
+			l, err := containerimage.RootLayer(dir)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			size, _ := l.Size()
+			fmt.Fprintf(cmd.OutOrStdout(), "PyTorch container image's layer: %s, %s\n", filepath.Join(dir, containerimage.LayerFile), image.HumanSize(size))
+			fmt.Fprintf(cmd.OutOrStdout(), "PyTorch container image's root: %s (Debian %s, PyTorch %s), %s, built in %.0f s\n", filepath.Join(dir, "rootfs"),
+				m.Suite, cmp.Or(m.Installed[image.TorchPackage], "-"), image.HumanSize(m.SizeBytes), m.BuildSeconds)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", image.PyTorchDir, "where the root is built (hale server --pytorch-image takes the same directory)")
 	f.StringVar(&mirror, "mirror", "", "the Debian archive (default "+image.DefaultMirror+")")
 	f.BoolVar(&rebuild, "rebuild", false, "build it again even when it is built")
 	return cmd

@@ -8,6 +8,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/controller"
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/provider/local"
@@ -97,6 +98,7 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.ObjectStore, "object-store", "", "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default DATA_DIR/s3)")
 	f.StringVar(&o.ObjectStoreEndpoint, "object-store-endpoint", "", "fetch lifecycle scripts from this S3-compatible endpoint instead (\"aws\" for AWS S3; credentials from the AWS environment)")
 	f.StringVar(&o.KubernetesBin, "kubernetes-bin", "", "directory of the Kubernetes control plane's binaries for Eks clusters (default: k8s/ beside the hale binary, where scripts/k8s-tools.sh links them)")
+	f.StringVar(&o.PyTorchImage, "pytorch-image", image.PyTorchDir, "with --kubelets real: the directory of the PyTorch container image's root (hale image build-pytorch), pushed into the registry as "+containerimage.PyTorchImage+"; \"none\": push nothing")
 	f.StringVar(&o.DefaultImage, "default-image", image.DefaultDir, "local provider: the directory of the default image the nodes of groups with no ImageId boot from (hale image build-default); \"host\": run them on this machine's root instead")
 	f.StringVar(&o.ImageCache, "image-cache", "", "the image build cache: downloaded packages and one built root per image spec; servers on one machine that name the same directory build each spec once between them; safe to delete while no build runs (default DATA_DIR/images/cache)")
 	f.StringVar(&o.ImageMirror, "image-mirror", "", "the Debian archive node images are built from (default "+image.DefaultMirror+"; hale image build)")

@@ -33,6 +33,15 @@ const DefaultDir = "/var/lib/hale/images/default"
 //     mode runs nft) and the CNI plugins program on Eks nodes with real kubelets.
 var DefaultSpec = Spec{Name: Default, Suite: "bookworm", Packages: []string{"ca-certificates", "curl", "iptables", "mount", "nftables", "sudo", "unzip"}}
 
+// PyTorchDir is where the PyTorch container image's root is built (hale image build-pytorch,
+// which scripts/setup.sh runs), one per machine like the default image: hale servers whose Eks
+// nodes run real kubelets push it into their registry as PyTorchImage.
+const PyTorchDir = "/var/lib/hale/images/pytorch"
+
+// PyTorchSpec is the PyTorch container image's root: bookworm's PyTorch (CPU, gloo) and nothing
+// of a node's (no Slurm, no MariaDB), for the pods of examples/eks' training job.
+var PyTorchSpec = Spec{Name: "pytorch", Suite: "bookworm", Container: true}
+
 // ErrNoDefault: the default image has not been built (or its build failed) in the directory a
 // server was given; nodes of default groups then run on the host's root (docs/images.md).
 var ErrNoDefault = errors.New("the default image is not built")
@@ -67,9 +76,12 @@ type DefaultBuild struct {
 	ArchiveState func(ctx context.Context, mirror, suite string) (Archive, error)
 	// Rebuild builds it again when it is built.
 	Rebuild bool
+	// Spec is what is built (DefaultSpec when zero; PyTorchSpec for the PyTorch container
+	// image's root).
+	Spec *Spec
 }
 
-// BuildDefault builds the default image (DefaultSpec) as o says, writing progress to log, and
+// BuildDefault builds the default image (DefaultSpec, or o.Spec) as o says, writing progress to log, and
 // returns its manifest. An Available image already there is kept unless o.Rebuild, or unless it
 // was built from another suite or other packages (DefaultSpec changed with this hale); a rebuild
 // replaces the root only once the new one is complete (the old one is kept as rootfs.old until
@@ -80,6 +92,11 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 	if builder == nil {
 		builder = Mmdebstrap{CacheDir: filepath.Join(dir, "cache", "apt")}
 	}
+	spec := DefaultSpec
+	if o.Spec != nil {
+		spec = *o.Spec
+	}
+	what := "the " + spec.Name + " image"
 	archiveState := o.ArchiveState
 	if archiveState == nil {
 		archiveState = ArchiveState
@@ -93,24 +110,27 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 	}
 	defer func() { unix.Flock(int(lock.Fd()), unix.LOCK_UN); lock.Close() }() // LOCK_UN: see Cache.Lock
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		fmt.Fprintf(log, "hale: another build of the default image in %s is running; waiting for it\n", dir)
+		fmt.Fprintf(log, "hale: another build of %s in %s is running; waiting for it\n", what, dir)
 		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 			return nil, err
 		}
 	}
 	prev, perr := ReadDefault(dir)
-	if perr == nil && !rebuild && (prev.Suite != DefaultSpec.Suite || !slices.Equal(prev.Packages, DefaultSpec.AllPackages())) {
-		fmt.Fprintf(log, "hale: the default image in %s was built with %s; this hale's has %s: building it again\n", dir,
-			strings.Join(prev.Packages, ", "), strings.Join(DefaultSpec.AllPackages(), ", "))
+	if perr == nil && !rebuild && (prev.Suite != spec.Suite || !slices.Equal(prev.Packages, spec.AllPackages())) {
+		fmt.Fprintf(log, "hale: %s in %s was built with %s; this hale's has %s: building it again\n", what, dir,
+			strings.Join(prev.Packages, ", "), strings.Join(spec.AllPackages(), ", "))
 		rebuild = true
 	}
 	if perr == nil && !rebuild {
 		m := prev
-		fmt.Fprintf(log, "hale: the default image in %s is already built (%s, %s); --rebuild builds it again\n", dir, m.CreatedAt.Format(time.RFC3339), HumanSize(m.SizeBytes))
+		fmt.Fprintf(log, "hale: %s in %s is already built (%s, %s); --rebuild builds it again\n", what, dir, m.CreatedAt.Format(time.RFC3339), HumanSize(m.SizeBytes))
 		return m, nil
 	}
-	spec := DefaultSpec
-	m := &Manifest{ImageID: Default, Name: spec.Name, Suite: spec.Suite, Mirror: mirror, Packages: spec.AllPackages(),
+	id := Default
+	if o.Spec != nil {
+		id = spec.Name
+	}
+	m := &Manifest{ImageID: id, Name: spec.Name, Suite: spec.Suite, Mirror: mirror, Packages: spec.AllPackages(),
 		SpecKey: spec.Key(mirror), CreatedAt: time.Now().UTC().Truncate(time.Second), Status: StatusBuilding}
 	logf, err := os.Create(filepath.Join(dir, logFile))
 	if err != nil {
@@ -125,7 +145,7 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 			return nil, err
 		}
 	}
-	fmt.Fprintf(out, "hale: building the default image in %s: Debian %s with %s\n", dir, spec.Suite, strings.Join(m.Packages, ", "))
+	fmt.Fprintf(out, "hale: building %s in %s: Debian %s with %s\n", what, dir, spec.Suite, strings.Join(m.Packages, ", "))
 	err = func() error {
 		if a, err := archiveState(ctx, mirror, spec.Suite); err == nil {
 			m.ArchiveRelease = a.State
@@ -165,14 +185,14 @@ func BuildDefault(ctx context.Context, o DefaultBuild, log io.Writer) (*Manifest
 		removeTree(partial)
 		m.Status, m.Reason = StatusFailed, err.Error()
 		m.Installed, m.SizeBytes, m.ContentHash = nil, 0, ""
-		fmt.Fprintf(out, "hale: the default image's build failed after %.0f s: %v\n", m.BuildSeconds, err)
+		fmt.Fprintf(out, "hale: %s's build failed after %.0f s: %v\n", what, m.BuildSeconds, err)
 	} else {
 		m.Status = StatusAvailable
-		fmt.Fprintf(out, "hale: the default image is Available: %s, %.0f s\n", HumanSize(m.SizeBytes), m.BuildSeconds)
+		fmt.Fprintf(out, "hale: %s is Available: %s, %.0f s\n", what, HumanSize(m.SizeBytes), m.BuildSeconds)
 	}
 	if err != nil && prev != nil {
 		// A failed rebuild leaves the image that was built: nodes keep booting from it.
-		fmt.Fprintf(out, "hale: the default image built at %s stays\n", prev.CreatedAt.Format(time.RFC3339))
+		fmt.Fprintf(out, "hale: %s built at %s stays\n", what, prev.CreatedAt.Format(time.RFC3339))
 		return prev, err
 	}
 	if werr := m.write(dir); werr != nil {

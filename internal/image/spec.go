@@ -46,6 +46,10 @@ type Spec struct {
 	Packages []string `json:"Packages,omitempty"`
 	// NoPyTorch leaves python3-torch (and its hundreds of MB) out.
 	NoPyTorch bool `json:"NoPyTorch,omitempty"`
+	// Container marks the root of a container image (PyTorchSpec), not a node's: it gets
+	// Packages (and PyTorch) without BasePackages, since a pod runs no Slurm daemon. Not a
+	// member of `hale image build`'s spec.
+	Container bool `json:"-"`
 }
 
 var (
@@ -93,6 +97,9 @@ func (s Spec) Validate() error {
 // Packages), sorted and without repeats: what mmdebstrap --include gets.
 func (s Spec) AllPackages() []string {
 	all := slices.Clone(BasePackages)
+	if s.Container {
+		all = nil
+	}
 	if !s.NoPyTorch {
 		all = append(all, TorchPackage)
 	}
@@ -111,6 +118,9 @@ const recipeVersion = 1
 func (s Spec) Key(mirror string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "recipe %d\nsuite %s\nmirror %s\n", recipeVersion, s.Suite, mirror)
+	if s.Container {
+		fmt.Fprintln(h, "container")
+	}
 	for _, p := range s.AllPackages() {
 		fmt.Fprintf(h, "package %s\n", p)
 	}

@@ -17,13 +17,13 @@ var ErrNoNodeAddress = errors.New("kubeplane: the API server listens on loopback
 // its Node (user system:node:<name>, group system:nodes, which the Node authorizer and the
 // NodeRestriction admission plugin key on), a serving certificate for its own endpoint (port
 // 10250: kubectl logs, exec), kube-proxy's (user system:kube-proxy, which the bootstrap role
-// system:node-proxier is bound to) and the pods' network. Each call issues new ones, valid as
+// system:node-proxier is bound to), the pods' network and the registry. Each call issues new ones, valid as
 // long as the CA.
 func (cp *ControlPlane) NodeCredentials(name string, ip net.IP, hostname string) (*nodestack.Credentials, error) {
 	if cp.cfg.Address == "" {
 		return nil, ErrNoNodeAddress
 	}
-	c := &nodestack.Credentials{Server: cp.server, CA: cp.pki.caPEM, ClusterCIDR: ClusterCIDR}
+	c := &nodestack.Credentials{Server: cp.server, CA: cp.pki.caPEM, ClusterCIDR: ClusterCIDR, Registry: cp.registry}
 	var err error
 	if c.ClientCert, c.ClientKey, err = cp.pki.issuePEM("system:node:"+name, []string{"system:nodes"}, nil, nil); err != nil {
 		return nil, err

@@ -31,7 +31,8 @@ const Version = "v1.37.2"
 // Config says where the control plane's binaries are and where it keeps its state.
 type Config struct {
 	// Bin holds kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok and
-	// kwok-stages.yaml (scripts/k8s-tools.sh links them into bin/k8s).
+	// kwok-stages.yaml, the training operator, and with Address the registry
+	// (scripts/k8s-tools.sh links them into bin/k8s).
 	Bin string
 	// Dir holds its state: the PKI, etcd's data, kubeconfigs and the processes' logs.
 	Dir string
@@ -40,7 +41,8 @@ type Config struct {
 	// Address, when set, is where real kubelets reach the API server (the local provider's
 	// bridge address, issue 28): the API server listens and advertises there instead of on
 	// loopback, reaches kubelets by their InternalIP with a client certificate of its own, and
-	// the controller manager gives each Node a pod CIDR from ClusterCIDR.
+	// the controller manager gives each Node a pod CIDR from ClusterCIDR, and an OCI registry
+	// runs there (RegistryPort) for the nodes' images.
 	Address string
 	Logger  *slog.Logger
 }
@@ -52,6 +54,7 @@ type ControlPlane struct {
 	kubeconfig string // the admin's (group system:masters)
 	procs      []*exec.Cmd
 	pki        *pki
+	registry   string // host:port, when Config.Address is set
 }
 
 // ClusterCIDR is the pods' network, a /24 of it per Node; ServiceCIDR the Services'.
@@ -226,8 +229,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			cp.Stop()
 			return nil, err
 		}
+		if err := cp.startRegistry(ctx); err != nil {
+			cp.Stop()
+			return nil, err
+		}
 	}
-	cfg.Logger.Info("Kubernetes control plane ready", "server", cp.server, "version", Version, "dir", cfg.Dir)
+	cfg.Logger.Info("Kubernetes control plane ready", "server", cp.server, "version", Version, "dir", cfg.Dir, "registry", cp.registry)
 	return cp, nil
 }
 

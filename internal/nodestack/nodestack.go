@@ -45,6 +45,13 @@ const (
 	// the node gets it.
 	CoreDNSImage       = "registry.k8s.io/coredns/coredns:v1.14.6"
 	CoreDNSArchivePath = ImagesDir + "/coredns.tar"
+	// HostsDir is containerd's registry configuration (one hosts.toml per registry host).
+	HostsDir = "/etc/containerd/certs.d"
+	// RegistryName is the name pods' images give hale's registry (kubeplane runs it), whatever
+	// its address: containerd maps it to Credentials.Registry over plain HTTP, so a manifest
+	// that names registry.hale.internal/<repository>:<tag> runs on any hale cluster. ".internal"
+	// is the top-level domain ICANN reserved for private use: no public name can be meant.
+	RegistryName = "registry.hale.internal"
 )
 
 // Node is the node its files are for.
@@ -65,6 +72,15 @@ type Credentials struct {
 	ServingCert, ServingKey []byte
 	ProxyCert, ProxyKey     []byte
 	ClusterCIDR             string
+	// Registry is hale's OCI registry (host:port, plain HTTP on hale's bridge), which the
+	// node's containerd pulls RegistryName's images from; empty when none runs.
+	Registry string
+}
+
+// registryHosts is containerd's hosts.toml that sends pulls of a registry's images to hale's
+// registry at addr over plain HTTP.
+func registryHosts(addr string) string {
+	return fmt.Sprintf("server = %q\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+addr, "http://"+addr)
 }
 
 // File is one file of the node: its content and mode.
@@ -73,11 +89,12 @@ type File struct {
 	Mode    uint32
 }
 
-// Files returns the node's files by path: containerd's configuration and CNI template, the
-// kubelet's configuration and kubeconfig, the certificates, and an empty resolv.conf for pods
-// (the node's own names its host's resolver, which pods cannot reach; cluster DNS comes later).
+// Files returns the node's files by path: containerd's configuration, CNI template and
+// registry hosts (RegistryName and c.Registry, when set), the kubelet's configuration and
+// kubeconfig, the certificates, and an empty resolv.conf for pods (the node's own names its
+// host's resolver, which pods cannot reach; cluster DNS is the kubelet's clusterDNS).
 func Files(n Node, c Credentials) map[string]File {
-	return map[string]File{
+	files := map[string]File{
 		ContainerdConfig:               {[]byte(containerdConfig), 0o644},
 		CNITemplate:                    {[]byte(cniTemplate), 0o644},
 		KubeletConfig:                  {[]byte(kubeletConfig), 0o644},
@@ -93,6 +110,13 @@ func Files(n Node, c Credentials) map[string]File {
 		PKIDir + "/kubelet.key":        {c.ServingKey, 0o600},
 		ResolvConf:                     {nil, 0o644},
 	}
+	if c.Registry != "" {
+		// By its name, and by its address (what a user pushed to from the host).
+		for _, host := range []string{RegistryName, c.Registry} {
+			files[HostsDir+"/"+host+"/hosts.toml"] = File{[]byte(registryHosts(c.Registry)), 0o644}
+		}
+	}
+	return files
 }
 
 // nodePath is the daemons' PATH: the node stack first (containerd finds its runc shim there).
@@ -129,6 +153,8 @@ state = "/run/containerd"
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %q
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = %q
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
@@ -142,7 +168,7 @@ state = "/run/containerd"
     bin_dirs = [%q]
     conf_dir = "/etc/cni/net.d"
     conf_template = %q
-`, ContainerdSocket, PauseImage, BinDir+"/runc", BinDir+"/cni", CNITemplate), "\n")
+`, ContainerdSocket, PauseImage, HostsDir, BinDir+"/runc", BinDir+"/cni", CNITemplate), "\n")
 
 // cniTemplate is the pod network of one node, which containerd renders with the node's pod CIDR
 // once the kubelet has it from its Node: a bridge (cni0) whose address is the pods' gateway, and

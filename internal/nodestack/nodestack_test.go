@@ -56,3 +56,24 @@ func TestFiles(t *testing.T) {
 		t.Errorf("kubelet %s", argv)
 	}
 }
+
+// With a registry, containerd sends pulls of registry.hale.internal's images and of the
+// registry's own address to it over plain HTTP; without one, no hosts file is written.
+func TestRegistryHosts(t *testing.T) {
+	n := Node{Name: "hyperpod-i-0123", IP: "10.200.0.10", ProviderID: "hale://i-0123"}
+	files := Files(n, Credentials{Server: "https://10.200.0.1:6443", Registry: "10.200.0.1:5000"})
+	for _, host := range []string{RegistryName, "10.200.0.1:5000"} {
+		h := string(files[HostsDir+"/"+host+"/hosts.toml"].Content)
+		if !strings.Contains(h, `server = "http://10.200.0.1:5000"`) || !strings.Contains(h, `[host."http://10.200.0.1:5000"]`) {
+			t.Errorf("%s's hosts.toml:\n%s", host, h)
+		}
+	}
+	if !strings.Contains(string(files[ContainerdConfig].Content), `config_path = "`+HostsDir+`"`) {
+		t.Errorf("containerd's configuration does not read %s:\n%s", HostsDir, files[ContainerdConfig].Content)
+	}
+	for p := range Files(n, Credentials{Server: "https://10.200.0.1:6443"}) {
+		if strings.HasPrefix(p, HostsDir) {
+			t.Errorf("no registry, but %s", p)
+		}
+	}
+}

@@ -160,6 +160,12 @@ type Options struct {
 	// before images; so does a directory with no built image, with a warning event per node
 	// (docs/images.md). Other providers' nodes run on their hosts' own root.
 	DefaultImage string
+
+	// PyTorchImage is the directory of the PyTorch container image's root (image.PyTorchDir
+	// when empty, the machine's, built by scripts/setup.sh: hale image build-pytorch), which a
+	// server whose Eks nodes run real kubelets pushes into its registry as
+	// containerimage.PyTorchImage at start; "none" pushes nothing.
+	PyTorchImage string
 }
 
 // DefaultImageHost is the value of Options.DefaultImage (hale server --default-image) that runs

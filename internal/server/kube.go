@@ -166,6 +166,7 @@ func (a *App) startKubernetes(o Options, region, account string) error {
 		return err
 	}
 	a.kube = cp
+	a.pushImages(o)
 	admin, err := os.ReadFile(cp.AdminKubeconfig())
 	if err != nil {
 		return err
@@ -198,4 +199,14 @@ func kubeBin(o Options) (string, error) {
 		return "", err
 	}
 	return filepath.Join(filepath.Dir(exe), "k8s"), nil
+}
+
+// KubernetesRegistry is the host:port of the OCI registry the local control plane runs for
+// Eks nodes with real kubelets ("" when there is none): users push images there, and pods name
+// them as nodestack.RegistryName/<repository>:<tag>.
+func (a *App) KubernetesRegistry() string {
+	if a.kube == nil {
+		return ""
+	}
+	return a.kube.Registry()
 }

@@ -1,11 +1,17 @@
 package server
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/haleproject/hale/internal/containerimage"
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 )
@@ -89,4 +95,27 @@ func nodeImages(o Options, bin string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// PyTorchImageNone is the value of Options.PyTorchImage that pushes no PyTorch image.
+const PyTorchImageNone = "none"
+
+// pushImages pushes the PyTorch container image (Options.PyTorchImage) into the control plane's
+// registry, in the background of the server's start (a first push writes its 1 GB layer). A
+// root that is not built is a warning with what to run; pods that name the image then wait in
+// ImagePullBackOff, as on any cluster whose registry lacks an image.
+func (a *App) pushImages(o Options) {
+	dir := cmp.Or(o.PyTorchImage, image.PyTorchDir)
+	if dir == PyTorchImageNone || a.kube == nil || a.kube.Registry() == "" {
+		return
+	}
+	go func() {
+		start := time.Now()
+		ref, err := containerimage.PushRoot(context.Background(), dir, a.kube.Registry(), strings.TrimPrefix(containerimage.PyTorchImage, nodestack.RegistryName+"/"), []string{"python3"})
+		if err != nil {
+			a.log.Warn("the PyTorch image is not in the registry: build its root with `sudo hale image build-pytorch` (scripts/setup.sh does) and restart the server", "dir", dir, "err", err)
+			return
+		}
+		a.log.Info("image pushed", "image", containerimage.PyTorchImage, "ref", ref, "seconds", time.Since(start).Round(10*time.Millisecond).Seconds())
+	}()
 }
