@@ -32,14 +32,14 @@ step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; }
 export HALE_DATA_DIR="$data"
 
-# up FILE BRIDGE SUBNET SECONDS starts `hale up FILE` in the background, on a port, bridge and
-# subnet of its own (so the demo never meets another hale server), waits up to SECONDS for the
-# cluster to be InService and prints what hale up said until then.
+# up FILE BRIDGE SUBNET SECONDS [FLAG...] starts `hale up FILE [FLAG...]` in the background, on a
+# port, bridge and subnet of its own (so the demo never meets another hale server), waits up to
+# SECONDS for the cluster to be InService and prints what hale up said until then.
 up() {
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$HALE" up "$1" --data-dir "$data" --listen "127.0.0.1:$port" \
-    --local-bridge "$2" --local-subnet "$3" >"$data/up.log" 2>&1 &
+    --local-bridge "$2" --local-subnet "$3" "${@:5}" >"$data/up.log" 2>&1 &
   up_pid=$!
   for _ in $(seq $(($4 * 10))); do
     grep -q "is InService with" "$data/up.log" && break

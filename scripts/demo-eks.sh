@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # hale's Kubernetes demo, HyperPod on EKS (run as root: `sudo ./scripts/demo.sh eks`):
-#   1. `hale up examples/eks-cluster.json` starts a real Kubernetes control plane (built from
-#      the upstream modules by scripts/k8s-tools.sh, once per machine) and a 4-node Eks cluster
-#      on it; every node runs AWS's own EKS OnCreate script and joins as a Node
-#      hyperpod-<instance id> with HyperPod's labels (kwok plays the kubelets: pods on local
-#      nodes run no process).
-#   2. kubectl (after `hale update-kubeconfig`): the Nodes and their labels; a PyTorchJob with
-#      HyperPod's job auto-resume and an inference Deployment.
+#   1. `hale up examples/eks-cluster.json --kubelets real` starts a real Kubernetes control plane
+#      (built from the upstream modules by scripts/k8s-tools.sh, once per machine), an image
+#      registry, and a 4-node Eks cluster on it; every node runs AWS's own EKS OnCreate script,
+#      then a real kubelet, containerd and kube-proxy, and joins as a Node
+#      hyperpod-<instance id> with HyperPod's labels.
+#   2. kubectl (after `hale update-kubeconfig`): the Nodes and their labels; hale's PyTorch
+#      image in the cluster's registry; a PyTorchJob that trains for real (PyTorch DDP over gloo
+#      in containers on 2 nodes, checkpoints on /fsx) with HyperPod's job auto-resume, and an
+#      inference Deployment serving the model behind a Service, asked by a client pod.
 #   3. A GPU of the node under the job's worker falls off the bus (Xid 79): hale labels the Node
 #      UnschedulablePendingReplacement, taints and cordons it, evicts its pods, restarts the job
-#      on healthy nodes and replaces the instance. A timeline says when each stage was seen.
+#      on healthy nodes, where it resumes from its last checkpoint, and replaces the instance.
+#      A timeline says when each stage was seen; the job completes; the Service kept answering.
 #   4. `hale down` tears it all down; nothing is left on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,13 +29,14 @@ command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 export PATH="$PWD/bin:$PATH"
 labels=sagemaker.amazonaws.com/node-health-status,sagemaker.amazonaws.com/instance-group-name,node.kubernetes.io/instance-type,team
 
-step "hale up examples/eks-cluster.json (data in $data)"
-up examples/eks-cluster.json hale-eksdemo0 10.228.0.0/16 180
+step "hale up examples/eks-cluster.json --kubelets real (data in $data)"
+up examples/eks-cluster.json hale-eksdemo0 10.228.0.0/16 240 --kubelets real
 
-step "kubectl: every instance is a Node hyperpod-<instance id>, with HyperPod's labels"
+step "kubectl: every instance is a Node hyperpod-<instance id>, registered by its own kubelet, with HyperPod's labels"
 export KUBECONFIG="$data/kubeconfig"
 run "$HALE" update-kubeconfig --cluster-name eks-demo
 echo "(kubectl is $(command -v kubectl), $(kubectl version --client -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), the control plane's version)"
+run kubectl get nodes -o wide
 run kubectl get nodes -L "$labels"
 first=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
 echo "HyperPod's labels on $first (kubectl get node $first -o json):"
@@ -43,17 +47,60 @@ run "$HALE" exec --cluster-name eks-demo --node-id "$first" -- sh -c \
   'ls -ld /var/lib/kubelet; grep -E "^(Disk for|Unsupported OS|Creating symbolic|\[INFO\] OS|\[stop\])" /var/log/provision/provisioning.log'
 echo "(the node's /etc and /var/lib are its own: the host has $(ls -d /var/lib/kubelet 2>/dev/null || echo 'no /var/lib/kubelet'))"
 
-step "A PyTorchJob with HyperPod's job auto-resume, and an inference Deployment"
-run kubectl apply -f examples/eks/pytorchjob.yaml -f examples/eks/inference.yaml
-for _ in $(seq 300); do
-  [ "$(kubectl get pods -l 'app in (llama-pretrain,llama-serve)' --field-selector status.phase=Running -o name | wc -l)" -eq 4 ] && break
+reg=$(sed -n 's/^Image registry at \([0-9.:]*\):.*/\1/p' "$data/up.log" | head -1)
+step "The cluster's image registry ($reg): nothing is pulled from the internet"
+for _ in $(seq 1200); do
+  [ "$(grep -c 'msg="image pushed"' "$data/server.log" 2>/dev/null || true)" -ge 2 ] && break
+  sleep 0.1
+done
+grep 'msg="image pushed"' "$data/server.log" | sed 's/.*image=\([^ ]*\).*seconds=\([0-9.]*\).*/  pushed \1 (\2 s)/'
+run curl -s "http://$reg/v2/_catalog"
+echo "(a node's containerd pulls registry.hale.internal/<repository>:<tag> from $reg: /etc/containerd/certs.d/registry.hale.internal/hosts.toml)"
+
+step "The training script and the model server on the cluster's shared /fsx; the PyTorch image on every node"
+for f in examples/train/train.py examples/eks/serve.py; do
+  run "$HALE" exec --cluster-name eks-demo --node-id "$first" -- sh -c "mkdir -p /fsx/train && cat > /fsx/train/$(basename $f)" <"$f"
+done
+run kubectl apply -f examples/eks/prepull.yaml
+run kubectl rollout status daemonset/pytorch-prepull --timeout 300s
+
+step "A PyTorchJob that trains (DDP over gloo, master and worker on 2 nodes), and an inference Deployment"
+run kubectl apply -f examples/eks/pytorchjob-train.yaml -f examples/eks/inference.yaml
+for _ in $(seq 2400); do
+  kubectl logs train-master-0 2>/dev/null | grep -q 'checkpoint saved at step 100$' && break
   sleep 0.1
 done
 run kubectl get pods -o wide
+echo "kubectl logs train-master-0 (the loss falls):"
+kubectl logs train-master-0 | grep -E 'world size|step (1|2|3|50|100) loss|no checkpoint' | sed 's/^/  /'
+run kubectl rollout status deployment/llama-serve --timeout 120s
+master=$(kubectl get pod train-master-0 -o jsonpath='{.spec.nodeName}')
+# The client pod asks the Service twice a second through the fault and the replacement, on the
+# master's node (a healthy one), and counts the answers.
+kubectl run ask --image registry.hale.internal/hale/pytorch:bookworm --restart Never \
+  --overrides "{\"spec\":{\"nodeName\":\"$master\"}}" -- python3 -u -c '
+import json, time, urllib.request
+ok = fail = 0
+while True:
+    try:
+        r = json.load(urllib.request.urlopen("http://llama-serve/predict?seed=1", timeout=2))
+        ok += 1
+        if ok % 20 == 1:
+            print("answer %d from %s, model of checkpoint step %d" % (ok, r["served_by"], r["checkpoint_step"]), flush=True)
+    except Exception as e:
+        fail += 1
+        print("no answer: %s" % e, flush=True)
+    print("ok=%d failed=%d" % (ok, fail), flush=True) if (ok + fail) % 20 == 0 else None
+    time.sleep(0.5)
+' >/dev/null
+kubectl wait --for=condition=Ready pod/ask --timeout 60s >/dev/null
+sleep 2
+echo "kubectl logs ask (a client pod asking the llama-serve Service):"
+kubectl logs ask | tail -2 | sed 's/^/  /'
 
-node=$(kubectl get pod llama-pretrain-worker-0 -o jsonpath='{.spec.nodeName}')
+node=$(kubectl get pod train-worker-0 -o jsonpath='{.spec.nodeName}')
 step "A GPU of $node (under the job's worker) falls off the bus (Xid 79)"
-python3 scripts/eks-timeline.py "$node" app=llama-pretrain "$data/t0" 180 >"$data/timeline.txt" 2>&1 &
+KUBECTL=kubectl python3 scripts/eks-timeline.py "$node" app=train "$data/t0" 240 train-master-0 >"$data/timeline.txt" 2>&1 &
 watch_pid=$!
 sleep 0.5 # the watcher has read the Nodes as they were
 date +%s.%N >"$data/t0"
@@ -63,9 +110,21 @@ wait "$watch_pid" || { cat "$data/timeline.txt"; echo "demo: a stage of the repa
 step "Timeline, as kubectl saw it"
 cat "$data/timeline.txt"
 
-step "After: four Schedulable Nodes, the job and the Deployment Running on them"
+step "The job resumed from its checkpoint and completes"
+echo "kubectl logs train-master-0 (the new master):"
+kubectl logs train-master-0 | grep -E 'resumed from|world size' | sed 's/^/  /'
+run kubectl wait --for=condition=Succeeded pytorchjob/train --timeout 600s
+kubectl logs train-master-0 | tail -1 | sed 's/^/  /'
+run kubectl get pytorchjob train
+run kubectl get events --field-selector involvedObject.name=train --sort-by=.lastTimestamp
+
+step "The inference Service kept answering through the replacement"
+kubectl logs ask | grep -E '^(no answer|ok=)' | tail -3 | sed 's/^/  /'
+failed=$(kubectl logs ask | sed -n 's/^ok=[0-9]* failed=\([0-9]*\)$/\1/p' | tail -1)
+echo "(answers that failed while a replica's node was replaced: ${failed:-0})"
+
+step "After: four Schedulable Nodes"
 run kubectl get nodes -L sagemaker.amazonaws.com/node-health-status
 run kubectl get pods -o wide
-run kubectl get events --field-selector involvedObject.name=llama-pretrain --sort-by=.lastTimestamp
 
 down eks-demo

@@ -5,16 +5,18 @@ Polls the Nodes and the job's pods (kubectl get -o json, about every 0.1 s) from
 the injection until every pod of the job is Running on nodes other than the faulty one, and
 prints when each stage was first seen: the Node labelled UnschedulablePending*, cordoned and
 tainted; the job's pod gone from it; the old Node deleted; a new Node Ready and Schedulable;
-the job's pods Running elsewhere. Exits 1, naming the stage, if one is not seen within the
-time limit.
+the job's pods Running elsewhere; with RESUME_POD, the first line of that pod's log that says
+the training resumed from a checkpoint (train.py's "resumed from step N"). Exits 1, naming the
+stage, if one is not seen within the time limit.
 
-    eks-timeline.py NODE JOB_LABEL_SELECTOR INJECTED_AT_EPOCH_FILE [TIMEOUT_S]
+    eks-timeline.py NODE JOB_LABEL_SELECTOR INJECTED_AT_EPOCH_FILE [TIMEOUT_S [RESUME_POD]]
 
 The injection time is read from a file the demo writes just before it injects the fault, so the
 watcher can start first.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ def kubectl(*args):
 def main():
     node, selector, t0_file = sys.argv[1], sys.argv[2], sys.argv[3]
     limit = float(sys.argv[4]) if len(sys.argv) > 4 else 180
+    resume_pod = sys.argv[5] if len(sys.argv) > 5 else None
     stages = [
         "Node labelled UnschedulablePending*, cordoned, tainted",
         "the job's pod gone from the node",
@@ -38,6 +41,8 @@ def main():
         "a new Node Ready and Schedulable",
         "the job's pods Running on healthy nodes",
     ]
+    if resume_pod:
+        stages.append("training resumed from its checkpoint (%s's log)" % resume_pod)
     seen = {}
     start = time.time()
     t0 = None
@@ -74,6 +79,13 @@ def main():
                    and p["metadata"].get("deletionTimestamp") is None]
         if 1 in seen and pods and len(running) == len(pods):
             mark(4)
+        if resume_pod and 4 in seen and 5 not in seen:
+            out = subprocess.run([os.environ.get("KUBECTL", "kubectl"), "logs", resume_pod],
+                                 capture_output=True, text=True, check=False).stdout
+            m = re.search(r"resumed from step (\d+)", out)
+            if m:
+                mark(5)
+                stages[5] = "training resumed from its checkpoint of step %s (%s's log)" % (m.group(1), resume_pod)
         time.sleep(0.1)
     print("  +0.00s  Xid 79 written into %s's kernel log" % node)
     for i, text in sorted(enumerate(stages), key=lambda s: seen.get(s[0], 1e9)):

@@ -18,6 +18,8 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/containerimage"
+	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/store"
@@ -101,7 +103,13 @@ kubectl a context for it.`,
 			if url, exp, err := app.ConsoleSignInURL(); err == nil {
 				fmt.Fprintf(out, "Web console: %s\n  (this link signs in once, until %s; '%s console' prints another)\n", url, exp.Local().Format("15:04:05"), haleCommand())
 			}
-			if eks {
+			switch {
+			case eks && app.KubernetesRegistry() != "":
+				fmt.Fprintf(out, "Kubernetes control plane %s at %s (API server, etcd, scheduler, controller manager, training operator, CoreDNS; a kubelet, containerd and kube-proxy on every node)\n",
+					req.Orchestrator.Eks.GetClusterArn(), app.KubernetesServer())
+				fmt.Fprintf(out, "Image registry at %s: push images there, name them %s/<repository>:<tag> in pods (%s is there; the server's log says when it is pushed)\n",
+					app.KubernetesRegistry(), nodestack.RegistryName, containerimage.PyTorchImage)
+			case eks:
 				fmt.Fprintf(out, "Kubernetes control plane %s at %s (API server, etcd, scheduler, controller manager, training operator; kwok plays the nodes' kubelets)\n",
 					req.Orchestrator.Eks.GetClusterArn(), app.KubernetesServer())
 			}

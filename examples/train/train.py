@@ -16,6 +16,7 @@ who; the first node of the job is the rendezvous):
 import argparse
 import datetime
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,6 +72,11 @@ def main():
     p.add_argument("--port", type=int, default=29500)
     args = p.parse_args()
 
+    # SIGTERM ends the run at once (exit 143, as a shell reports it): Kubernetes stops a pod's
+    # container with it, and Python as a container's PID 1 would otherwise ignore it and keep
+    # serving the rendezvous for the whole grace period (30 s), where a restarted job's workers
+    # would join it and wait for its end. The last checkpoint is what a resumed run starts from.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
     rank = int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
     world = int(os.environ.get("SLURM_NTASKS", os.environ.get("WORLD_SIZE", "1")))
     os.environ.setdefault("MASTER_ADDR", master_addr())

@@ -41,6 +41,41 @@ import (
 // (CPU, gloo) with python3, in the registry every node reaches as nodestack.RegistryName.
 const PyTorchImage = nodestack.RegistryName + "/hale/pytorch:bookworm"
 
+// BusyboxImage is a small image of Debian's static busybox (package busybox-static), whose
+// applets include sh, nslookup, seq and sleep: the Kubeflow training operator's init
+// container, which waits for a PyTorchJob's master to be in DNS, runs it (kubeplane sets the
+// operator's --pytorch-init-container-image to it; upstream's default, alpine, cannot be
+// pulled here).
+const BusyboxImage = nodestack.RegistryName + "/hale/busybox:bookworm"
+
+// BusyboxPath is where Debian's busybox-static installs busybox.
+const BusyboxPath = "/bin/busybox"
+
+// busyboxApplets are the applets BusyboxImage has as links: what the training operator's init
+// container, and a person debugging a pod, run.
+var busyboxApplets = []string{"sh", "seq", "sleep", "echo", "cat", "ls", "grep", "nslookup", "nc", "wget", "hostname", "ip", "ping", "env", "ps", "true"}
+
+// Busybox returns BusyboxImage's image: busybox (a static program) at /bin/busybox and its
+// applets as links to it, with sh as its command and no entrypoint (as Docker's busybox image:
+// an image built FROM it runs its own CMD).
+func Busybox(busybox []byte) (v1.Image, error) {
+	files := []nodestack.ImageFile{{Path: "bin/busybox", Content: busybox, Mode: 0o755}}
+	for _, a := range busyboxApplets {
+		files = append(files, nodestack.ImageFile{Path: "bin/" + a, Link: "busybox"})
+	}
+	img, err := nodestack.ImageOf(files, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Cmd = []string{"sh"}
+	return mutate.ConfigFile(img, cf)
+}
+
 // LayerFile is the layer's file name beside a root (…/rootfs → …/layer.tar).
 const LayerFile = "layer.tar"
 

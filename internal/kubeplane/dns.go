@@ -21,7 +21,12 @@ import (
 // the nodes have no resolver to forward to. A PyTorchJob's workers find their master by its
 // Service's name through it.
 
-// corefile is CoreDNS's configuration.
+// corefile is CoreDNS's configuration: kubeadm's, but for the cluster's own names' TTL, 0 (not
+// cached) instead of 30 s. A PyTorchJob restarted by auto-resume gets a new master pod, with a
+// new address, under the same Service name: a cached answer sent the new workers to the old
+// master's address, which nobody has any more, and they waited out their rendezvous timeout
+// before trying again (60 s measured, TestEksTrainsAndResumes). The kubelet does no DNS caching
+// of its own; the cache still keeps answers for everything else.
 const corefile = `.:53 {
     errors
     health :8080
@@ -29,7 +34,7 @@ const corefile = `.:53 {
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
-        ttl 30
+        ttl 0
     }
     cache 30
     loop
@@ -65,8 +70,12 @@ func (cp *ControlPlane) applyDNS(ctx context.Context) error {
 			return err
 		},
 		func() error {
-			_, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns"},
-				Data: map[string]string{"Corefile": corefile}}, metav1.CreateOptions{})
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}, Data: map[string]string{"Corefile": corefile}}
+			_, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				// An earlier hale's Corefile is replaced (CoreDNS's reload plugin reads it again).
+				_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+			}
 			return err
 		},
 		func() error {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
+
+	"github.com/haleproject/hale/internal/containerimage"
 )
 
 // The Kubeflow training operator (PyTorchJob, kubeflow.org/v1, v1.8.1) runs as it runs in a
@@ -113,9 +115,16 @@ func (cp *ControlPlane) startTrainingOperator(ctx context.Context, webhookPort, 
 	if err := clientcmd.WriteToFile(*kc, filepath.Join(tmp, "operator.kubeconfig")); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(tmp, "pytorch-init-container.yaml"), []byte(initContainerTemplate), 0o600); err != nil {
+		return err
+	}
 	if err := cp.runEnv("training-operator", []string{"KUBECONFIG=/tmp/operator.kubeconfig", "KUBEFLOW_NAMESPACE=kubeflow", "TMPDIR=/tmp"},
 		"--enable-scheme=pytorchjob", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
-		"--webhook-server-port="+strconv.Itoa(webhookPort), "--namespace="); err != nil {
+		"--webhook-server-port="+strconv.Itoa(webhookPort), "--namespace=",
+		// Its init container waits for the master's name in DNS with busybox: upstream's
+		// alpine cannot be pulled here, hale's registry has Debian's busybox.
+		"--pytorch-init-container-image="+containerimage.BusyboxImage,
+		"--pytorch-init-container-template-file=/tmp/pytorch-init-container.yaml"); err != nil {
 		return err
 	}
 	// In a cluster, the kubelet mounts the certificate Secret the operator writes where its
@@ -153,3 +162,22 @@ func established(crd *unstructured.Unstructured) bool {
 	}
 	return false
 }
+
+// initContainerTemplate is the init container the operator puts in a PyTorchJob's workers: the
+// operator's own (v1.8.1, pkg/controller.v1/pytorch/initcontainer.go), waiting for the master's
+// Service name in cluster DNS, but judging nslookup by its answer, not its exit status: Debian's
+// busybox nslookup asks every search domain and exits 1 when any of them has no such name, even
+// after printing the answer (alpine's, upstream's default image, exits 0). It retries every
+// second, not 2: a resumed job waits for this.
+const initContainerTemplate = `
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  command: ['sh', '-c', 'err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}} 2>/dev/null | grep -q "^Name:"; then err=0 && break; fi;echo waiting for master; sleep 1; done; exit $err']`

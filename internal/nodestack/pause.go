@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -37,6 +38,24 @@ type ImageFile struct {
 // ImageArchive returns an image of one layer (files) named ref, for linux/amd64, whose
 // entrypoint and user are as given, as a docker save tarball (`ctr images import` reads it).
 func ImageArchive(ref string, files []ImageFile, entrypoint []string, user string) ([]byte, error) {
+	img, err := ImageOf(files, entrypoint, user)
+	if err != nil {
+		return nil, err
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := tarball.Write(tag, img, &out); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// ImageOf returns an image of one layer (files), for linux/amd64, whose entrypoint and user
+// are as given, with the usual PATH.
+func ImageOf(files []ImageFile, entrypoint []string, user string) (v1.Image, error) {
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
 	for _, f := range files {
@@ -72,16 +91,5 @@ func ImageArchive(ref string, files []ImageFile, entrypoint []string, user strin
 	cf.OS, cf.Architecture = "linux", "amd64"
 	cf.Config.Entrypoint, cf.Config.User = entrypoint, user
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return nil, err
-	}
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	if err := tarball.Write(tag, img, &out); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
+	return mutate.ConfigFile(img, cf)
 }

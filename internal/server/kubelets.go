@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"path/filepath"
 	"strings"
 	"time"
@@ -100,18 +102,39 @@ func nodeImages(o Options, bin string) (string, error) {
 // PyTorchImageNone is the value of Options.PyTorchImage that pushes no PyTorch image.
 const PyTorchImageNone = "none"
 
-// pushImages pushes the PyTorch container image (Options.PyTorchImage) into the control plane's
-// registry, in the background of the server's start (a first push writes its 1 GB layer). A
-// root that is not built is a warning with what to run; pods that name the image then wait in
-// ImagePullBackOff, as on any cluster whose registry lacks an image.
+// pushImages pushes the images hale provides into the control plane's registry, in the
+// background of the server's start (a first push of the PyTorch image writes its 1.3 GB layer):
+// busybox (the training operator's init container; Debian's busybox-static) and the PyTorch
+// container image (Options.PyTorchImage). A missing source is a warning with what to run; pods
+// that name the image then wait in ImagePullBackOff, as on any cluster whose registry lacks it.
 func (a *App) pushImages(o Options) {
-	dir := cmp.Or(o.PyTorchImage, image.PyTorchDir)
-	if dir == PyTorchImageNone || a.kube == nil || a.kube.Registry() == "" {
+	if a.kube == nil || a.kube.Registry() == "" {
 		return
 	}
+	reg := a.kube.Registry()
+	repo := func(ref string) string { return strings.TrimPrefix(ref, nodestack.RegistryName+"/") }
 	go func() {
 		start := time.Now()
-		ref, err := containerimage.PushRoot(context.Background(), dir, a.kube.Registry(), strings.TrimPrefix(containerimage.PyTorchImage, nodestack.RegistryName+"/"), []string{"python3"})
+		bb, err := os.ReadFile(containerimage.BusyboxPath)
+		var img v1.Image
+		if err == nil {
+			img, err = containerimage.Busybox(bb)
+		}
+		var ref string
+		if err == nil {
+			ref, err = containerimage.Push(context.Background(), reg, repo(containerimage.BusyboxImage), img)
+		}
+		if err != nil {
+			a.log.Warn("the busybox image (PyTorchJobs' init container) is not in the registry: scripts/setup.sh installs Debian's busybox-static", "err", err)
+		} else {
+			a.log.Info("image pushed", "image", containerimage.BusyboxImage, "ref", ref, "seconds", time.Since(start).Round(10*time.Millisecond).Seconds())
+		}
+		dir := cmp.Or(o.PyTorchImage, image.PyTorchDir)
+		if dir == PyTorchImageNone {
+			return
+		}
+		start = time.Now()
+		ref, err = containerimage.PushRoot(context.Background(), dir, reg, repo(containerimage.PyTorchImage), []string{"python3"})
 		if err != nil {
 			a.log.Warn("the PyTorch image is not in the registry: build its root with `sudo hale image build-pytorch` (scripts/setup.sh does) and restart the server", "dir", dir, "err", err)
 			return

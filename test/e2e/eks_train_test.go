@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -59,9 +60,12 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	lc := e.exampleScripts("eks-base-config")
 	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
 		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
-		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
+		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")},
+		// The cluster's shared /fsx: the script and its checkpoints.
+		InstanceStorageConfigs: []types.ClusterInstanceStorageConfig{&types.ClusterInstanceStorageConfigMemberFsxLustreConfig{
+			Value: types.ClusterFsxLustreConfig{DnsName: aws.String("fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"), MountName: aws.String("e2e")}}}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("train"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
-		NodeRecovery: types.ClusterNodeRecoveryAutomatic,
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic, VpcConfig: vpc,
 		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +109,26 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fsx, "train", "train.py"), script, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The image on every node first (examples/eks/prepull.yaml), as a cluster does for a large
+	// image: then a pod resumed onto the spare node does not wait for a pull.
+	prepull, err := os.ReadFile(filepath.Join(root, "examples", "eks", "prepull.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal(prepull, &ds); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, &ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 240*time.Second, "the PyTorch image pulled on every node", func() (bool, string) {
+		got, err := cs.AppsV1().DaemonSets("default").Get(ctx, ds.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.NumberReady == 3, fmt.Sprintf("%d of 3 ready", got.Status.NumberReady)
+	})
 	manifest, err := os.ReadFile(filepath.Join(root, "examples", "eks", "pytorchjob-train.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,16 +137,21 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	if err := yaml.Unmarshal(manifest, &pj.Object); err != nil {
 		t.Fatal(err)
 	}
+	// A shorter run than the example's, the rest as it is: 300 steps, a checkpoint every 50.
+	const steps = 300
+	spec := pj.Object["spec"].(map[string]any)["pytorchReplicaSpecs"].(map[string]any)
+	for _, role := range []string{"Master", "Worker"} {
+		c := spec[role].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		cmd := c["command"].([]any)
+		for i := range cmd {
+			if cmd[i] == "--steps" {
+				cmd[i+1] = strconv.Itoa(steps)
+			}
+		}
+	}
 	if _, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Create(ctx, pj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The job's length, from its command's --steps.
-	m := regexp.MustCompile(`--steps,\s*"(\d+)"`).FindSubmatch(manifest)
-	if m == nil {
-		t.Fatal("examples/eks/pytorchjob-train.yaml: no --steps in the command")
-	}
-	steps, _ := strconv.Atoi(string(m[1]))
-
 	masterLog := func() string {
 		b, _ := cs.CoreV1().Pods("default").GetLogs("train-master-0", &corev1.PodLogOptions{}).Do(ctx).Raw()
 		return string(b)
@@ -188,11 +217,23 @@ func TestEksTrainsAndResumes(t *testing.T) {
 		}
 		return false, tail(masterLog(), 2)
 	})
-	if l := masterLog(); !strings.Contains(l, fmt.Sprintf("finished %d steps", steps)) {
-		t.Errorf("the master's log does not say it finished %d steps:\n%s", steps, tail(l, 5))
+	// The loss fell: the run that resumed ends below the checkpoint's.
+	l := masterLog()
+	fin := regexp.MustCompile(fmt.Sprintf(`finished %d steps .* final loss ([0-9.]+)`, steps)).FindStringSubmatch(l)
+	was := regexp.MustCompile(`resumed from step \d+ \(checkpoint \S+, loss ([0-9.]+)\)`).FindStringSubmatch(l)
+	if fin == nil || was == nil {
+		t.Fatalf("the master's log does not say from which loss it resumed and that it finished %d steps:\n%s", steps, tail(l, 5))
+	}
+	if a, b := parseFloat(was[1]), parseFloat(fin[1]); !(b < a) {
+		t.Errorf("the loss did not fall: %v at the checkpoint, %v at the end", a, b)
 	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("train")}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone("train", 120*time.Second)
+}
+
+func parseFloat(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
 }
