@@ -67,13 +67,7 @@ func Busybox(busybox []byte) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Config.Cmd = []string{"sh"}
-	return mutate.ConfigFile(img, cf)
+	return nodestack.Configure(img, func(c *v1.Config) { c.Cmd = []string{"sh"} })
 }
 
 // LayerFile is the layer's file name beside a root (…/rootfs → …/layer.tar).
@@ -214,15 +208,7 @@ func Image(layers []v1.Layer, cmd []string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Cmd = cmd
-	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8"}
-	return mutate.ConfigFile(img, cf)
+	return nodestack.Configure(img, func(c *v1.Config) { c.Cmd, c.Env = cmd, append(c.Env, "LC_ALL=C.UTF-8") })
 }
 
 // Push writes img to the registry at addr (host:port, plain HTTP: the registry listens only on

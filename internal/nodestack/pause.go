@@ -83,13 +83,19 @@ func ImageOf(files []ImageFile, entrypoint []string, user string) (v1.Image, err
 	if err != nil {
 		return nil, err
 	}
+	return Configure(img, func(c *v1.Config) { c.Entrypoint, c.User = entrypoint, user })
+}
+
+// Configure returns img for linux/amd64 with the usual PATH in its environment, and what set
+// changes in its configuration.
+func Configure(img v1.Image, set func(*v1.Config)) (v1.Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Entrypoint, cf.Config.User = entrypoint, user
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	set(&cf.Config)
 	return mutate.ConfigFile(img, cf)
 }

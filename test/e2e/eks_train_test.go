@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -98,16 +99,27 @@ func TestEksTrainsAndResumes(t *testing.T) {
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 
-	script, err := os.ReadFile(filepath.Join(root, "examples", "train", "train.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The scripts on the cluster's /fsx, as the demo puts them there.
 	fsx := e.sharedFSx()
 	if err := os.MkdirAll(filepath.Join(fsx, "train"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(fsx, "train", "train.py"), script, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"train/train.py", "eks/serve.py", "eks/ask.py"} {
+		b, err := os.ReadFile(filepath.Join(root, "examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(fsx, "train", filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(o.KubernetesBin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(dir, "kubernetes", "admin.kubeconfig")}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
 	}
 	// The image on every node first (examples/eks/prepull.yaml), as a cluster does for a large
 	// image: then a pod resumed onto the spare node does not wait for a pull.
@@ -152,6 +164,27 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	if _, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Create(ctx, pj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The inference Deployment, one replica on each of the 3 nodes (the example has 4, for the
+	// demo's 4 nodes), and its client beside the master.
+	kubectl("apply", "-f", filepath.Join(root, "examples", "eks", "inference.yaml"))
+	kubectl("scale", "deployment/llama-serve", "--replicas", "3")
+	kubectl("rollout", "status", "deployment/llama-serve", "--timeout", "180s")
+	kubectl("apply", "-f", filepath.Join(root, "examples", "eks", "ask.yaml"))
+	answers := regexp.MustCompile(`ok=(\d+) failed=(\d+)`)
+	asked := func() (ok, failed int, log string) {
+		b, _ := cs.CoreV1().Pods("default").GetLogs("ask", &corev1.PodLogOptions{}).Do(ctx).Raw()
+		m := answers.FindAllStringSubmatch(string(b), -1)
+		if len(m) == 0 {
+			return 0, 0, string(b)
+		}
+		ok, _ = strconv.Atoi(m[len(m)-1][1])
+		failed, _ = strconv.Atoi(m[len(m)-1][2])
+		return ok, failed, string(b)
+	}
+	eventually(t, 120*time.Second, "the inference Service answering the client", func() (bool, string) {
+		ok, _, l := asked()
+		return ok > 0, tail(l, 2)
+	})
 	masterLog := func() string {
 		b, _ := cs.CoreV1().Pods("default").GetLogs("train-master-0", &corev1.PodLogOptions{}).Do(ctx).Raw()
 		return string(b)
@@ -169,6 +202,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	badID := strings.TrimPrefix(bad, "hyperpod-")
 	ms := saved.FindAllStringSubmatch(masterLog(), -1)
 	last, _ := strconv.Atoi(ms[len(ms)-1][1])
+	okBefore, _, _ := asked()
 	start := time.Now()
 	e.inject(badID, xid(79))
 
@@ -200,6 +234,14 @@ func TestEksTrainsAndResumes(t *testing.T) {
 			t.Errorf("%s runs again on %s, the node being replaced", name, bad)
 		}
 	}
+	// The Service answers while the node is replaced (a request a replica being evicted took
+	// may fail, a gap may not) and after.
+	eventually(t, 180*time.Second, "the replaced node's Node back, Schedulable", func() (bool, string) {
+		ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: eks.LabelHealth + "=" + eks.Schedulable})
+		return err == nil && len(ns.Items) == 3, fmt.Sprint(err)
+	})
+	okDuring, _, _ := asked()
+	replaced := time.Since(start)
 	eventually(t, 300*time.Second, "the job Succeeded", func() (bool, string) {
 		got, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
@@ -217,6 +259,17 @@ func TestEksTrainsAndResumes(t *testing.T) {
 		}
 		return false, tail(masterLog(), 2)
 	})
+	eventually(t, 30*time.Second, "answers after the replacement", func() (bool, string) {
+		ok, _, l := asked()
+		return ok > okDuring+2, tail(l, 2)
+	})
+	okAfter, failed, askLog := asked()
+	t.Logf("the inference Service: %d answers before the fault, %d more during the %.1f s to the replacement's Node, %d after; %d failed",
+		okBefore, okDuring-okBefore, replaced.Seconds(), okAfter-okDuring, failed)
+	if want := int(replaced.Seconds()); okDuring-okBefore < want || okAfter <= okDuring || failed > 4 {
+		t.Errorf("the Service did not keep answering (twice a second): %d answers in the %.1f s of the replacement, %d after, %d failed:\n%s",
+			okDuring-okBefore, replaced.Seconds(), okAfter-okDuring, failed, tail(askLog, 20))
+	}
 	// The loss fell: the run that resumed ends below the checkpoint's.
 	l := masterLog()
 	fin := regexp.MustCompile(fmt.Sprintf(`finished %d steps .* final loss ([0-9.]+)`, steps)).FindStringSubmatch(l)
