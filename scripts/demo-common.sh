@@ -58,9 +58,12 @@ down() {
   wait "$up_pid" || true
   up_pid=""
   tail -3 "$data/up.log"
-  local left
-  left=$(ip netns list | grep -c "^hale-" || true)
-  echo "namespaces left: $left"
+  # This demo's nodes' namespaces (hale-<instance id>, every instance hale up reported, the
+  # replaced ones too); another hale run on the machine has its own.
+  local left ids
+  ids=$(grep -o 'i-[0-9a-f]\{17\}' "$data/up.log" | sort -u | sed 's/^/hale-/')
+  left=$(ip netns list | awk '{print $1}' | grep -cxF -f <(echo "$ids") || true)
+  echo "namespaces left: $left (of the $(echo "$ids" | wc -l) instances this demo had)"
   [ "$left" -eq 0 ] || exit 1
   if [ "$(host_paths)" = "$host_before" ]; then
     echo "host paths nodes use (/fsx, /opt/ml, /opt/sagemaker_cluster, /var/lib/kubelet, /dev/nvidia0, ...): as before the demo"

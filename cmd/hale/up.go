@@ -144,6 +144,11 @@ kubectl a context for it.`,
 				return err
 			}
 			fmt.Fprintf(out, "down: cluster %s and its nodes are gone\n", name)
+			if reset, err := app.ResetKubernetesWhenUnused(context.Background()); err != nil {
+				return err
+			} else if reset {
+				fmt.Fprintln(out, "down: the Kubernetes control plane's objects go with it (its address, credentials and registry images stay for the next hale up)")
+			}
 			// A 'hale down' polling DescribeCluster (every 200 ms) gets to see the cluster gone
 			// before this server stops, rather than a refused connection.
 			time.Sleep(time.Second)

@@ -17,6 +17,7 @@ import argparse
 import datetime
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -83,7 +84,22 @@ def main():
     os.environ.setdefault("MASTER_PORT", str(args.port))
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    # The rendezvous is tried again for up to a minute when it cannot reach the master: a job
+    # restarted on Kubernetes gets a new master pod under the same Service name, and for a
+    # moment (the endpoints' update, slower on a busy machine) the name may still give the old
+    # pod's address ("No route to host"); failing then would cost a container restart and its
+    # back-off (10 s, then 20 s, ...).
+    deadline = time.time() + 60
+    while True:
+        try:
+            dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+            break
+        except RuntimeError as e:
+            if time.time() > deadline:
+                raise
+            print(f"rank {rank}: rendezvous with {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} failed ({e}); trying again",
+                  file=sys.stderr, flush=True)
+            time.sleep(1)
 
     model = torch.nn.Sequential(torch.nn.Linear(args.dim, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -99,7 +115,10 @@ def main():
     else:
         log(rank, "no checkpoint: starting at step 0")
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    log(rank, f"world size {world} on {os.environ.get('SLURM_JOB_NODELIST', '?')}, job {os.environ.get('SLURM_JOB_ID', '?')}")
+    if "SLURM_JOB_ID" in os.environ:
+        log(rank, f"world size {world} on {os.environ.get('SLURM_JOB_NODELIST', '?')}, job {os.environ['SLURM_JOB_ID']}")
+    else:  # a PyTorchJob's pod
+        log(rank, f"world size {world}, master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, this pod {socket.gethostname()}")
 
     t0 = time.time()
     for step in range(start + 1, args.steps + 1):

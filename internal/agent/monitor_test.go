@@ -38,6 +38,20 @@ func (a *Agent) findings() []*agentproto.Finding {
 	return out
 }
 
+// waitOffsetSaved waits for the kernel log monitor of path to save its offset in the agent's
+// state directory: it has read the file for the first time.
+func waitOffsetSaved(t *testing.T, a *Agent, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, _ := filepath.Glob(filepath.Join(a.cfg.StateDir, "kernel-log-*.offset")); len(m) > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the kernel log monitor of %s saved no offset", path)
+}
+
 func waitFindings(t *testing.T, a *Agent, n int) []*agentproto.Finding {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -74,7 +88,9 @@ func TestKernelLogMonitor(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); a.watchKernelLog(ctx, log) }()
-	time.Sleep(3 * kernelLogInterval)
+	// The monitor has taken the file's end once it saved its first offset; lines written
+	// before that would be skipped as old (a sleep here lost the race on a loaded machine).
+	waitOffsetSaved(t, a, log)
 	appendTo(t, log, "Nov 30 04:00:01 ip-10-1-0-5 kernel: NVRM: Xid (PCI:0000:10:00): 48, pid=7, name=python, DBE")
 	appendTo(t, log, "Nov 30 04:00:01 ip-10-1-0-5 systemd[1]: Started something.")
 	fs := waitFindings(t, a, 1)

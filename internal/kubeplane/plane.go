@@ -103,6 +103,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	etcdClient, etcdPeer, apiPort, kwokPort, webhookPort, probePort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	host := cmp.Or(cfg.Address, "127.0.0.1")
+	apiPort = stablePort(cfg.Dir, host, apiPort, ports)
 	cp := &ControlPlane{cfg: cfg, server: "https://" + net.JoinHostPort(host, strconv.Itoa(apiPort)), pki: p}
 
 	srvIPs := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}

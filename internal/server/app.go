@@ -118,9 +118,12 @@ type Options struct {
 	// DeepHealthCheckDuration and ConnectivityMBps: see controller.Config.
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
-	HeartbeatInterval       time.Duration
-	MissedHeartbeats        int
-	ReconnectGrace          time.Duration
+	// EksEvictTimeout is how long an Eks drain honours PodDisruptionBudgets before it forces
+	// its pods out (eks.Config.EvictTimeout: 60 s when zero; tests shorten it).
+	EksEvictTimeout   time.Duration
+	HeartbeatInterval time.Duration
+	MissedHeartbeats  int
+	ReconnectGrace    time.Duration
 
 	// AlarmsPrometheus, when set, is the base address of the Prometheus server whose firing
 	// alerts are the alarms UpdateClusterSoftware's AutoRollbackConfiguration names
@@ -220,6 +223,7 @@ type App struct {
 	lock            *dataDirLock
 	dataDir         string
 	kube            *kubeplane.ControlPlane // the local control plane (--kubernetes local)
+	kubeReset       bool                    // Close resets it (ResetKubernetesWhenUnused)
 	eventsFile      *eventbridge.File       // --events-file, closed last
 	wg              sync.WaitGroup
 	log             *slog.Logger
@@ -716,7 +720,9 @@ func (a *App) Close() error {
 		if p, ok := a.Provider.(interface{ Close() error }); ok {
 			a.closeErr = errors.Join(a.closeErr, p.Close())
 		}
-		if a.kube != nil {
+		if a.kube != nil && a.kubeReset {
+			a.closeErr = errors.Join(a.closeErr, a.kube.Reset())
+		} else if a.kube != nil {
 			a.kube.Stop()
 		}
 		a.lock.release()

@@ -210,3 +210,24 @@ func (a *App) KubernetesRegistry() string {
 	}
 	return a.kube.Registry()
 }
+
+// ResetKubernetesWhenUnused has Close empty the local control plane (kubeplane.ControlPlane.Reset:
+// its objects go, its credentials, address and registry stay) when this server has no cluster
+// left, and reports whether it will. hale up calls it after deleting the cluster it brought
+// up: what that cluster's users ran on it (PyTorchJobs, Deployments) must not outlive it.
+func (a *App) ResetKubernetesWhenUnused(ctx context.Context) (bool, error) {
+	if a.kube == nil {
+		return false, nil
+	}
+	var n int
+	err := a.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		n, err = tx.CountClusters()
+		return err
+	})
+	if err != nil || n > 0 {
+		return false, err
+	}
+	a.kubeReset = true
+	return true, nil
+}

@@ -33,9 +33,9 @@ func realKubelets(o Options) bool {
 // unless they are real (Options.Kubelets).
 func (a *App) eksConfig(o Options) eks.Config {
 	if realKubelets(o) {
-		return eks.Config{NodeStack: &nodeStack{a: a}}
+		return eks.Config{NodeStack: &nodeStack{a: a}, EvictTimeout: o.EksEvictTimeout}
 	}
-	return eks.Config{SimulatedKubelets: o.Provider == "local"}
+	return eks.Config{SimulatedKubelets: o.Provider == "local", EvictTimeout: o.EksEvictTimeout}
 }
 
 // nodeStack gives Eks nodes their kubelets' files from the local control plane (eks.NodeStack).

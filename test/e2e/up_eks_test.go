@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -55,11 +56,37 @@ func TestUpEksExample(t *testing.T) {
 		}
 	}
 
-	if err := interrupt(); err != nil || !strings.Contains(out.String(), "down: cluster eks-demo and its nodes are gone") {
+	// A workload of this run, which must not outlive its cluster.
+	if b, err := exec.Command(filepath.Join(root, "bin", "kubectl"), "--kubeconfig", kubeconfig, "create", "deployment", "leftover",
+		"--image", "registry.hale.internal/hale/busybox:bookworm").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl create deployment: %v\n%s", err, b)
+	}
+	server := regexp.MustCompile(`at (https://127\.0\.0\.1:\d+)`).FindStringSubmatch(before)
+
+	if err := interrupt(); err != nil || !strings.Contains(out.String(), "down: cluster eks-demo and its nodes are gone") ||
+		!strings.Contains(out.String(), "down: the Kubernetes control plane's objects go with it") {
 		t.Errorf("hale up after Ctrl-C: %v\n%s", err, out.String())
 	}
 	// The control plane went with it: nothing runs from its directory.
 	if b, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "kubernetes")).Output(); len(b) > 0 {
 		t.Errorf("control plane processes left: %s", b)
+	}
+
+	// hale up again on the same data directory: the control plane is at the same address (the
+	// kubeconfig written before still works) and holds nothing of the first run.
+	out, interrupt = runUp(t, filepath.Join(root, "examples", "eks-cluster.json"), "--data-dir", dir, "--listen", "127.0.0.1:0",
+		"--local-bridge", o.LocalBridge, "--local-subnet", o.LocalSubnet, "--kubernetes-bin", filepath.Join(root, "bin", "k8s"))
+	eventually(t, 180*time.Second, "hale up at InService again", func() (bool, string) {
+		return strings.Contains(out.String(), "\nCtrl-C here"), out.String()
+	})
+	if server == nil || !strings.Contains(out.String(), "at "+server[1]+" ") {
+		t.Errorf("the control plane moved (it was at %v):\n%s", server, out.String())
+	}
+	b, err = exec.Command(filepath.Join(root, "bin", "kubectl"), "--kubeconfig", kubeconfig, "get", "deployments", "-o", "name").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(b)) != "" {
+		t.Errorf("kubectl get deployments with the first run's kubeconfig: %v; want none left:\n%s", err, b)
+	}
+	if err := interrupt(); err != nil {
+		t.Errorf("the second hale up after Ctrl-C: %v\n%s", err, out.String())
 	}
 }

@@ -55,6 +55,9 @@ type Config struct {
 	// NodeStack, when set, gives each node a real kubelet and containerd instead (kubelet.go);
 	// SimulatedKubelets is then false.
 	NodeStack NodeStack
+	// EvictTimeout is how long a drain honours PodDisruptionBudgets before it deletes the pods
+	// left (evictTimeout, 60 s, when zero; tests shorten it).
+	EvictTimeout time.Duration
 }
 
 // clientQPS and clientBurst are the request rate hale's client of a registered cluster keeps to.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/plural"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/topology"
 )
@@ -464,7 +465,7 @@ func setHealth(ctx context.Context, cs kubernetes.Interface, name, health string
 // Drain implements orchestrator.Round: the Node is labelled UnschedulablePendingReplacement or
 // UnschedulablePendingReboot with the fault's type and reason, tainted and cordoned, and its
 // pods are evicted (PodDisruptionBudgets honoured for evictTimeout, then the pods left are
-// deleted).
+// deleted, and the drain ends even when some cannot be: evict).
 func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 	name := NodeName(n.InstanceID)
 	rp.NodeName = name
@@ -473,9 +474,9 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 		health = UnschedulablePendingReboot
 	}
 	if rp.Drained || r.cs == nil {
-		return false, "labelled " + health + ", tainted and cordoned", nil
+		return false, "labelled " + health + ", tainted and cordoned; its pods gone", nil
 	}
-	o, cs, dyn, id, fault, reason, clusterID := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason, r.cl.ID
+	o, cs, dyn, id, fault, reason, clusterID, logical := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason, r.cl.ID, n.LogicalID
 	r.r.Go("drain", id, func(ctx context.Context) {
 		details, _ := json.Marshal([]map[string]string{{"timestamp": time.Now().UTC().Format(time.RFC3339), "type": fault, "reason": reason}})
 		err := setHealth(ctx, cs, name, health, map[string]string{LabelFaultType: labelValue(fault), LabelFaultReason: labelValue(reason)}, true)
@@ -488,7 +489,11 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 		}
 		if err == nil {
 			o.resumeJobs(ctx, cs, dyn, clusterID, id, name, health)
-			err = o.evict(ctx, cs, name)
+			err = o.evict(ctx, cs, name, o.cfg.EvictTimeout, func(format string, args ...any) {
+				o.h.NodeTx(ctx, clusterID, logical, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+					return o.h.Event(tx, cl, n, api.ClusterEventLevelWarn, format, args...)
+				})
+			})
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			o.log.Warn("repair: draining a Node", "repair", id, "node", name, "error", err)
@@ -527,34 +532,75 @@ func labelValue(s string) string {
 	return strings.Trim(out, "-_.")
 }
 
-// evict evicts the pods on the Node (but DaemonSets'), honouring PodDisruptionBudgets for
-// evictTimeout; the pods still there then are deleted.
-func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string) error {
-	deadline := time.Now().Add(evictTimeout)
+// forceWait is how long a drain that forced its pods out (evictTimeout) waits for them to go
+// before it ends anyway.
+const forceWait = 15 * time.Second
+
+// evict empties the Node of its pods (but DaemonSets' and finished ones), and always ends (issue
+// 28, item 5: a drain that never ends holds the repair in Draining, and its slot of the repair
+// cap, forever):
+//  1. until timeout it evicts them, honouring PodDisruptionBudgets; an eviction refused for
+//     another reason (a pod under two budgets is refused with an error, not 429) is noted once
+//     and tried again, not fatal;
+//  2. then it deletes what is left at once (grace period 0), and notes that it forced the drain;
+//  3. it waits up to forceWait for those pods to go, deleting again any that appears on the
+//     Node meanwhile (a pod that tolerates every taint is scheduled back onto the cordoned
+//     Node), then ends, noting the pods it could not remove: those held by a finalizer that
+//     someone else must clear, and those scheduled back. The node's replacement or reboot ends
+//     their containers; their objects are the owner's to clean.
+//
+// note records a step as an event about the node. An error is one of listing the pods (the API
+// server is unreachable): the drain is tried again.
+func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, timeout time.Duration, note func(format string, args ...any)) error {
+	if timeout <= 0 {
+		timeout = evictTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	var forcedAt time.Time
+	refused := map[string]bool{}
 	for {
 		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return err
 		}
-		left := 0
+		var left []corev1.Pod
 		for _, p := range pods.Items {
-			if daemon(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-				continue
-			}
-			left++
-			if time.Now().After(deadline) {
-				cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-				continue
-			}
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
-			if err != nil && !apierrors.IsTooManyRequests(err) && !apierrors.IsNotFound(err) {
-				return err
+			if !daemon(&p) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				left = append(left, p)
 			}
 		}
-		if left == 0 {
+		if len(left) == 0 {
+			return nil
+		}
+		now := time.Now()
+		switch {
+		case now.Before(deadline):
+			for _, p := range left {
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+				if err != nil && !apierrors.IsTooManyRequests(err) && !apierrors.IsNotFound(err) && !refused[p.Namespace+"/"+p.Name] {
+					refused[p.Namespace+"/"+p.Name] = true
+					note("Draining Node %s: the eviction of pod %s/%s is refused (%v); it is tried again until the drain is forced, %s after it began.",
+						node, p.Namespace, p.Name, err, timeout)
+				}
+			}
+		case forcedAt.IsZero():
+			forcedAt = now
+			note("Draining Node %s: forced after %s: deleting the %s left at once: %s.", node, timeout, plural.Count(len(left), "pod", "pods"), podNames(left))
+			for _, p := range left {
+				cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			}
+		case now.Before(forcedAt.Add(forceWait)):
+			for _, p := range left {
+				if p.DeletionTimestamp == nil { // scheduled back onto the cordoned Node
+					cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				}
+			}
+		default:
+			note("Draining Node %s: ended with %s it cannot remove: %s; the node's replacement or reboot ends their containers.",
+				node, plural.Count(len(left), "pod", "pods"), podNames(left))
 			return nil
 		}
 		select {
@@ -563,6 +609,37 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string) e
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// podNames names pods (at most 5) with what keeps each: a finalizer, or a toleration of the
+// cordon that scheduled it back.
+func podNames(pods []corev1.Pod) string {
+	var out []string
+	for i, p := range pods {
+		if i == 5 {
+			out = append(out, fmt.Sprintf("and %d more", len(pods)-5))
+			break
+		}
+		why := ""
+		switch {
+		case p.DeletionTimestamp != nil && len(p.Finalizers) > 0:
+			why = " (finalizers " + strings.Join(p.Finalizers, ", ") + ")"
+		case p.DeletionTimestamp == nil && tolerates(&p, corev1.TaintNodeUnschedulable):
+			why = " (tolerates the cordon)"
+		}
+		out = append(out, p.Namespace+"/"+p.Name+why)
+	}
+	return strings.Join(out, ", ")
+}
+
+// tolerates reports whether p tolerates the taint key (any effect).
+func tolerates(p *corev1.Pod, key string) bool {
+	for _, t := range p.Spec.Tolerations {
+		if t.Operator == corev1.TolerationOpExists && (t.Key == "" || t.Key == key) {
+			return true
+		}
+	}
+	return false
 }
 
 func daemon(p *corev1.Pod) bool {
