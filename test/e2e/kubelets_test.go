@@ -26,6 +26,7 @@ import (
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // busyboxImage is the tests' small image for pods: Debian's static busybox (scripts/setup.sh
@@ -52,6 +53,7 @@ func TestEksRealKubelets(t *testing.T) {
 	o := options(t, dir)
 	_, file, _, _ := runtime.Caller(0)
 	o.Kubernetes, o.KubernetesBin, o.Kubelets = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), server.KubeletsReal
+	o.EksEvictTimeout = 10 * time.Second // the stopped kubelet's pods cannot end by themselves
 	e, cs := startEksWith(t, o)
 	ctx := context.Background()
 	lc := e.exampleScripts("eks-base-config") // AWS's own OnCreate, unmodified
@@ -188,6 +190,24 @@ func TestEksRealKubelets(t *testing.T) {
 		t.Errorf("the container's memory cgroup: %q %v; want it under the node's kubepods", cg, err)
 	}
 
+	// A kubelet that stops (SIGSTOP: the process is there, the agent does not restart it) while
+	// the node's agent answers: its Node turns Ready=Unknown (the control plane's grace), then
+	// hale's finding kubernetes.node_not_ready reboots the node, whose kubelet starts again.
+	before := len(e.repairsOf("real", *nodes[0].NodeLogicalId))
+	if out, err := e.onNode(*nodes[0].InstanceId, "pkill -STOP -x kubelet"); err != nil {
+		t.Fatalf("stopping the kubelet: %v %s", err, out)
+	}
+	eventually(t, 240*time.Second, "the NotReady node rebooted, its Node Ready again", func() (bool, string) {
+		rs := e.repairsOf("real", *nodes[0].NodeLogicalId)
+		if len(rs) <= before {
+			return false, "no repair"
+		}
+		rp := rs[len(rs)-1]
+		kn, err := cs.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
+		return rp.Fault == "kubernetes.node_not_ready" && rp.Action == "Reboot" && rp.State == store.RepairDone && err == nil && ready(kn),
+			fmt.Sprintf("repair %s %s %s; Node %v", rp.Fault, rp.Action, rp.State, err)
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("real")}); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +255,16 @@ func readSysctls(t *testing.T) string {
 		b.WriteString(p + "=" + strings.TrimSpace(string(v)) + " ")
 	}
 	return b.String()
+}
+
+// ready reports whether the Node's Ready condition is True.
+func ready(kn *corev1.Node) bool {
+	for _, c := range kn.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // nodeCgroupsLeft lists the host's cgroup directories named for the instance.

@@ -81,7 +81,7 @@ func (r *round) Steps() error {
 	if !r.o.polls.Due(r.cl.ID, r.r.Now()) {
 		return nil
 	}
-	o, cs, cl := r.o, r.cs, r.cl
+	o, cs, cl, now := r.o, r.cs, r.cl, r.r.Now()
 	byNode := map[string]string{} // Node name -> logical id
 	for _, n := range r.r.Nodes() {
 		if n.Details.Phase == store.PhaseReady && n.Details.RepairStatus == "" {
@@ -105,6 +105,9 @@ func (r *round) Steps() error {
 			case UnschedulablePendingReboot:
 				action = "Reboot"
 			}
+			if ok && action == "" && o.cfg.NodeStack != nil {
+				o.notReady(ctx, cl.ID, logical, &kn, now)
+			}
 			if !ok || action == "" {
 				continue
 			}
@@ -122,6 +125,34 @@ func (r *round) Steps() error {
 		}
 	})
 	return nil
+}
+
+// notReadyGrace is how long a real kubelet's Node may be other than Ready before hale calls it
+// a finding: past the control plane's own grace (node-monitor-grace-period, 50 s: a kubelet that
+// stopped reporting is Unknown only then), so that a kubelet restarting is not one.
+const notReadyGrace = 30 * time.Second
+
+// notReady reports kn, the Node of a Running node with a real kubelet, as a finding
+// (kubernetes.node_not_ready, a reboot) when it has not been Ready for notReadyGrace while the
+// node's agent answers (issue 28, item 5: the simulated kubelets hid a kubelet that stopped). A
+// lost machine is the agent's heartbeat's to find, not this.
+func (o *EKS) notReady(ctx context.Context, clusterID, logical string, kn *corev1.Node, now time.Time) {
+	var c *corev1.NodeCondition
+	for i := range kn.Status.Conditions {
+		if kn.Status.Conditions[i].Type == corev1.NodeReady {
+			c = &kn.Status.Conditions[i]
+		}
+	}
+	if c == nil || c.Status == corev1.ConditionTrue || now.Sub(c.LastTransitionTime.Time) < notReadyGrace {
+		return
+	}
+	o.h.NodeTx(ctx, clusterID, logical, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+		if n.Details.RepairStatus != "" || NodeName(n.InstanceID) != kn.Name || !o.h.Connected(n.InstanceID) {
+			return nil
+		}
+		return o.h.Finding(tx, cl, n, "kubernetes.node_not_ready", fmt.Sprintf("Node %s has been Ready=%s since %s (%s: %s); the node's agent answers",
+			kn.Name, c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, c.Message))
+	})
 }
 
 // BringUp implements orchestrator.Round: once the lifecycle scripts ran, the node's Node is made
