@@ -265,6 +265,17 @@ func TestEksClusterNodes(t *testing.T) {
 		return false, "no new instance Running"
 	})
 
+	// A Node deleted by hand while its node runs is made again (kwok plays its kubelet), labelled.
+	gone := nodeOf["workers-2"]
+	if err := cs.CoreV1().Nodes().Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the deleted Node made again", func() (bool, string) {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
+		return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable && kn.Labels[eks.LabelClusterName] == "eks" &&
+			strings.Contains(e.events("eks"), "Node "+gone+" of instance"), fmt.Sprint(err)
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("eks")}); err != nil {
 		t.Fatal(err)
 	}

@@ -190,6 +190,22 @@ func TestEksRealKubelets(t *testing.T) {
 		t.Errorf("the container's memory cgroup: %q %v; want it under the node's kubepods", cg, err)
 	}
 
+	// A Node deleted by hand while its node runs comes back: its kubelet, restarted by hale,
+	// registers it again, and hale labels it.
+	if err := cs.CoreV1().Nodes().Delete(ctx, names[1], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the deleted Node back, Ready and labelled", func() (bool, string) {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, names[1], metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ready(kn) && kn.Labels[eks.LabelHealth] == eks.Schedulable && kn.Labels[eks.LabelClusterName] == "real", fmt.Sprint(kn.Labels)
+	})
+	if ev := e.events("real"); !strings.Contains(ev, "Node "+names[1]+" of instance "+inst[names[1]]+" is missing from Kubernetes") {
+		t.Errorf("no event says the Node was missing:\n%s", ev)
+	}
+
 	// A kubelet that stops (SIGSTOP: the process is there, the agent does not restart it) while
 	// the node's agent answers: its Node turns Ready=Unknown (the control plane's grace), then
 	// hale's finding kubernetes.node_not_ready reboots the node, whose kubelet starts again.

@@ -78,12 +78,13 @@ type EKS struct {
 	dynamic map[string]dynamic.Interface    // the same, for PyTorchJobs
 	polls   orchestrator.Every              // each cluster's Nodes, read once per pollInterval
 	routed  map[string]string               // the pod routes last set, by cluster (kubelet.go)
+	gone    map[string]time.Time            // when a missing Node was last brought back, by instance (nodeGone)
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
 	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval},
-		routed: map[string]string{}}
+		routed: map[string]string{}, gone: map[string]time.Time{}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)

@@ -83,9 +83,11 @@ func (r *round) Steps() error {
 	}
 	o, cs, cl, now := r.o, r.cs, r.cl, r.r.Now()
 	byNode := map[string]string{} // Node name -> logical id
+	running := map[string]runningNode{}
 	for _, n := range r.r.Nodes() {
 		if n.Details.Phase == store.PhaseReady && n.Details.RepairStatus == "" {
 			byNode[NodeName(n.InstanceID)] = n.LogicalID
+			running[NodeName(n.InstanceID)] = runningNode{*n, r.group(n.GroupName)}
 		}
 	}
 	r.r.Go("poll", cl.ID, func(ctx context.Context) {
@@ -95,6 +97,15 @@ func (r *round) Steps() error {
 		}
 		if o.cfg.NodeStack != nil {
 			o.routePods(ctx, cl.ID, nodes.Items)
+		}
+		listed := map[string]bool{}
+		for _, kn := range nodes.Items {
+			listed[kn.Name] = true
+		}
+		for name, rn := range running {
+			if !listed[name] {
+				o.nodeGone(ctx, cs, cl, rn, now)
+			}
 		}
 		for _, kn := range nodes.Items {
 			logical, ok := byNode[kn.Name]
@@ -125,6 +136,56 @@ func (r *round) Steps() error {
 		}
 	})
 	return nil
+}
+
+// runningNode is a Running node as a round saw it, with its group.
+type runningNode struct {
+	n store.Node
+	g *store.Group
+}
+
+// nodeGoneRetry is how often a Node that stays missing is brought back again (a kubelet
+// restarted to register it again needs a few seconds).
+const nodeGoneRetry = 30 * time.Second
+
+// nodeGone brings back the Node of a Running node that is not in the cluster's Nodes: someone
+// deleted it (kubectl delete node), or took hale's labels off (issue 28, item 5: never a silent
+// orphan, a node hale runs that Kubernetes does not schedule on). hale makes a simulated
+// kubelet's Node again; a real kubelet registers its Node only when it starts, so it is
+// restarted (the agent starts it again) and its Node labelled once registered. Each is a Warn
+// event, at most once per nodeGoneRetry.
+func (o *EKS) nodeGone(ctx context.Context, cs kubernetes.Interface, cl *store.Cluster, rn runningNode, now time.Time) {
+	o.mu.Lock()
+	last, seen := o.gone[rn.n.InstanceID]
+	if seen && now.Sub(last) < nodeGoneRetry {
+		o.mu.Unlock()
+		if o.cfg.NodeStack != nil {
+			o.ensureNode(ctx, cs, cl, &rn.n, rn.g) // labels it once its kubelet registered it
+		}
+		return
+	}
+	o.gone[rn.n.InstanceID] = now
+	o.mu.Unlock()
+	name, how := NodeName(rn.n.InstanceID), "makes it again"
+	if o.cfg.NodeStack != nil {
+		how = "restarts its kubelet, which registers it again"
+	}
+	still := false // the node runs as the round saw it: not left, repaired or deleted since
+	o.h.NodeTx(ctx, cl.ID, rn.n.LogicalID, func(tx store.Tx, c *store.Cluster, n *store.Node) error {
+		if n.InstanceID != rn.n.InstanceID || n.Details.RepairStatus != "" || n.Details.Phase != store.PhaseReady {
+			return nil
+		}
+		still = true
+		return o.h.Event(tx, c, n, api.ClusterEventLevelWarn, "Node %s of instance %s is missing from Kubernetes (deleted, or hale's labels taken off) while the node runs: hale %s, and labels it.",
+			name, n.InstanceID, how)
+	})
+	if !still {
+		return
+	}
+	if o.cfg.NodeStack != nil {
+		o.h.Run(ctx, rn.n.InstanceID, []string{"pkill", "-x", "kubelet"}, 10*time.Second)
+	}
+	o.ensureNode(ctx, cs, cl, &rn.n, rn.g)
 }
 
 // notReadyGrace is how long a real kubelet's Node may be other than Ready before hale calls it
