@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestEksRealKubelets(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: scripts/setup.sh installs busybox-static", err)
 	}
-	sysctls := readSysctls(t)
+	sysctls, firewall := readSysctls(t), readFirewall(t)
 	dir := t.TempDir()
 	o := options(t, dir)
 	_, file, _, _ := runtime.Caller(0)
@@ -224,18 +225,79 @@ func TestEksRealKubelets(t *testing.T) {
 			fmt.Sprintf("repair %s %s %s; Node %v", rp.Fault, rp.Action, rp.State, err)
 	})
 
+	// A node killed outright (SIGKILL to its init, with its kubelet, containerd and
+	// containers): hale finds it dead and replaces it; what it had on the host goes.
+	killed := *nodes[1].InstanceId
+	pid := e.hostPID(killed, 1)
+	if pid <= 0 || syscall.Kill(pid, syscall.SIGKILL) != nil {
+		t.Fatalf("killing node %s's init (host PID %d)", killed, pid)
+	}
+	eventually(t, 120*time.Second, "the killed node replaced", func() (bool, string) {
+		n := e.nodeOf("real", *nodes[1].NodeLogicalId)
+		if n == nil || n.InstanceID == killed || n.Details.Phase != store.PhaseReady {
+			return false, fmt.Sprintf("%+v", n)
+		}
+		inst["replacement"] = n.InstanceID
+		return true, ""
+	})
+
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("real")}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone("real", 90*time.Second)
+	// The host as it was: no cgroup, mount or firewall rule of any node (the killed one too),
+	// the kernel settings the kubelets would have written untouched.
+	inst["killed"] = killed
 	for _, id := range inst {
 		if left := nodeCgroupsLeft(id); len(left) > 0 {
 			t.Errorf("instance %s left cgroups: %v", id, left)
 		}
 	}
+	if m := hostMountsUnder(dir); len(m) > 0 {
+		t.Errorf("mounts left on the host under the data directory: %v", m)
+	}
 	if after := readSysctls(t); after != sysctls {
 		t.Errorf("the host's kernel settings changed:\nbefore %s\nafter  %s", sysctls, after)
 	}
+	if after := readFirewall(t); after != firewall {
+		t.Errorf("the host's firewall rules changed:\nbefore:\n%s\nafter:\n%s", firewall, after)
+	}
+}
+
+// readFirewall reads the host's packet filter rules (nftables, and iptables' legacy tables):
+// hale's nodes have their own in their network namespaces, and add none to the host's, so no
+// other test changes them either.
+func readFirewall(t *testing.T) string {
+	nft, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list ruleset: %v %s", err, nft)
+	}
+	ipt, _ := exec.Command("iptables-legacy-save").Output() // absent where iptables is nft-only
+	return string(nft) + "\n" + stripComments(string(ipt))
+}
+
+// stripComments drops iptables-save's comment lines (they carry the time).
+func stripComments(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// hostMountsUnder lists the host's mount points under dir (the mount namespace of this process,
+// which is the host's).
+func hostMountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 // busyboxPod is a pod of the tests' busybox image on node, running script.
