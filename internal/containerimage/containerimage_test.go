@@ -52,6 +52,15 @@ func TestRootLayerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The digest recorded at writing is the layer's: reading it again gives the same.
+	os.Remove(digestFile(path))
+	read, err := FileLayer(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := l.Digest(); func() bool { b, _ := read.Digest(); return a != b }() {
+		t.Errorf("the recorded digest %v is not the layer's", a)
+	}
 	if mt, _ := l.MediaType(); mt != types.OCIUncompressedLayer {
 		t.Errorf("media type %s", mt)
 	}
