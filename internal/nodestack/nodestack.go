@@ -34,6 +34,9 @@ const (
 	ProxyKubeconf    = "/etc/kubernetes/kube-proxy.conf"
 	PKIDir           = "/etc/kubernetes/pki"
 	ResolvConf       = "/etc/kubernetes/resolv.conf"
+	// PodEgress is the node's nftables table for pods' traffic leaving the pod network
+	// (podEgress); PodEgressCommand loads it.
+	PodEgress = "/etc/kubernetes/hale-pod-egress.nft"
 	// ImagesDir is where, inside a node, the images every node imports are (the provider binds
 	// them in: a 70 MB CoreDNS is no message for the agent's channel); PauseArchivePath and
 	// CoreDNSArchivePath are their archives there.
@@ -109,6 +112,7 @@ func Files(n Node, c Credentials) map[string]File {
 		PKIDir + "/kubelet.crt":        {c.ServingCert, 0o644},
 		PKIDir + "/kubelet.key":        {c.ServingKey, 0o600},
 		ResolvConf:                     {nil, 0o644},
+		PodEgress:                      {[]byte(podEgress(c.ClusterCIDR)), 0o644},
 	}
 	if c.Registry != "" {
 		// By its name, and by its address (what a user pushed to from the host).
@@ -134,6 +138,30 @@ func Kubelet(n Node) *agentproto.Daemon {
 		"--hostname-override", n.Name, "--node-ip", n.IP, "--provider-id", n.ProviderID, "--v", "1"},
 		Env: nodePath, LogPath: "/var/log/kubelet.log"}
 }
+
+// podEgress is the node's nftables table that gives pods' packets to anything outside the pod
+// network (clusterCIDR) the node's address, as kindnet's and the VPC CNI's SNAT for traffic
+// leaving the cluster do; pod-to-pod traffic keeps its addresses (Kubernetes' network model).
+// The control plane and hale's services then answer the node, and the machine they run on needs
+// no route to any pod: such routes were shared by every hale on a machine, whose clusters all
+// give pods 10.244.0.0/16, so one hale's routes replaced or removed another's, and that
+// cluster's CoreDNS, cut from its API server, stopped answering (TestEksRealKubelets
+// "another hale's routes"). Loading it replaces the table: a restart finds it as written.
+func podEgress(clusterCIDR string) string {
+	return fmt.Sprintf(`table ip hale-pod-egress
+delete table ip hale-pod-egress
+table ip hale-pod-egress {
+	chain postrouting {
+		type nat hook postrouting priority srcnat; policy accept;
+		ip saddr %s ip daddr != %s masquerade
+	}
+}
+`, clusterCIDR, clusterCIDR)
+}
+
+// PodEgressCommand is the command that loads the node's PodEgress table (nft: the node's image
+// has nftables, as kube-proxy's mode needs).
+func PodEgressCommand() []string { return []string{"nft", "-f", PodEgress} }
 
 // Import is the command that puts the image archive at path, pinned (kept from image garbage
 // collection), into containerd's Kubernetes namespace.

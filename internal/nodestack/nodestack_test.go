@@ -57,6 +57,19 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// Pods' packets leaving the pod network get the node's address; pod-to-pod ones keep theirs.
+func TestPodEgress(t *testing.T) {
+	n := Node{Name: "hyperpod-i-0123", IP: "10.200.0.10", ProviderID: "hale://i-0123"}
+	egress := string(Files(n, Credentials{ClusterCIDR: "10.244.0.0/16"})[PodEgress].Content)
+	if !strings.Contains(egress, "ip saddr 10.244.0.0/16 ip daddr != 10.244.0.0/16 masquerade") {
+		t.Errorf("the pod egress table does not masquerade what leaves 10.244.0.0/16:\n%s", egress)
+	}
+	// Loaded again (a restarted node), the table is replaced, not added to.
+	if i, j := strings.Index(egress, "delete table ip hale-pod-egress"), strings.Index(egress, "table ip hale-pod-egress {"); i < 0 || j < i {
+		t.Errorf("the pod egress table is not replaced when loaded again:\n%s", egress)
+	}
+}
+
 // With a registry, containerd sends pulls of registry.hale.internal's images and of the
 // registry's own address to it over plain HTTP; without one, no hosts file is written.
 func TestRegistryHosts(t *testing.T) {

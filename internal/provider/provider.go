@@ -94,13 +94,13 @@ type LaunchSpec struct {
 	Containers bool
 }
 
-// PodRoutes is a provider that routes the pod networks of a cluster's nodes between them and
-// to the machine hale runs on (the local provider, whose nodes share its bridge: a real network
-// has a CNI or the cloud's routes for it).
+// PodRoutes is a provider that routes the pod networks of a cluster's nodes between them (the
+// local provider, whose nodes share its bridge: a real network has a CNI or the cloud's routes
+// for it). hale's machine needs none: pods reach it with their node's address.
 type PodRoutes interface {
 	// RoutePods makes the pod routes of the cluster's instances routes: each instance reaches
-	// every other's CIDR through that instance's address, and so does hale's machine. Routes of
-	// the cluster not in routes are removed.
+	// every other's CIDR through that instance's address. Routes of the cluster not in routes
+	// are removed.
 	RoutePods(ctx context.Context, clusterID string, routes []PodRoute) error
 }
 

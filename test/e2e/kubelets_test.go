@@ -171,6 +171,38 @@ func TestEksRealKubelets(t *testing.T) {
 	if out, err := kubectl("exec", "client", "--", "sh", "-c", "nc -w 3 "+api.Hostname()+" "+api.Port()+" </dev/null"); err != nil {
 		t.Errorf("a pod does not reach the API server at %s: %q %v", api.Host, out, err)
 	}
+	// Another hale on this machine numbers its pods from the same 10.244.0.0/16 and routes them
+	// elsewhere: nothing of this cluster may depend on the machine's routes to its pods. The
+	// API server answers a pod, and CoreDNS, whose watch of the API server carries the news,
+	// resolves a Service made after.
+	var elsewhere []string
+	t.Cleanup(func() {
+		for _, cidr := range elsewhere {
+			exec.Command("ip", "route", "del", "blackhole", cidr, "proto", "187").Run()
+		}
+	})
+	for _, name := range names {
+		kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("ip", "route", "replace", "blackhole", kn.Spec.PodCIDR, "proto", "187").CombinedOutput(); err != nil {
+			t.Fatalf("another hale's route to %s: %v %s", kn.Spec.PodCIDR, err, out)
+		}
+		elsewhere = append(elsewhere, kn.Spec.PodCIDR)
+	}
+	if out, err := kubectl("exec", "client", "--", "sh", "-c", "nc -w 3 "+api.Hostname()+" "+api.Port()+" </dev/null"); err != nil {
+		t.Errorf("with another hale's routes to 10.244.0.0/16, a pod does not reach the API server at %s: %q %v", api.Host, out, err)
+	}
+	svc2, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-again", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hello"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "with another hale's routes, a new Service's name resolved by cluster DNS", func() (bool, string) {
+		out, err := kubectl("exec", "client", "--", "nslookup", "hello-again.default.svc.cluster.local")
+		return err == nil && strings.Contains(out, svc2.Spec.ClusterIP), fmt.Sprintf("%q %v", out, err)
+	})
 	// The kubelet's limits are the node's cgroups': past 64 MiB, the container is OOMKilled.
 	eventually(t, 60*time.Second, "hog OOMKilled", func() (bool, string) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "hog", metav1.GetOptions{})

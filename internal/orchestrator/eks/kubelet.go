@@ -21,7 +21,9 @@ import (
 // their configuration and credentials onto the node, has its agent supervise containerd, imports
 // the images every node has (pause, CoreDNS: nothing can be pulled), and starts the kubelet,
 // which registers the node's Node (Join then labels it as for a simulated one), and kube-proxy.
-// The poll routes the Nodes' pod CIDRs between them (routePods).
+// The poll routes the Nodes' pod CIDRs between them (routePods); pods' traffic to anything else
+// leaves with the node's address (nodestack's pod egress table), so hale's machine needs no
+// route to a pod.
 
 // NodeStack gives an Eks node with a real kubelet its files (nodestack.Files: configuration and
 // the control plane's credentials for it).
@@ -57,6 +59,9 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 	if r.Error != "" {
 		return fmt.Errorf("writing the kubelet's files: %s", r.Error)
 	}
+	if _, err := o.h.Run(ctx, n.InstanceID, nodestack.PodEgressCommand(), 20*time.Second); err != nil {
+		return fmt.Errorf("loading the pods' egress rules (%s): %w", nodestack.PodEgress, err)
+	}
 	if err := orchestrator.StartDaemon(ctx, o.h, n, nodestack.Containerd()); err != nil {
 		return err
 	}
@@ -80,8 +85,8 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 }
 
 // routePods has the provider route each Node's pod CIDR (given by the controller manager) to its
-// InternalIP on every other node of the cluster and on hale's machine, when they changed: pods
-// on different nodes then reach each other, and the API server answers them.
+// InternalIP on every other node of the cluster, when they changed: pods on different nodes
+// then reach each other.
 func (o *EKS) routePods(ctx context.Context, clusterID string, nodes []corev1.Node) {
 	pr := o.h.PodRoutes()
 	if pr == nil {

@@ -463,7 +463,6 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if err := removeCgroups(r.Cgroups); err != nil {
 		p.log.Warn("a terminated node's cgroups", "instance_id", r.ID, "error", err)
 	}
-	p.dropHostRoutes(r)
 	if err := deleteNetns(r.Netns, r.HostVeth); err != nil {
 		return err
 	}

@@ -14,17 +14,18 @@ import (
 // Pod networks between nodes (provider.PodRoutes): every node of an Eks cluster with real
 // kubelets has a pod CIDR of its own behind its CNI bridge, and the nodes share one L2 bridge
 // (the provider's), so a route "that CIDR via that node's address" in every other node's network
-// namespace and in the host's is all it takes (what kindnet and flannel's host-gw do with a
-// daemon on each node; hale owns the namespaces, so it sets them from outside). The host's routes
-// carry the pods' answers from the API server and hale's server back to them. Every route hale
-// sets has its own protocol number, so that a route no longer wanted is found and removed, and
-// nothing else's is touched.
+// namespace is all it takes (what kindnet and flannel's host-gw do with a daemon on each node;
+// hale owns the namespaces, so it sets them from outside). The host gets none: pods' traffic to
+// it leaves their node with the node's address (nodestack's pod egress table), and the host's
+// routing table is every hale's on the machine, whose clusters' pod CIDRs are the same. Every
+// route hale sets has its own protocol number, so that a route no longer wanted is found and
+// removed, and nothing else's is touched.
 
 // podRouteProto tags hale's pod routes (ip route ... proto 186).
 const podRouteProto = "186"
 
 // RoutePods implements provider.PodRoutes: routes are the cluster's nodes' pod CIDRs; each
-// instance's namespace gets the others', and the host all of them, through the bridge.
+// instance's namespace gets the others', through the bridge.
 func (p *Provider) RoutePods(ctx context.Context, clusterID string, routes []provider.PodRoute) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -32,43 +33,26 @@ func (p *Provider) RoutePods(ctx context.Context, clusterID string, routes []pro
 	if err != nil {
 		return err
 	}
-	byID := map[string]*record{}
-	for _, r := range rs {
-		if r.ClusterID == clusterID {
-			byID[r.ID] = r
-		}
-	}
 	for _, rt := range routes {
 		if _, err := netip.ParsePrefix(rt.CIDR); err != nil {
 			return fmt.Errorf("pod route of %s: %w", rt.InstanceID, err)
 		}
 	}
-	for id, r := range byID {
-		if !netnsExists(r.Netns) {
+	for _, r := range rs {
+		if r.ClusterID != clusterID || !netnsExists(r.Netns) {
 			continue
 		}
 		var want []provider.PodRoute
 		for _, rt := range routes {
-			if rt.InstanceID != id {
+			if rt.InstanceID != r.ID {
 				want = append(want, rt)
 			}
 		}
 		if err := syncRoutes([]string{"-n", r.Netns}, "eth0", want); err != nil {
-			return fmt.Errorf("pod routes in %s: %w", id, err)
+			return fmt.Errorf("pod routes in %s: %w", r.ID, err)
 		}
 	}
-	// The host: this cluster's routes, and those of the provider's other clusters as they are.
-	var host []provider.PodRoute
-	current, err := listRoutes(nil)
-	if err != nil {
-		return err
-	}
-	for _, c := range current {
-		if owner := p.addressOwner(c.Via); owner != "" && byID[owner] == nil {
-			host = append(host, c) // another cluster's
-		}
-	}
-	return syncRoutes(nil, p.cfg.Bridge, append(host, routes...))
+	return nil
 }
 
 // syncRoutes makes hale's pod routes of one network namespace (ipArgs: "-n NS", or none for
@@ -116,17 +100,4 @@ func listRoutes(ipArgs []string) ([]provider.PodRoute, error) {
 		rs = append(rs, provider.PodRoute{CIDR: r.Dst, Via: r.Gateway})
 	}
 	return rs, nil
-}
-
-// dropHostRoutes removes the host's pod routes through a node that is going.
-func (p *Provider) dropHostRoutes(r *record) {
-	have, err := listRoutes(nil)
-	if err != nil {
-		return
-	}
-	for _, h := range have {
-		if h.Via == r.IP {
-			ip("route", "del", h.CIDR, "proto", podRouteProto)
-		}
-	}
 }
