@@ -363,8 +363,12 @@ func (s *Server) sign(csr []byte, instanceID string) (*x509.Certificate, error) 
 }
 
 // enroll is a node's first connection, over TLS without a client certificate: it presents the
-// one-time bootstrap token its provider gave it (spent here) and a CSR, and gets its client
-// certificate. An agent from before certificates presents its node secret instead, once.
+// one-time bootstrap token its provider gave it and a CSR, and gets its client certificate. The
+// token is spent when that certificate first opens a session (register), not here: a server
+// killed after storing the certificate and before the agent had it (or an answer lost on the
+// way) would otherwise leave the agent with a spent token and no certificate, refused forever.
+// Until then the token enrolls again, and the certificate issued before is superseded (verify
+// refuses it). An agent from before certificates presents its node secret instead, once.
 func (s *Server) enroll(ctx context.Context, h *agentproto.Hello) (*agentproto.Welcome, error) {
 	welcome := &agentproto.Welcome{HeartbeatIntervalMs: uint32(s.cfg.HeartbeatInterval / time.Millisecond), ServerCapabilityVersion: agentproto.CapabilityVersion}
 	var serial string
@@ -378,7 +382,7 @@ func (s *Server) enroll(ctx context.Context, h *agentproto.Hello) (*agentproto.W
 		}
 		switch {
 		case h.BootstrapToken != "" && n.InstanceID == h.InstanceId && sameHash(h.BootstrapToken, n.Details.AgentTokenHash):
-			n.Details.AgentTokenHash = "" // one time only
+			// Kept until the certificate is used (register spends it).
 		case h.NodeSecret != "" && n.InstanceID == h.InstanceId && sameHash(h.NodeSecret, n.Details.NodeSecretHash):
 			n.Details.NodeSecretHash = "" // moved to a certificate
 		case h.BootstrapToken != "":
@@ -449,6 +453,9 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello, cert *x509.C
 		// A new boot, unless the agent reports the boot id it had: then only the agent
 		// restarted, and the boot (what a reboot repair and a fault episode look at) is the same.
 		sameBoot := h.BootId != "" && h.BootId == n.Details.BootID
+		if n.InstanceID == h.InstanceId && serial == n.Details.AgentCertSerial {
+			n.Details.AgentTokenHash = "" // the certificate enrollment issued is in use: one time only
+		}
 		if h.BootTimeUnixMs > 0 && n.InstanceID == h.InstanceId && !sameBoot {
 			n.Details.BootTime = time.UnixMilli(h.BootTimeUnixMs).UTC()
 			n.Details.BootID = h.BootId

@@ -192,6 +192,9 @@ func TestRefusedCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, m, err := f.session(t, a, certA); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("the enrolled certificate: %v", err)
+	}
 	_, err = f.enroll(t, a, agentproto.CapabilityVersion)
 	refused(t, "a spent token", err, "spent")
 
@@ -426,4 +429,28 @@ func TestNoSecretInClear(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An enrollment whose answer never reached the agent (the server killed after storing the
+// certificate, or the stream cut) does not leave the agent refused: its token enrolls again
+// until a certificate it was given opens a session, and the certificate it never received is
+// superseded. Then the token is spent.
+func TestEnrollmentAnswerLost(t *testing.T) {
+	f := newFixture(t, 1, time.Second)
+	id := "i-00000000000000000"
+	lost, err := f.enroll(t, id, agentproto.CapabilityVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.enroll(t, id, agentproto.CapabilityVersion)
+	if err != nil {
+		t.Fatalf("the agent whose enrollment answer was lost enrolls again with its token: %v", err)
+	}
+	_, _, err = f.session(t, id, lost)
+	refused(t, "the certificate the agent never received", err, "superseded")
+	if _, m, err := f.session(t, id, again); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("the certificate of the second enrollment: %v", err)
+	}
+	_, err = f.enroll(t, id, agentproto.CapabilityVersion)
+	refused(t, "the token once its certificate opened a session", err, "spent")
 }

@@ -361,7 +361,7 @@ type NodeDetails struct {
 	// What the reconcilers keep about the node's bring-up (see internal/controller).
 	Phase          NodePhase `json:",omitempty"`
 	PhaseSince     time.Time `json:",omitzero"`
-	AgentTokenHash string    `json:",omitempty"` // sha256 of the one-time bootstrap token
+	AgentTokenHash string    `json:",omitempty"` // sha256 of the one-time bootstrap token; cleared when the certificate it enrolled first opens a session
 	// NodeSecretHash: sha256 of the secret agents before client certificates reconnected with;
 	// taken once to move such a node to a certificate, then cleared.
 	NodeSecretHash string `json:",omitempty"`
