@@ -28,6 +28,7 @@ import (
 
 	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/deviceplugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -59,6 +60,10 @@ type Config struct {
 	DiskPaths  []string
 	// DHCPort is the port of the bandwidth sink for InstanceConnectivity checks (0: 7072).
 	DHCPort int
+	// DevicePluginDir is the kubelet's device plugin directory (/var/lib/kubelet/device-plugins
+	// on a node): once a kubelet's registration socket is there, the agent serves the node's
+	// GPUs to it as nvidia.com/gpu (deviceplugin.go). Empty: no device plugin.
+	DevicePluginDir string
 	// DeviceDir is where simulated GPUs get their device files: "/dev" on a node with a /dev of
 	// its own (the local provider's), so they sit at NVIDIA's paths (/dev/nvidia0 ...,
 	// /dev/nvidiactl); empty means StateDir/dev, which never touches a real machine's /dev.
@@ -88,6 +93,10 @@ type Agent struct {
 	// devState and nvml belong to the health monitors (monitor.go, nvml.go).
 	devState deviceState
 	nvml     *nvmlMonitor
+	// plugin serves the GPUs to the node's kubelet, and faults is what it reports of their
+	// health beyond the devices' own (deviceplugin.go); plugin is nil until it is started.
+	plugin *deviceplugin.Plugin
+	faults gpuFaults
 	// gpuCounts counts the GPUs' Xids for the node metrics (nodemetrics.go).
 	gpuCounts gpuCounters
 	// caPEM is the CA the server is verified against; id the node's client certificate and
@@ -140,6 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 	a.daemons.startEnabled()
 	defer a.daemons.stopAll()
 	a.startMonitors(ctx)
+	a.startDevicePlugin(ctx)
 	go a.serveBandwidth(ctx)
 	conn, err := a.dial(a.identity)
 	if err != nil {

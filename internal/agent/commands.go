@@ -77,6 +77,9 @@ func (a *Agent) handle(ctx context.Context, cmd *agentproto.Command) {
 		r = a.runChecks(ctx, k.RunChecks)
 	case *agentproto.Command_ResetGpu:
 		r = a.resetGPU(ctx, k.ResetGpu)
+		if r.Error == "" && r.ExitCode == 0 && k.ResetGpu.Index >= 0 {
+			a.gpuReset(int(k.ResetGpu.Index))
+		}
 	case *agentproto.Command_Run:
 		r = a.run(ctx, k.Run.Argv, "", nil, time.Duration(k.Run.TimeoutSeconds)*time.Second, "")
 	default:

@@ -47,6 +47,7 @@ func (a *Agent) report(f health.Finding, monitor string) {
 	}
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Finding{Finding: pf}})
 	a.xidSeen(int(pf.Gpu), pf.Xid)
+	a.gpuFound(int(pf.Gpu), f.Fault, f.Action)
 }
 
 // ProtoFinding is a finding as the agent sends it to the server (monitor names the monitor

@@ -30,7 +30,6 @@ import (
 	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
-	"github.com/haleproject/hale/internal/server"
 )
 
 // TestEksTrainsAndResumes: on Eks nodes with real kubelets, examples/eks/pytorchjob-train.yaml
@@ -50,7 +49,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	o := options(t, dir)
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	o.Kubernetes, o.KubernetesBin, o.Kubelets = "local", filepath.Join(root, "bin", "k8s"), server.KubeletsReal
+	realKubelets(&o)
 	e, cs := startEksWith(t, o)
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
 	if err != nil {

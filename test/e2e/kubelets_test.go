@@ -52,8 +52,7 @@ func TestEksRealKubelets(t *testing.T) {
 	sysctls, firewall := readSysctls(t), readFirewall(t)
 	dir := t.TempDir()
 	o := options(t, dir)
-	_, file, _, _ := runtime.Caller(0)
-	o.Kubernetes, o.KubernetesBin, o.Kubelets = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), server.KubeletsReal
+	realKubelets(&o)
 	o.EksEvictTimeout = 10 * time.Second // the stopped kubelet's pods cannot end by themselves
 	e, cs := startEksWith(t, o)
 	ctx := context.Background()
@@ -95,13 +94,7 @@ func TestEksRealKubelets(t *testing.T) {
 		if kn.Labels[eks.LabelHealth] != eks.Schedulable || kn.Labels[eks.LabelInstanceGroup] != "workers" || kn.Spec.PodCIDR == "" || nodeIP(kn) != ips[*n.InstanceId] {
 			t.Errorf("%s: labels %v, pod CIDR %q, InternalIP %q", name, kn.Labels, kn.Spec.PodCIDR, nodeIP(kn))
 		}
-		archive, err := nodestack.ImageArchive(busyboxImage, busyboxFiles(bb), []string{"/bin/sh"}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out, err := e.onNodeIn(*n.InstanceId, "cat > /tmp/busybox.tar && "+nodestack.BinDir+"/ctr --address "+nodestack.ContainerdSocket+" --namespace k8s.io images import /tmp/busybox.tar", archive); err != nil {
-			t.Fatalf("importing the busybox image on %s: %v\n%s", name, err, out)
-		}
+		e.importBusybox(*n.InstanceId, bb)
 	}
 
 	target := names[1]
@@ -345,6 +338,24 @@ func inCIDR(ip, cidr string) bool {
 	return err == nil && n.Contains(net.ParseIP(ip))
 }
 
+// realKubelets has o's server run Eks nodes with real kubelets, from the repository's bin/k8s.
+func realKubelets(o *server.Options) {
+	_, file, _, _ := runtime.Caller(0)
+	o.Kubernetes, o.KubernetesBin, o.Kubelets = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), server.KubeletsReal
+}
+
+// importBusybox puts the tests' busybox image (busybox's bytes bb) into a node's containerd.
+func (e *env) importBusybox(instanceID string, bb []byte) {
+	e.t.Helper()
+	archive, err := nodestack.ImageArchive(busyboxImage, busyboxFiles(bb), []string{"/bin/sh"}, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if out, err := e.onNodeIn(instanceID, "cat > /tmp/busybox.tar && "+nodestack.BinDir+"/ctr --address "+nodestack.ContainerdSocket+" --namespace k8s.io images import /tmp/busybox.tar", archive); err != nil {
+		e.t.Fatalf("importing the busybox image on %s: %v\n%s", instanceID, err, out)
+	}
+}
+
 // busyboxFiles lays out busybox and the applets the tests use.
 func busyboxFiles(bb []byte) []nodestack.ImageFile {
 	files := []nodestack.ImageFile{{Path: "bin/busybox", Content: bb, Mode: 0o755}}
@@ -401,8 +412,7 @@ func nodeCgroupsLeft(id string) []string {
 //	go test -tags 'e2e kube' ./test/e2e -run '^$' -bench EksRealKubelets -benchtime 1x
 func BenchmarkEksRealKubelets(b *testing.B) {
 	o := options(b, b.TempDir())
-	_, file, _, _ := runtime.Caller(0)
-	o.Kubernetes, o.KubernetesBin, o.Kubelets = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), server.KubeletsReal
+	realKubelets(&o)
 	o.DeepHealthCheckDuration = 2 * time.Second
 	e := startWith(b, o)
 	lc := e.exampleScripts("eks-base-config")

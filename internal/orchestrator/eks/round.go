@@ -261,6 +261,8 @@ func (r *round) Join(n *store.Node) (bool, error) {
 			why = err.Error()
 		case !ready(kn):
 			why = "its Node " + kn.Name + " is not Ready"
+		case o.cfg.NodeStack != nil:
+			why = gpusShort(kn, &node)
 		}
 		state := "Ready and Schedulable"
 		if kn != nil && (kn.Spec.Unschedulable || kn.Labels[LabelHealth] != Schedulable) {
@@ -758,8 +760,29 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	if rp.InService || r.cs == nil {
 		return false, "Schedulable in Kubernetes as " + name + ", Running"
 	}
-	o, cs, id := r.o, r.cs, rp.ID
+	o, cs, id, node := r.o, r.cs, rp.ID, *n
 	r.r.Go("resume", id, func(ctx context.Context) {
+		if o.cfg.NodeStack != nil {
+			kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			why := ""
+			if err == nil {
+				why = gpusShort(kn, &node)
+			}
+			if err != nil || why != "" {
+				if why != "" {
+					o.h.Store().Write(ctx, func(tx store.Tx) error {
+						rp, err := tx.Repair(id)
+						if err != nil || rp.State != store.RepairResuming || rp.Message == why {
+							return err
+						}
+						rp.Message = why
+						return tx.PutRepair(rp)
+					})
+				}
+				o.h.Sleep(ctx, time.Second)
+				return
+			}
+		}
 		if err := setHealth(ctx, cs, name, Schedulable, nil, false); err != nil {
 			o.h.Sleep(ctx, time.Second)
 			return
@@ -774,6 +797,9 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 				return err
 			}
 			rp.InService, rp.ServiceState = true, Schedulable
+			if strings.HasPrefix(rp.Message, "its Node "+name+" offers ") { // gpusShort's, no longer true
+				rp.Message = ""
+			}
 			return tx.PutRepair(rp)
 		})
 	})
