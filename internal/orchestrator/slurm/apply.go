@@ -346,6 +346,7 @@ func setDiff(a, b []string) []string {
 // exact and case-sensitive) gets the request recorded for the repair flow and is drained;
 // a node hale itself took down (reason "hale: ...") is resumed once it is Running again.
 func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
+	readAt := time.Now() // the states below are no older than this
 	out, err := s.h.Run(ctx, ctlInstance, slurmconf.ShowNodes(), 10*time.Second)
 	if err != nil {
 		return
@@ -419,9 +420,13 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 			}
 			req := ns.RepairRequest()
 			haleDrain := rec.HaleDrain != "" && ns.Reason == rec.HaleDrain
-			if rec.HaleDrain != "" && !haleDrain && ns.State != "" {
+			// States read before hale recorded its drain cannot show it yet: a poll that
+			// read them then and stores them now must not forget the drain, or the next poll,
+			// which sees it, takes it for an operator's request (a cancelled heartbeat repair's
+			// node was replaced so: TestOutagesCostNoNode, TestHaleDrainReadBeforeIsKept).
+			if rec.HaleDrain != "" && !haleDrain && ns.State != "" && readAt.After(rec.HaleDrainAt) {
 				changed = true
-				rec.HaleDrain = "" // Slurm no longer shows hale's drain
+				rec.HaleDrain, rec.HaleDrainAt = "", time.Time{} // Slurm no longer shows hale's drain
 			}
 			switch {
 			case req != "" && haleDrain:

@@ -55,3 +55,31 @@ func TestCancelledRepairsDrainIsHales(t *testing.T) {
 		})
 	}
 }
+
+// A poll that read Slurm's states before hale recorded its drain (the drain not written yet)
+// and stores them after does not forget the drain: the next poll, which sees Action:Replace,
+// knows it for hale's own and replaces nothing (a cancelled heartbeat repair's node was replaced
+// as if an operator had asked, TestOutagesCostNoNode in a full run).
+func TestHaleDrainReadBeforeIsKept(t *testing.T) {
+	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	agents.AllReachable = true
+	agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE"}
+	c.setNode(t, func(_ *store.Node, rec *NodeRecord) {
+		// Recorded after the poll below reads Slurm (its read is now, the drain's record later).
+		rec.HaleDrain, rec.HaleDrainAt = "Action:Replace", time.Now().Add(time.Hour)
+		rec.State, rec.Reason = "IDLE", ""
+	})
+	c.s.poll(context.Background(), joinCluster, "i-0000000000000c71a")
+	c.c.Wait()
+	if rec := c.rec(t); rec.HaleDrain != "Action:Replace" {
+		t.Fatalf("a state read before hale's drain was recorded made hale forget it: %q", rec.HaleDrain)
+	}
+	agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE+DRAIN", Reason: "Action:Replace"}
+	c.s.poll(context.Background(), joinCluster, "i-0000000000000c71a")
+	c.c.Wait()
+	_, rs := findingsAndRepairs(t, c)
+	_, ev := gpu1(t, c)
+	if len(rs) != 0 || strings.Contains(ev, "by an operator") {
+		t.Errorf("hale's own drain read as an operator's request: repairs %+v, events:\n%s", rs, ev)
+	}
+}

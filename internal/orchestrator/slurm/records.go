@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/haleproject/hale/internal/store"
 )
@@ -88,6 +89,9 @@ type NodeRecord struct {
 	// ("Action:Replace"), kept until Slurm no longer shows it: that drain is hale's own, never
 	// an operator's request, even after its repair ended or was cancelled.
 	HaleDrain string `json:",omitempty"`
+	// HaleDrainAt is when hale recorded HaleDrain (just before it wrote the drain): only Slurm
+	// states read after it can show that the drain is gone.
+	HaleDrainAt time.Time `json:",omitzero"`
 	// Out: the node was said to be out of service (an event) and has not accepted work since.
 	// A state in between (UNKNOWN, NOT_RESPONDING: a new slurmd not registered yet) is not
 	// "back in service"; the event waits for a state that takes jobs.

@@ -161,7 +161,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what strin
 	if ctl := r.ctl(); !rp.Drained && ctl != "" {
 		rec := r.rec(n)
 		if reason := "Action:" + rp.Action; rec.HaleDrain != reason {
-			rec.HaleDrain = reason
+			rec.HaleDrain, rec.HaleDrainAt = reason, time.Now()
 			if err := r.saveRec(n); err != nil {
 				return false, "", err
 			}
