@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -404,13 +405,18 @@ func nodeCgroupsLeft(id string) []string {
 	return left
 }
 
-// BenchmarkEksRealKubelets measures an Eks cluster of 4 nodes with real kubelets
-// (--kubelets real): CreateCluster to InService (every Node registered by its kubelet, Ready and
-// labelled), then, after 60 s idle, each node stack's memory (RSS of kubelet, containerd,
-// kube-proxy) and CPU (their CPU time over those 60 s). Run as root:
+// BenchmarkEksRealKubelets measures an Eks cluster of 4 nodes (HALE_BENCH_NODES others) with
+// real kubelets (--kubelets real): CreateCluster to InService (every Node registered by its
+// kubelet, Ready and labelled), then, after 60 s idle, each node stack's memory (RSS of kubelet,
+// containerd, kube-proxy) and CPU (their CPU time over those 60 s), per node and as the
+// machine's share (all nodes' stacks: % of all CPUs, % of MemTotal). Run as root:
 //
 //	go test -tags 'e2e kube' ./test/e2e -run '^$' -bench EksRealKubelets -benchtime 1x
 func BenchmarkEksRealKubelets(b *testing.B) {
+	nodes := 4
+	if v, err := strconv.Atoi(os.Getenv("HALE_BENCH_NODES")); err == nil && v > 0 {
+		nodes = v
+	}
 	o := options(b, b.TempDir())
 	realKubelets(&o)
 	o.DeepHealthCheckDuration = 2 * time.Second
@@ -423,13 +429,13 @@ func BenchmarkEksRealKubelets(b *testing.B) {
 		name := fmt.Sprintf("real-%d", i)
 		start := time.Now()
 		g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
-			InstanceCount: aws.Int32(4), ExecutionRole: aws.String(role),
+			InstanceCount: aws.Int32(int32(nodes)), ExecutionRole: aws.String(role),
 			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
 		if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
 			Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
 			b.Fatal(err)
 		}
-		e.waitStatus(name, types.ClusterStatusInservice, 5*time.Minute)
+		e.waitStatus(name, types.ClusterStatusInservice, 10*time.Minute)
 		ready += time.Since(start)
 		b.StopTimer()
 		sample := func() map[string][2]float64 { // process -> {RSS MB, CPU s}, summed over the nodes
@@ -453,16 +459,35 @@ func BenchmarkEksRealKubelets(b *testing.B) {
 		time.Sleep(60 * time.Second)
 		after := sample()
 		for p, v := range after {
-			rss[p] += v[0] / 4
-			cpu[p] += (v[1] - before[p][1]) / 60 / 4 * 100
+			rss[p] += v[0] / float64(nodes)
+			cpu[p] += (v[1] - before[p][1]) / 60 / float64(nodes) * 100
 		}
 		e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String(name)})
 		e.waitGone(name, 2*time.Minute)
 		b.StartTimer()
 	}
 	b.ReportMetric(ready.Seconds()/float64(b.N), "s-to-InService")
+	var mb, pct float64
 	for p := range rss {
 		b.ReportMetric(rss[p]/float64(b.N), p+"_MB/node")
 		b.ReportMetric(cpu[p]/float64(b.N), p+"_%cpu/node")
+		mb += rss[p] / float64(b.N) * float64(nodes)
+		pct += cpu[p] / float64(b.N) * float64(nodes)
 	}
+	b.ReportMetric(pct/float64(runtime.NumCPU()), "machine_%cpu")
+	if memTotal := memTotalMB(); memTotal > 0 {
+		b.ReportMetric(mb/memTotal*100, "machine_%mem")
+	}
+}
+
+// memTotalMB is the machine's memory (/proc/meminfo's MemTotal) in MB (MiB).
+func memTotalMB() float64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	var kb float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb)
+		}
+	}
+	return kb / 1024
 }
