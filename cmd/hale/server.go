@@ -81,7 +81,7 @@ func envOr(name, def string) string {
 // hale up.
 func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.StringVar(&o.Provider, "provider", o.Provider, "provider that launches instances: local (Linux namespaces on this machine; needs root), static (your hosts over SSH: --hosts), or empty for none")
-	f.StringVar(&o.Kubelets, "kubelets", server.KubeletsSimulated, "how the local provider's Eks nodes run their kubelets: simulated (kwok: Nodes without pods) or real (a kubelet, containerd and kube-proxy on each node, from scripts/k8s-tools.sh; docs/kubernetes.md)")
+	f.StringVar(&o.Kubelets, "kubelets", server.KubeletsReal, "how the local provider's Eks nodes run their kubelets: real (a kubelet, containerd and kube-proxy on each node, from scripts/k8s-tools.sh; docs/kubernetes.md) or simulated (kwok: Nodes whose pods run nothing, for the 1,000-Node scale benchmark)")
 	f.StringVar(&o.MetricsToken, "metrics-token", "", "require Authorization: Bearer TOKEN on /metrics (Prometheus cannot sign with SigV4; default: /metrics is open)")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics on this host:port too (it is always on the API listener)")
 	f.StringVar(&o.EventsWebhook, "events-webhook", "", "POST every event (EventBridge-shaped: cluster state changes, node health, cluster events) to this URL, one JSON event per request with its id in the Idempotency-Key header; retried until it answers 2xx, kept across restarts")

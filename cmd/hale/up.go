@@ -43,10 +43,11 @@ which defaults to an s3/ directory beside FILE when there is one (s3://BUCKET/PR
 DIR/BUCKET/PREFIX).
 
 When FILE's orchestrator is Eks, hale up also runs a Kubernetes control plane (API server,
-etcd, scheduler, controller manager, kwok as the nodes' kubelets, the Kubeflow training
+etcd, scheduler, controller manager, CoreDNS, an image registry, the Kubeflow training
 operator; built by scripts/k8s-tools.sh), registered under the name, region and account of
-FILE's Orchestrator.Eks.ClusterArn, and stops it at the end; 'hale update-kubeconfig' gives
-kubectl a context for it.`,
+FILE's Orchestrator.Eks.ClusterArn, and stops it at the end; every node runs a kubelet,
+containerd and kube-proxy (--kubelets simulated: kwok plays them). 'hale update-kubeconfig'
+gives kubectl a context for it.`,
 		Example: `  sudo hale up examples/cluster.json
   sudo hale up examples/eks-cluster.json
   sudo hale up examples/static-cluster.json --provider static --hosts hosts.yaml --known-hosts known_hosts --agent-listen 10.0.0.10:7071`,
