@@ -98,16 +98,20 @@ func TestEksGPUs(t *testing.T) {
 
 	// A Xid 79 on GPU 1 (hale replaces for it; NodeRecovery None leaves that to an operator),
 	// then GPU 2 off the bus: allocatable 3, then 2, capacity 4.
+	start := time.Now()
 	e.inject(id, local.Fault{Xid: 79, GPU: 1, LoseGPU: -1})
 	eventually(t, 30*time.Second, "the Xid 79 GPU Unhealthy to the kubelet", func() (bool, string) {
 		c, a := gpus()
 		return c == 4 && a == 3, fmt.Sprintf("capacity %d, allocatable %d", c, a)
 	})
+	t.Logf("Xid 79 → the Node's allocatable nvidia.com/gpu 3 of 4: %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
 	e.inject(id, local.Fault{LoseGPU: 2})
 	eventually(t, 30*time.Second, "the lost GPU Unhealthy to the kubelet", func() (bool, string) {
 		c, a := gpus()
 		return c == 4 && a == 2, fmt.Sprintf("capacity %d, allocatable %d", c, a)
 	})
+	t.Logf("GPU off the bus → allocatable 2 of 4: %s", time.Since(start).Round(time.Millisecond))
 	// The operator reboots it, once hale holds the Xid's repair for them (a request while that
 	// repair still drains is part of it): the Xid's GPU comes back, the lost one does not, and
 	// the node is not declared healthy with 3 of its 4 GPUs: its checks fail, and it is

@@ -29,7 +29,8 @@ func TestUpEksExample(t *testing.T) {
 		return strings.Contains(out.String(), "\nCtrl-C here"), out.String()
 	})
 	before, _, _ := strings.Cut(out.String(), "\nCtrl-C here")
-	for _, want := range []string{"Kubernetes control plane arn:aws:eks:us-west-2:123456789012:cluster/hale-local at https://127.0.0.1:",
+	// The API server listens on hale's bridge, where the nodes' kubelets reach it.
+	for _, want := range []string{"Kubernetes control plane arn:aws:eks:us-west-2:123456789012:cluster/hale-local at https://" + o.LocalSubnet[:strings.LastIndex(o.LocalSubnet, ".")] + ".1:",
 		"Cluster eks-demo is InService with 4 nodes:", "update-kubeconfig --cluster-name eks-demo"} {
 		if !strings.Contains(before, want) {
 			t.Errorf("hale up's first lines lack %q:\n%s", want, before)
@@ -61,7 +62,7 @@ func TestUpEksExample(t *testing.T) {
 		"--image", "registry.hale.internal/hale/busybox:bookworm").CombinedOutput(); err != nil {
 		t.Fatalf("kubectl create deployment: %v\n%s", err, b)
 	}
-	server := regexp.MustCompile(`at (https://127\.0\.0\.1:\d+)`).FindStringSubmatch(before)
+	server := regexp.MustCompile(`at (https://[0-9.]+:\d+)`).FindStringSubmatch(before)
 
 	if err := interrupt(); err != nil || !strings.Contains(out.String(), "down: cluster eks-demo and its nodes are gone") ||
 		!strings.Contains(out.String(), "down: the Kubernetes control plane's objects go with it") {
