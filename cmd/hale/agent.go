@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/haleproject/hale/internal/agent"
+	"github.com/haleproject/hale/internal/deviceplugin"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/spf13/cobra"
 )
@@ -51,7 +52,7 @@ runs the lifecycle scripts and commands the server sends. Providers start it on 
 	f.StringVar(&cfg.BootIDFile, "boot-id-file", agent.DefaultBootIDFile, "file holding the id of this boot (a reboot is told from an agent restart by it)")
 	f.StringVar(&localSetup, "local-setup", "", "local provider: setup.json to apply (hostname, bind mounts) before starting")
 	f.StringVar(&cfg.DeviceDir, "device-dir", "", "directory of the node's own device files (simulated GPUs at NVIDIA's paths); --local-setup sets it when the node's /dev is private")
-	f.StringVar(&cfg.DevicePluginDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin directory: the agent serves the node's GPUs as nvidia.com/gpu to a kubelet registering there (empty: never)")
+	f.StringVar(&cfg.DevicePluginDir, "device-plugin-dir", "", "the kubelet's device plugin directory ("+deviceplugin.KubeletDir+"): the agent serves the node's GPUs as nvidia.com/gpu to a kubelet registering there; providers set it on Eks nodes whose kubelet hale runs (empty: never, so a machine's own kubelet and NVIDIA plugin are left alone)")
 	f.StringArrayVar(&cfg.KernelLogs, "kernel-log", []string{"/dev/kmsg"}, "kernel log the health monitor follows (repeatable): /dev/kmsg, or a file such as /var/log/messages")
 	f.StringArrayVar(&cfg.DiskPaths, "disk-path", []string{"/"}, "file system the health monitor watches for space (repeatable)")
 	cmd.MarkFlagRequired("server")

@@ -62,7 +62,8 @@ type Config struct {
 	DHCPort int
 	// DevicePluginDir is the kubelet's device plugin directory (/var/lib/kubelet/device-plugins
 	// on a node): once a kubelet's registration socket is there, the agent serves the node's
-	// GPUs to it as nvidia.com/gpu (deviceplugin.go). Empty: no device plugin.
+	// GPUs to it as nvidia.com/gpu (deviceplugin.go). Empty: no device plugin (a machine's own
+	// kubelet, with NVIDIA's plugin, is not hale's to serve).
 	DevicePluginDir string
 	// DeviceDir is where simulated GPUs get their device files: "/dev" on a node with a /dev of
 	// its own (the local provider's), so they sit at NVIDIA's paths (/dev/nvidia0 ...,

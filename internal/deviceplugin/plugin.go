@@ -32,6 +32,9 @@ import (
 // for EKS (limits: nvidia.com/gpu: 8) run unchanged.
 const ResourceName = "nvidia.com/gpu"
 
+// KubeletDir is the kubelet's device plugin directory on a node (v1beta1.DevicePluginPath).
+const KubeletDir = "/var/lib/kubelet/device-plugins"
+
 // SocketName is the plugin's socket in the device plugin directory.
 const SocketName = "hale-gpu.sock"
 

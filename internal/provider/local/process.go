@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/haleproject/hale/internal/deviceplugin"
 )
 
 // NodeSetup is what the agent does to its own namespaces before it starts, written by the
@@ -383,6 +385,10 @@ func (p *Provider) startAgentIn(r *record, sameBoot bool) (wait func() error, er
 		args = append(args, "--bootstrap-token-file", p.agentFile(r, "token"))
 	}
 	args = append(args, p.cfg.AgentArgs...)
+	if r.Containers {
+		// The node's kubelet is hale's: the agent is its GPU device plugin.
+		args = append(args, "--device-plugin-dir", deviceplugin.KubeletDir)
+	}
 	if r.ImageRoot != "" {
 		// node-init starts the agent after the node's pivot_root, where hale is bound here.
 		args[0] = NodeAgentBinary
