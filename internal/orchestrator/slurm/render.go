@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -318,7 +319,10 @@ func confNodeOf(n *store.Node, partition string) ConfNode {
 // MayStart implements orchestrator.Round: a node whose agent registered may start configuring
 // once the roles are known, and for a Slurm node once the configuration is rendered and lists
 // every compute node coming up (each has reported its inventory), so the first slurm.conf is
-// the whole cluster's.
+// the whole cluster's. A compute node joining a running slurmctld (a scale-up) starts once
+// slurmctld has a configuration that lists it: HyperPod's lifecycle scripts start slurmd
+// configless (slurmd --conf-server), which asks slurmctld for its configuration at once and
+// exits when it is not in it (TestSlurmVersions' configless scale-up, on a busy machine).
 func (r *round) MayStart(n *store.Node) bool {
 	if !r.ok {
 		return false
@@ -333,6 +337,9 @@ func (r *round) MayStart(n *store.Node) bool {
 		if r.role(m) == "compute" && m.Details.Phase == store.PhaseBooting && m.Details.Inventory == nil && m.Details.PrivateIP != "" {
 			return false
 		}
+	}
+	if r.role(n) == "compute" && r.sl.Applied != "" && !slices.Contains(r.sl.AppliedNodes, orchestrator.NodeName(n)) {
+		return false
 	}
 	return true
 }
