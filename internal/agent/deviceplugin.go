@@ -21,7 +21,7 @@ import (
 // gpuFaults is the GPUs the monitors found faulty in this agent's life, by index.
 type gpuFaults struct {
 	mu  sync.Mutex
-	bad map[int]string // index -> the fault found
+	bad map[int]bool
 }
 
 // startDevicePlugin serves the node's GPUs to its kubelet once the kubelet's registration
@@ -31,12 +31,15 @@ func (a *Agent) startDevicePlugin(ctx context.Context) {
 	if a.cfg.DevicePluginDir == "" || len(a.pluginDevices()) == 0 {
 		return
 	}
+	// The driver's control device, where deviceNodes makes it for simulated GPUs (only in a
+	// node's own /dev) or where NVIDIA's driver has it.
+	ctlDir := a.cfg.DeviceDir
+	if a.nvml != nil {
+		ctlDir = "/dev"
+	}
 	var shared []string
-	if dir := a.cfg.DeviceDir; dir != "" || a.nvml != nil {
-		if a.nvml != nil {
-			dir = "/dev"
-		}
-		shared = []string{filepath.Join(dir, "nvidiactl")}
+	if ctlDir != "" {
+		shared = []string{filepath.Join(ctlDir, "nvidiactl")}
 	}
 	a.plugin = deviceplugin.New(deviceplugin.Config{Dir: a.cfg.DevicePluginDir, Devices: a.pluginDevices, Shared: shared, Log: a.log})
 	go a.plugin.Run(ctx)
@@ -58,7 +61,7 @@ func (a *Agent) pluginDevices() []deviceplugin.Device {
 			continue
 		}
 		i := int(d.Index)
-		ok := d.Healthy && (d.DevicePath == "" || exists(d.DevicePath)) && a.faults.bad[i] == ""
+		ok := onBus(d) && !a.faults.bad[i]
 		out = append(out, deviceplugin.Device{ID: d.Uuid, Index: i, Paths: []string{d.DevicePath}, Healthy: ok})
 	}
 	return out
@@ -66,15 +69,15 @@ func (a *Agent) pluginDevices() []deviceplugin.Device {
 
 // gpuFound records a finding on a GPU: one that asks for an action makes it Unhealthy to the
 // kubelet.
-func (a *Agent) gpuFound(gpu int, fault string, action health.Action) {
+func (a *Agent) gpuFound(gpu int, action health.Action) {
 	if gpu < 0 || action.Severity() < health.ResetGPU.Severity() {
 		return
 	}
 	a.faults.mu.Lock()
 	if a.faults.bad == nil {
-		a.faults.bad = map[int]string{}
+		a.faults.bad = map[int]bool{}
 	}
-	a.faults.bad[gpu] = fault
+	a.faults.bad[gpu] = true
 	a.faults.mu.Unlock()
 	if a.plugin != nil {
 		a.plugin.Notify()

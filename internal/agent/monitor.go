@@ -47,7 +47,7 @@ func (a *Agent) report(f health.Finding, monitor string) {
 	}
 	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Finding{Finding: pf}})
 	a.xidSeen(int(pf.Gpu), pf.Xid)
-	a.gpuFound(int(pf.Gpu), f.Fault, f.Action)
+	a.gpuFound(int(pf.Gpu), f.Action)
 }
 
 // ProtoFinding is a finding as the agent sends it to the server (monitor names the monitor
@@ -261,6 +261,12 @@ func (a *Agent) deviceFindings(all bool) []health.Finding {
 		a.devState.unhealthy[i] = bad
 	}
 	return out
+}
+
+// onBus reports whether a device is there to use: healthy, and its device file (if it has one)
+// present.
+func onBus(d *agentproto.Accelerator) bool {
+	return d.Healthy && (d.DevicePath == "" || exists(d.DevicePath))
 }
 
 func countPresent(devs []*agentproto.Accelerator) int {

@@ -180,7 +180,7 @@ func (a *Agent) simulatedGPUMetrics(load1 float64) []*agentproto.GPUMetrics {
 	util := math.Round(math.Min(100, 100*load1/float64(max(1, runtime.NumCPU()))))
 	var out []*agentproto.GPUMetrics
 	for _, d := range devs {
-		if d.Kind != "gpu" || !d.Healthy || (d.DevicePath != "" && !exists(d.DevicePath)) {
+		if d.Kind != "gpu" || !onBus(d) {
 			continue
 		}
 		c := a.gpuCount(int(d.Index))

@@ -762,26 +762,9 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	}
 	o, cs, id, node := r.o, r.cs, rp.ID, *n
 	r.r.Go("resume", id, func(ctx context.Context) {
-		if o.cfg.NodeStack != nil {
-			kn, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			why := ""
-			if err == nil {
-				why = gpusShort(kn, &node)
-			}
-			if err != nil || why != "" {
-				if why != "" {
-					o.h.Store().Write(ctx, func(tx store.Tx) error {
-						rp, err := tx.Repair(id)
-						if err != nil || rp.State != store.RepairResuming || rp.Message == why {
-							return err
-						}
-						rp.Message = why
-						return tx.PutRepair(rp)
-					})
-				}
-				o.h.Sleep(ctx, time.Second)
-				return
-			}
+		if o.cfg.NodeStack != nil && o.resumeHeldForGPUs(ctx, cs, id, name, &node) {
+			o.h.Sleep(ctx, time.Second)
+			return
 		}
 		if err := setHealth(ctx, cs, name, Schedulable, nil, false); err != nil {
 			o.h.Sleep(ctx, time.Second)
@@ -797,9 +780,7 @@ func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 				return err
 			}
 			rp.InService, rp.ServiceState = true, Schedulable
-			if strings.HasPrefix(rp.Message, "its Node "+name+" offers ") { // gpusShort's, no longer true
-				rp.Message = ""
-			}
+			clearGPUsShort(rp, name)
 			return tx.PutRepair(rp)
 		})
 	})
