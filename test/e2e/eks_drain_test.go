@@ -41,7 +41,7 @@ func TestEksDrainAlwaysEnds(t *testing.T) {
 	ctx := context.Background()
 	lc := e.script("eks-drain", "on_create.sh", recordScript)
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("drain"),
-		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}},
+		Orchestrator: localEks(),
 		InstanceGroups: []types.ClusterInstanceGroupSpecification{{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
 			InstanceCount: aws.Int32(2), ExecutionRole: aws.String(role),
 			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}}}); err != nil {

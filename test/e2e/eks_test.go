@@ -53,7 +53,7 @@ func TestEksClusterNodes(t *testing.T) {
 		KubernetesConfig: &types.ClusterKubernetesConfig{Labels: map[string]string{"team": "ml"},
 			Taints: []types.ClusterKubernetesTaint{{Key: aws.String("dedicated"), Value: aws.String("training"), Effect: types.ClusterKubernetesTaintEffectNoSchedule}}}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("eks"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
-		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		Orchestrator: localEks()}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitStatus("eks", types.ClusterStatusInservice, 150*time.Second)
@@ -374,7 +374,7 @@ func TestEksNodeRecoveryNone(t *testing.T) {
 		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("manual"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
 		NodeRecovery: types.ClusterNodeRecoveryNone,
-		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		Orchestrator: localEks()}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitStatus("manual", types.ClusterStatusInservice, 90*time.Second)
@@ -594,4 +594,12 @@ func TestEksOnARegisteredCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("outside", 60*time.Second)
+}
+
+// localEksArn is the Kubernetes cluster the tests' servers run and register (hale-local).
+const localEksArn = "arn:aws:eks:us-west-2:123456789012:cluster/hale-local"
+
+// localEks is CreateCluster's Orchestrator for an Eks cluster on the tests' control plane.
+func localEks() *types.ClusterOrchestrator {
+	return &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String(localEksArn)}}
 }

@@ -66,7 +66,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 			Value: types.ClusterFsxLustreConfig{DnsName: aws.String("fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"), MountName: aws.String("e2e")}}}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("train"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
 		NodeRecovery: types.ClusterNodeRecoveryAutomatic, VpcConfig: vpc,
-		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		Orchestrator: localEks()}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitStatus("train", types.ClusterStatusInservice, 240*time.Second)

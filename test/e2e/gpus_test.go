@@ -48,7 +48,7 @@ func TestEksGPUs(t *testing.T) {
 		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("gpus"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
 		NodeRecovery: types.ClusterNodeRecoveryNone,
-		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		Orchestrator: localEks()}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitStatus("gpus", types.ClusterStatusInservice, 240*time.Second)

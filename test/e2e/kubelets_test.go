@@ -62,7 +62,7 @@ func TestEksRealKubelets(t *testing.T) {
 		InstanceCount: aws.Int32(2), ExecutionRole: aws.String(role),
 		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
 	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("real"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
-		Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+		Orchestrator: localEks()}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitStatus("real", types.ClusterStatusInservice, 240*time.Second)
@@ -432,7 +432,7 @@ func BenchmarkEksRealKubelets(b *testing.B) {
 			InstanceCount: aws.Int32(int32(nodes)), ExecutionRole: aws.String(role),
 			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
 		if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
-			Orchestrator: &types.ClusterOrchestrator{Eks: &types.ClusterOrchestratorEksConfig{ClusterArn: aws.String("arn:aws:eks:us-west-2:123456789012:cluster/hale-local")}}}); err != nil {
+			Orchestrator: localEks()}); err != nil {
 			b.Fatal(err)
 		}
 		e.waitStatus(name, types.ClusterStatusInservice, 10*time.Minute)
