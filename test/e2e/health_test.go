@@ -329,6 +329,15 @@ func TestHealthNodeRecoveryNone(t *testing.T) {
 	if ev := e.events("manual"); !strings.Contains(ev, "NodeRecovery is None") {
 		t.Errorf("no event says what to do:\n%s", ev)
 	}
+	// The operator finds it fine and resumes it in Slurm, as the event says: the hold ends.
+	if out, err := e.onNode(login, "scontrol update nodename="+slurmName(n)+" state=resume"); err != nil {
+		t.Fatal(err, out)
+	}
+	eventually(t, 20*time.Second, "the hold ended by the operator's resume", func() (bool, string) {
+		rs := e.repairsOf("manual", "gpu-1")
+		return len(rs) == 1 && rs[0].State == store.RepairCancelled && strings.Contains(e.events("manual"), "cancelled: resumed in Slurm by an operator"),
+			fmt.Sprintf("repairs %v, events:\n%s", rs, e.events("manual"))
+	})
 	if _, err := e.SDK.DeleteCluster(context.Background(), &sagemaker.DeleteClusterInput{ClusterName: aws.String("manual")}); err != nil {
 		t.Fatal(err)
 	}

@@ -484,6 +484,11 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 		}
 		return
 	}
+	s.mu.Lock()
+	if readAt.After(s.polled[clusterID]) {
+		s.polled[clusterID] = readAt
+	}
+	s.mu.Unlock()
 	for _, a := range acts {
 		if _, err := s.h.Run(ctx, ctlInstance, a.argv, 10*time.Second); err != nil && ctx.Err() == nil {
 			s.log.Warn("scontrol", "cluster_id", clusterID, "error", err)

@@ -195,13 +195,21 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what strin
 		})
 		return true, "", nil
 	}
+	if !rp.Drained {
+		// No controller answers (a partition cut it off with the node, or it is down itself):
+		// Slurm cannot be told, and schedules nothing meanwhile. The repair goes on, undrained,
+		// and says so; an in-service state read before is no operator's resume (Released).
+		return false, "not drained: no Slurm controller answers", nil
+	}
 	return false, "drained in Slurm (reason Action:" + rp.Action + ")", nil
 }
 
-// Released implements orchestrator.Round: an operator who resumes a held node in Slurm ends the
-// hold (a few polls after the hold began, so the state read is not the one before the drain).
+// Released implements orchestrator.Round: an operator who resumes a node hale drained and
+// holds ends the hold. Only a state slurmctld gave after the hold began says so: the one read
+// before is the node's state before the drain, and while no controller answers (a partition)
+// that is the last state hale has (TestHeldNodeReleasedOnlyByAFreshState).
 func (r *round) Released(rp *store.Repair, n *store.Node) (bool, string) {
-	if r.inSlurm(n) && !outOfService(r.recs[n.LogicalID].State) && r.now.Sub(rp.UpdatedAt) > 3*pollInterval {
+	if rp.Drained && r.polledAt.After(rp.UpdatedAt) && r.inSlurm(n) && !outOfService(r.recs[n.LogicalID].State) {
 		rp.Drained = false // the operator resumed it: nothing to undo
 		return true, "resumed in Slurm by an operator"
 	}

@@ -48,6 +48,10 @@ type Slurm struct {
 	// responding, and the skews they reported, by instance (mungeclock.go).
 	mungeChecks, skewReports orchestrator.Every
 	mungeDue                 map[string][]mungeCheck // checks the next round of each cluster starts
+	// polled is when the last poll of each cluster that reached slurmctld read its states, set
+	// once the poll stored them: a round that reads it before its records has records at least
+	// that new (Released).
+	polled map[string]time.Time
 }
 
 // New returns the Slurm orchestrator, to be bound to a controller.
@@ -56,7 +60,7 @@ func New() *Slurm {
 		verdicts:  map[string]verdict{},
 		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{},
 		mungeChecks: orchestrator.Every{Interval: mungeCheckEvery}, skewReports: orchestrator.Every{Interval: mungeSkewReportEvery},
-		mungeDue: map[string][]mungeCheck{}}
+		mungeDue: map[string][]mungeCheck{}, polled: map[string]time.Time{}}
 }
 
 var _ orchestrator.Orchestrator = (*Slurm)(nil)
@@ -85,6 +89,9 @@ func (s *Slurm) Begin(rec orchestrator.RoundHost) (orchestrator.Round, error) {
 		return nil, err
 	}
 	r := &round{s: s, r: rec, cl: cl, groups: rec.Groups(), nodes: rec.Nodes(), now: rec.Now(), recs: map[string]*NodeRecord{}}
+	s.mu.Lock()
+	r.polledAt = s.polled[cl.ID]
+	s.mu.Unlock()
 	if r.st, err = decodeState(recs[""]); err != nil {
 		return nil, err
 	}
@@ -109,6 +116,9 @@ type round struct {
 	now    time.Time
 	st     *State                 // the cluster's record; nil before the first
 	recs   map[string]*NodeRecord // the nodes' records, by logical id
+	// polledAt is when the newest poll whose states recs hold read slurmctld (zero: none
+	// since the server started).
+	polledAt time.Time
 	// ok: the cluster's Slurm roles are known (nodes configure only then); sl is its Slurm
 	// state when it is a Slurm cluster (it has a controller group).
 	ok bool
