@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/haleproject/hale/api"
@@ -29,6 +31,9 @@ type browser struct {
 	t         testing.TB
 	ctx       context.Context
 	artifacts string
+	// said is what the pages threw and wrote to their consoles, for a failure's log.
+	mu   sync.Mutex
+	said []string
 }
 
 // chromiumPath is Debian's Chromium, which scripts/setup.sh installs.
@@ -53,12 +58,54 @@ func newBrowser(t testing.TB) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 860), chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR="+t.TempDir()))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
+	b := &browser{t: t, artifacts: dir}
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(b.listen))
+	b.ctx = ctx
 	t.Cleanup(func() { cancel(); cancelA() }) // ends Chromium and its children
-	if err := chromedp.Do(ctx); err != nil {  // starts Chromium, which lives as long as ctx
+	if err := chromedp.Do(ctx); err != nil { // starts Chromium, which lives as long as ctx
 		t.Fatalf("start Chromium: %v", err)
 	}
-	return &browser{t: t, ctx: ctx, artifacts: dir}
+	return b
+}
+
+// listen keeps what the pages throw and write to their consoles (chromedp.WithListener: it
+// runs on the tab's reading goroutine, so it only appends).
+func (b *browser) listen(ev any) {
+	line := ""
+	switch ev := ev.(type) {
+	case *runtime.EventExceptionThrown:
+		line = "exception: " + ev.ExceptionDetails.Text
+		if ev.ExceptionDetails.Exception != nil {
+			line += " " + ev.ExceptionDetails.Exception.Description
+		}
+	case *runtime.EventConsoleAPICalled:
+		line = "console." + string(ev.Type) + ":"
+		for _, a := range ev.Args {
+			line += " " + string(a.Value) + a.Description
+		}
+	default:
+		return
+	}
+	b.mu.Lock()
+	b.said = append(b.said, time.Now().Format("15:04:05.000 ")+line)
+	b.mu.Unlock()
+}
+
+// diagnose logs what the page is at and loaded (its scripts, by resource timing: one missing
+// is still loading) and what it threw or logged: a failure's cause beyond its screenshot.
+func (b *browser) diagnose() {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({url: location.href, readyState: document.readyState,
+		loaded: performance.getEntriesByType("resource").map((e) => e.name.replace(location.origin, "") + " " + Math.round(e.duration) + "ms " + e.responseStatus)})`))
+	if err != nil {
+		state = "page state unreadable: " + err.Error()
+	}
+	b.mu.Lock()
+	said := strings.Join(b.said, "\n")
+	b.mu.Unlock()
+	b.t.Logf("page: %s\nwhat the pages threw or logged:\n%s", state, said)
 }
 
 // run runs chromedp actions with a limit of two minutes each call: the limit only bounds a
@@ -69,6 +116,7 @@ func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.shot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.diagnose()
 		b.t.Fatalf("%s: %v", what, err)
 	}
 }

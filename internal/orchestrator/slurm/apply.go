@@ -271,6 +271,12 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 		if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitUp(), 20*time.Second); err != nil {
 			return err
 		}
+		if restart && len(names) > 0 {
+			// Its start over (its configuration read) before it is asked to reconfigure.
+			if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names[0]), 20*time.Second); err != nil {
+				return err
+			}
+		}
 		// Just after a restart slurmctld may answer a ping yet drop the reconfigure request
 		// ("Zero Bytes were transmitted or received"): try a few times.
 		var err error
