@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A test bed of SSH hosts on this machine, for hale's static provider (docs/own-machines.md).
 #
-#   scripts/testhosts.sh up N [--instance-type T] [--out FILE]   create N hosts, write a hosts file
+#   scripts/testhosts.sh up N [--instance-type T] [--out FILE] [--containers]
+#                                                                 create N hosts, write a hosts file
 #   scripts/testhosts.sh down                                     remove every test host
 #   scripts/testhosts.sh list                                     one line per host
 #   scripts/testhosts.sh poweroff I | poweron I                    host I loses power, gets it back
@@ -17,6 +18,13 @@
 #     log, which `hale debug inject-fault` appends to) and a kernel boot id of its own;
 #   - Debian's OpenSSH sshd with its own ed25519 host key, root login by key only. The test bed's
 #     client key is STATE/id_ed25519; each host's public key is in STATE/known_hosts.
+# With --containers a host can also run a container runtime and a kubelet (an Eks node), as a
+# machine of its own would, without changing this machine (what hale's local provider gives its
+# Eks nodes, docs/own-machines.md): cgroups of its own (a cgroup in each of this machine's cgroup
+# v1 hierarchies, a cgroup namespace rooted there and fresh cgroup file systems), read-only
+# values over the /proc/sys entries a kubelet sets at start (kernel.panic_on_oops and the rest
+# are this machine's), a shared root mount, and /var/lib/containerd off the overlay (overlayfs
+# cannot be containerd's snapshotter on overlayfs). `down` removes the cgroups.
 # `reboot` on a host is a real restart of that host: its init kills every process on it, gives
 # it a new boot id, empties /run, /tmp and its kernel log, and starts sshd again (the host's own
 # files stay, as on a disk). Nothing starts hale's agent again: hale's supervision does.
@@ -60,6 +68,23 @@ for d in etc opt usr var root home; do
   [ "$d" = root ] && lower=$(dirname "$dir")/root-home
   mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
+if [ -f "$dir/cgroups" ]; then
+  # A host for containers (up --containers): its own cgroup file systems, rooted at its cgroups
+  # by the cgroup namespace it started in; the kubelet's kernel settings read as set; volumes'
+  # mounts propagate inside the host; containerd's directory off the overlay.
+  mount --make-rshared /
+  mount -t tmpfs -o mode=755,nosuid,nodev,noexec cgroup_root /sys/fs/cgroup
+  while IFS=$'\t' read -r _ name opts; do
+    mkdir -p "/sys/fs/cgroup/$name"
+    mount -t cgroup -o "$opts" cgroup "/sys/fs/cgroup/$name"
+  done < "$dir/cgroups"
+  for f in "$dir"/sysctl/*; do
+    target=/proc/sys/$(basename "$f" | tr . /)
+    mount --bind "$f" "$target" && mount -o remount,bind,ro "$target"
+  done
+  mkdir -p /var/lib/containerd
+  mount --bind "$dir/containerd" /var/lib/containerd
+fi
 : > "$dir/kmsg"
 : > "$dir/boot_id"
 mount --bind "$dir/boot_id" /proc/sys/kernel/random/boot_id
@@ -109,11 +134,12 @@ host_dir() { echo "$STATE/host-$1"; }
 
 up() {
   local n=$1; shift
-  local itype=ml.c5.xlarge out=""
+  local itype=ml.c5.xlarge out="" containers=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --instance-type) itype=$2; shift 2 ;;
       --out) out=$2; shift 2 ;;
+      --containers) containers=1; shift ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -136,7 +162,7 @@ up() {
   while [ -d "$(host_dir "$first")" ]; do first=$((first + 1)); done
   local i
   for ((i = first; i < first + n; i++)); do
-    make_host "$i"
+    make_host "$i" "$containers"
   done
   local hosts=()
   for d in "$STATE"/host-*; do
@@ -169,8 +195,78 @@ up() {
   echo "testhosts: ${#hosts[@]} hosts up (${hosts[0]} to ${hosts[${#hosts[@]}-1]}); hosts file $out; known_hosts $STATE/known_hosts; key $STATE/id_ed25519"
 }
 
+# host_cgroups prints this process's cgroup v1 hierarchies, one per line: mount point, the
+# options that mount the hierarchy again (its controllers, or none,name=X), and this process's
+# cgroup in it. The unified hierarchy of a hybrid machine holds no controller a kubelet uses.
+host_cgroups() {
+  awk '{
+    for (i = 1; i <= NF; i++) if ($i == "-") { s = i; break }
+    if ($(s + 1) != "cgroup") next
+    n = split($(s + 3), o, ","); c = ""
+    for (j = 1; j <= n; j++) {
+      if (o[j] ~ /^(rw|ro|xattr|noprefix|clone_children|cpuset_v2_mode|favordynmods)$/ || o[j] ~ /^release_agent=/) continue
+      c = c (c == "" ? "" : ",") o[j]
+    }
+    print $5, c
+  }' /proc/self/mountinfo | sort -u -k2,2 | while read -r mp ctls; do
+    local path
+    path=$(awk -F: -v k="$ctls" '$2 == k { print $3 }' /proc/self/cgroup)
+    [ -n "$path" ] || continue
+    local opts=$ctls
+    case "$ctls" in name=*) opts="none,$ctls" ;; esac
+    printf '%s\t%s\t%s\n' "$mp" "$opts" "$path"
+  done
+}
+
+# host_containers readies host I's directory for --containers: its cgroups (recorded in
+# $dir/cgroups: cgroup directory, hierarchy name, mount options), the kubelet's kernel
+# settings' values and containerd's directory.
+host_containers() {
+  local i=$1 dir=$2 mp opts path cg
+  : > "$dir/cgroups"
+  while IFS=$'\t' read -r mp opts path; do
+    cg="$mp${path%/}/$NS-$i"
+    mkdir -p "$cg"
+    if [ "$opts" = cpuset ]; then
+      # A new cpuset cgroup has no CPUs or memory nodes, and refuses every process.
+      cat "$(dirname "$cg")/cpuset.cpus" > "$cg/cpuset.cpus"
+      cat "$(dirname "$cg")/cpuset.mems" > "$cg/cpuset.mems"
+    fi
+    printf '%s\t%s\t%s\n' "$cg" "$(basename "$mp")" "$opts" >> "$dir/cgroups"
+  done < <(host_cgroups)
+  [ -s "$dir/cgroups" ] || die "--containers needs this machine's cgroup v1 hierarchies (none is mounted)"
+  # The settings the kubelet writes at start (setupKernelTunables), with the values it wants.
+  mkdir -p "$dir/sysctl" "$dir/containerd"
+  local kv
+  for kv in vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 \
+    kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000; do
+    echo "${kv#*=}" > "$dir/sysctl/${kv%%=*}"
+    chmod 444 "$dir/sysctl/${kv%%=*}"
+  done
+}
+
+# remove_cgroups removes host I's cgroups, deepest first, killing what is left in them (a
+# container's processes die a moment after their host's PID namespace).
+remove_cgroups() {
+  local dir=$1 cg try
+  [ -f "$dir/cgroups" ] || return 0
+  for try in $(seq 50); do
+    local left=""
+    while IFS=$'\t' read -r cg _ _; do
+      [ -d "$cg" ] || continue
+      while read -r d; do
+        xargs -r kill -KILL < "$d/cgroup.procs" 2>/dev/null || true
+        rmdir "$d" 2>/dev/null || left=1
+      done < <(find "$cg" -depth -type d)
+    done < "$dir/cgroups"
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  echo "testhosts: cgroups of $dir left: processes still in them" >&2
+}
+
 make_host() {
-  local i=$1 dir addr ns veth
+  local i=$1 containers=${2:-} dir addr ns veth
   dir=$(host_dir "$i")
   addr="$NET.$((10 + i))"
   ns="$NS-$i"
@@ -207,7 +303,17 @@ EOF
   ip -n "$ns" link set lo up
   # PID 1 of the host: in its network namespace, with new UTS, PID and mount namespaces whose
   # mounts do not propagate back here.
-  setsid nsenter --net="/run/netns/$ns" -- unshare --uts --mount --pid --fork --mount-proc --propagation private -- \
+  local join=() cgns=()
+  if [ -n "$containers" ]; then
+    host_containers "$i" "$dir"
+    # PID 1 starts in the host's cgroups (each hierarchy's cgroup.procs, then --), and its
+    # cgroup namespace is rooted there.
+    join=(sh -c 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"' sh)
+    while IFS=$'\t' read -r cg _ _; do join+=("$cg/cgroup.procs"); done < "$dir/cgroups"
+    join+=(--)
+    cgns=(--cgroup)
+  fi
+  setsid "${join[@]}" nsenter --net="/run/netns/$ns" -- unshare --uts --mount --pid "${cgns[@]}" --fork --mount-proc --propagation private -- \
     bash -c "hostname testhost-$i; exec bash '$STATE/init.sh' '$dir'" </dev/null >"$dir/init.log" 2>&1 &
   echo $! > "$dir/pid"
 }
@@ -231,6 +337,7 @@ down() {
     fi
     ip netns del "$NS-$i" 2>/dev/null || true
     ip link del "${BRIDGE}v$i" 2>/dev/null || true
+    remove_cgroups "$d"
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   # Mounts lived in the hosts' own mount namespaces and went with them.
@@ -264,5 +371,5 @@ case "${1:-}" in
   # its power coming back. I is the host's number (host-I, address .10+I).
   poweroff) signal_host "${2:?host number}" USR2 ;;
   poweron) signal_host "${2:?host number}" USR1 ;;
-  *) die "usage: $0 up N [--instance-type T] [--out FILE] | down | list | poweroff I | poweron I" ;;
+  *) die "usage: $0 up N [--instance-type T] [--out FILE] [--containers] | down | list | poweroff I | poweron I" ;;
 esac
