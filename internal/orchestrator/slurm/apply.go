@@ -273,7 +273,7 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 		}
 		if restart && len(names) > 0 {
 			// Its start over (its configuration read) before it is asked to reconfigure.
-			if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names[0]), 20*time.Second); err != nil {
+			if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names...), 20*time.Second); err != nil {
 				return err
 			}
 		}
@@ -286,6 +286,14 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 			}
 			s.h.Sleep(ctx, 300*time.Millisecond)
 		}
+		if err != nil || len(names) == 0 {
+			return err
+		}
+		// 24.11 and later answer the reconfigure, then start again (a new process image): the
+		// configuration counts as applied, and a joining node's lifecycle scripts start (a
+		// configless slurmd among them, asking slurmctld for its files), once the new one has
+		// read it.
+		_, err = s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names...), 20*time.Second)
 		return err
 	}()
 	if err != nil {

@@ -98,12 +98,22 @@ func WaitUp() []string {
 	return []string{"/bin/sh", "-c", "for i in $(seq 150); do scontrol ping 2>/dev/null | grep -q 'is UP' && exit 0; sleep 0.1; done; scontrol ping; exit 1"}
 }
 
-// WaitListed waits up to about 15 s for slurmctld to list node (a name of its slurm.conf):
-// it has read its configuration, so its start is over. Slurm 24.11 answers a ping from before
-// it reads it (its listening ports open first), and a reconfigure it gets then can kill it
-// ("fatal: slurmscriptd_init: ... Interrupted system call").
-func WaitListed(node string) []string {
-	return []string{"/bin/sh", "-c", `for i in $(seq 150); do scontrol show node -o "$1" >/dev/null 2>&1 && exit 0; sleep 0.1; done; scontrol show node -o "$1"; exit 1`, "sh", node}
+// WaitListed waits up to about 15 s for slurmctld to list every node of nodes (names of its
+// slurm.conf): it has read its configuration, so its start is over. Slurm 24.11 answers a ping
+// from before it reads it (its listening ports open first): a reconfigure it gets then can kill
+// it ("fatal: slurmscriptd_init: ... Interrupted system call"), and a configless slurmd that
+// asks it then for its files gets none and exits.
+func WaitListed(nodes ...string) []string {
+	return append([]string{"/bin/sh", "-c", `for i in $(seq 150); do
+  if out=$(scontrol show node -o 2>/dev/null); then
+    ok=1
+    for n in "$@"; do case "$out" in *"NodeName=$n "*) ;; *) ok= ;; esac; done
+    [ -n "$ok" ] && exit 0
+  fi
+  sleep 0.1
+done
+echo "slurmctld does not list every node of: $*" >&2
+exit 1`, "sh"}, nodes...)
 }
 
 // Drain stops new jobs on a node; its running jobs finish.
