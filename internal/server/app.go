@@ -330,13 +330,8 @@ func Start(o Options) (*App, error) {
 		}
 		lc := local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
 			AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Logger: log}
-		if realKubelets(o) {
-			if lc.NodeStack, err = kubeBin(o); err != nil {
-				return fail(err)
-			}
-			if lc.NodeImages, err = nodeImages(o, lc.NodeStack); err != nil {
-				return fail(err)
-			}
+		if lc.NodeStack, lc.NodeImages, err = nodeStackDirs(o); err != nil {
+			return fail(err)
 		}
 		p, err := local.New(lc)
 		if err != nil {
@@ -360,8 +355,12 @@ func Start(o Options) (*App, error) {
 		if err != nil {
 			return fail(err)
 		}
-		p, err := static.New(static.Config{Root: filepath.Join(o.DataDir, "static"), Inventory: inv, KnownHosts: o.KnownHosts,
-			AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: o.AgentListen, AgentBinary: o.AgentBinary, Logger: log})
+		sc := static.Config{Root: filepath.Join(o.DataDir, "static"), Inventory: inv, KnownHosts: o.KnownHosts,
+			AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: o.AgentListen, AgentBinary: o.AgentBinary, Logger: log}
+		if sc.NodeStack, sc.NodeImages, err = nodeStackDirs(o); err != nil {
+			return fail(err)
+		}
+		p, err := static.New(sc)
 		if err != nil {
 			return fail(err)
 		}
@@ -427,7 +426,7 @@ func Start(o Options) (*App, error) {
 		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes, Alarms: alarmSource, AlarmInterval: o.AlarmInterval})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
-		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, Notify: ctl.Enqueue,
+		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, RealKubelets: realKubelets(o), Notify: ctl.Enqueue,
 		Drift: ctl.Drift, Images: a.Images,
 	})
 	cfg := a.Service.Config()

@@ -24,9 +24,10 @@ const (
 	KubeletsReal      = "real"
 )
 
-// realKubelets reports whether the local provider's Eks nodes run real kubelets.
+// realKubelets reports whether the provider's Eks nodes run real kubelets: the local provider's
+// nodes, or the static provider's hosts (which have no simulated ones).
 func realKubelets(o Options) bool {
-	return o.Kubelets == KubeletsReal && o.Provider == "local" && o.Kubernetes != ""
+	return o.Kubelets == KubeletsReal && (o.Provider == "local" || o.Provider == "static") && o.Kubernetes != ""
 }
 
 // eksConfig is the Eks orchestrator's configuration: kwok plays the local provider's kubelets,
@@ -55,6 +56,19 @@ func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nod
 		return nil, err
 	}
 	return nodestack.Files(n, *c), nil
+}
+
+// nodeStackDirs are the node stack's programs (bin/k8s) and the images' directory a provider
+// gives Eks nodes with real kubelets; both "" when they have none.
+func nodeStackDirs(o Options) (stack, images string, err error) {
+	if !realKubelets(o) {
+		return "", "", nil
+	}
+	if stack, err = kubeBin(o); err != nil {
+		return "", "", err
+	}
+	images, err = nodeImages(o, stack)
+	return stack, images, err
 }
 
 // nodeImages writes the images every Eks node with a real kubelet imports (the pause image and

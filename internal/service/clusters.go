@@ -51,9 +51,9 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 		if err := s.checkSlurmRelease(in.Orchestrator != nil && in.Orchestrator.Eks != nil, specImages(in.InstanceGroups)); err != nil {
 			return "", err
 		}
-		if s.cfg.Provider == "static" && in.Orchestrator != nil && in.Orchestrator.Eks != nil {
-			// Nothing would play the nodes' kubelets: they would never join (docs/own-machines.md).
-			return "", api.Errorf(api.CodeValidationException, "orchestrator.eks: the static provider installs no kubelet on its hosts, so its nodes cannot join a Kubernetes cluster; use Orchestrator.Slurm on your own machines, or the local provider for Eks")
+		if s.cfg.Provider == "static" && !s.cfg.RealKubelets && in.Orchestrator != nil && in.Orchestrator.Eks != nil {
+			// Nothing would run the nodes' kubelets: they would never join (docs/own-machines.md).
+			return "", api.Errorf(api.CodeValidationException, "orchestrator.eks: this server installs no kubelet on its hosts (it runs no Kubernetes control plane with real kubelets: hale server --kubernetes local --kubelets real), so its nodes cannot join a Kubernetes cluster")
 		}
 		now := s.now()
 		spec := *in

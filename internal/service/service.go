@@ -38,6 +38,9 @@ type Config struct {
 	// Provider names the provider that turns groups into machines; "" means none, and new
 	// clusters then stay Creating with a message that says so.
 	Provider string
+	// RealKubelets: the provider's Eks nodes run the node stack (a kubelet of their own). The
+	// static provider has no simulated kubelets, so without it Eks clusters are refused there.
+	RealKubelets bool
 	// Notify is called after a change to a cluster is committed, so reconcilers can act on it.
 	Notify func(clusterID string)
 	// Drift lists the lines by which the cluster's orchestrator configuration on its nodes

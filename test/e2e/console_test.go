@@ -62,7 +62,7 @@ func newBrowser(t testing.TB) *browser {
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(b.listen))
 	b.ctx = ctx
 	t.Cleanup(func() { cancel(); cancelA() }) // ends Chromium and its children
-	if err := chromedp.Do(ctx); err != nil { // starts Chromium, which lives as long as ctx
+	if err := chromedp.Do(ctx); err != nil {  // starts Chromium, which lives as long as ctx
 		t.Fatalf("start Chromium: %v", err)
 	}
 	return b

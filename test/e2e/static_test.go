@@ -48,8 +48,9 @@ func (b *testBed) agentListen() string { return b.net + ".1:7391" }
 
 func newTestBed(t *testing.T, n int) *testBed { return newTestBedB(t, n) }
 
-// newTestBedB is newTestBed for a test or a benchmark.
-func newTestBedB(t testing.TB, n int) *testBed {
+// newTestBedB is newTestBed for a test or a benchmark; up are more arguments of testhosts.sh
+// up (--containers).
+func newTestBedB(t testing.TB, n int, up ...string) *testBed {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func newTestBedB(t testing.TB, n int) *testBed {
 	run("down") // one a killed run left
 	b.hosts = filepath.Join(t.TempDir(), "hosts.json")
 	t.Cleanup(func() { run("down") })
-	run("up", fmt.Sprint(n), "--out", b.hosts)
+	run(append([]string{"up", fmt.Sprint(n), "--out", b.hosts}, up...)...)
 	return b
 }
 
@@ -304,7 +305,11 @@ func TestStaticHosts(t *testing.T) {
 // startStatic starts a server with the static provider on a test bed of n hosts; edit, when
 // given, changes its options first.
 func startStatic(t *testing.T, n int, edit func(*server.Options)) (*env, *testBed, *static.Provider, server.Options) {
-	bed := newTestBed(t, n)
+	return startStaticOn(t, newTestBed(t, n), edit)
+}
+
+// startStaticOn starts a server with the static provider on test bed bed.
+func startStaticOn(t *testing.T, bed *testBed, edit func(*server.Options)) (*env, *testBed, *static.Provider, server.Options) {
 	dir := t.TempDir()
 	o := options(t, dir)
 	o.Provider, o.Hosts, o.KnownHosts, o.AcceptNewHostKeys = "static", bed.hosts, filepath.Join(dir, "known_hosts"), true

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 
+	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/provider"
 )
 
@@ -22,7 +23,7 @@ import (
 // removed, and nothing else's is touched.
 
 // podRouteProto tags hale's pod routes (ip route ... proto 186).
-const podRouteProto = "186"
+const podRouteProto = nodestack.PodRouteProto
 
 // RoutePods implements provider.PodRoutes: routes are the cluster's nodes' pod CIDRs; each
 // instance's namespace gets the others', through the bridge.

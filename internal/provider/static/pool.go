@@ -64,6 +64,9 @@ type instRecord struct {
 	AgentServer string `json:"AgentServer,omitempty"`
 	// Quarantine, when set, sends the host to Quarantined at termination, with this reason.
 	Quarantine string `json:"Quarantine,omitempty"`
+	// NodeStack: the host runs an Eks node, with the node stack hale copied (nodestack.go),
+	// which Terminate takes off.
+	NodeStack bool `json:"NodeStack,omitempty"`
 }
 
 // poolState is DATA_DIR/static/pool.json.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/provider"
 )
 
@@ -54,9 +55,13 @@ type Config struct {
 	// AgentBinary is the hale executable copied to each host (default: this one).
 	AgentBinary string
 	// AgentArgs are extra arguments for every agent.
-	AgentArgs     []string
-	RebootTimeout time.Duration
-	Logger        *slog.Logger
+	AgentArgs []string
+	// NodeStack and NodeImages are the node stack's programs (bin/k8s) and the image archives
+	// every Eks node imports, copied to a host that runs an Eks node (nodestack.go); "" when
+	// the server runs no real kubelets, and Eks nodes are refused.
+	NodeStack, NodeImages string
+	RebootTimeout         time.Duration
+	Logger                *slog.Logger
 }
 
 // Provider is the static provider: each instance is a host of the pool.
@@ -271,7 +276,8 @@ func (p *Provider) install(ctx context.Context, spec provider.LaunchSpec, hs *Ho
 		return nil, err
 	}
 	hs.Hostname = inst.Hostname
-	p.st.Instances[spec.InstanceID] = &instRecord{Instance: *inst, ClusterName: spec.ClusterName, Address: h.Address, Supervisor: sup, AgentCA: len(spec.AgentCA) > 0, AgentServer: spec.AgentServer}
+	p.st.Instances[spec.InstanceID] = &instRecord{Instance: *inst, ClusterName: spec.ClusterName, Address: h.Address, Supervisor: sup, AgentCA: len(spec.AgentCA) > 0, AgentServer: spec.AgentServer,
+		NodeStack: spec.Containers}
 	return inst, p.save()
 }
 
@@ -331,6 +337,11 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 	if _, err := p.ssh.run(ctx, h, "set -e; umask 077; mkdir -p "+ConfDir+"; cat > "+ConfDir+"/bootstrap-token", strings.NewReader(spec.AgentToken+"\n")); err != nil {
 		return nil, "", fmt.Errorf("write the bootstrap token: %w", err)
 	}
+	if spec.Containers {
+		if err := p.installStack(ctx, h); err != nil {
+			return nil, "", err
+		}
+	}
 	if len(spec.AgentCA) > 0 {
 		if _, err := p.ssh.run(ctx, h, "set -e; mkdir -p "+ConfDir+"; cat > "+ConfDir+"/agent-ca.crt", strings.NewReader(string(spec.AgentCA))); err != nil {
 			return nil, "", fmt.Errorf("write the agent CA: %w", err)
@@ -363,6 +374,7 @@ func (p *Provider) agentArgs(spec provider.LaunchSpec, withCA bool) []string {
 	if withCA {
 		args = append(args, "--ca-file", ConfDir+"/agent-ca.crt")
 	}
+	args = append(args, devicePluginArgs(spec)...)
 	return append(args, p.cfg.AgentArgs...)
 }
 
@@ -433,7 +445,11 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	var err error
 	if h != nil {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err = p.ssh.run(cctx, h, cleanScript, nil)
+		script := cleanScript
+		if rec.NodeStack {
+			script += nodestack.ResetScript + "rmdir /opt/hale 2>/dev/null || true\n"
+		}
+		_, err = p.ssh.run(cctx, h, script, nil)
 		cancel()
 	}
 	p.mu.Lock()
@@ -474,7 +490,7 @@ func (p *Provider) Reboot(ctx context.Context, id string) error {
 		return err
 	}
 	p.ssh.forget(h)
-	spec := provider.LaunchSpec{InstanceID: rec.ID, InstanceType: rec.InstanceType, AgentServer: rec.AgentServer}
+	spec := provider.LaunchSpec{InstanceID: rec.ID, InstanceType: rec.InstanceType, AgentServer: rec.AgentServer, Containers: rec.NodeStack}
 	return p.awaitBoot(ctx, rec, h, strings.TrimSpace(before), spec)
 }
 
