@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A test bed of SSH hosts on this machine, for hale's static provider (docs/own-machines.md).
 #
-#   scripts/testhosts.sh up N [--instance-type T] [--out FILE] [--containers]
+#   scripts/testhosts.sh up N [--instance-type T] [--out FILE] [--containers] [--shared DIR]
 #                                                                 create N hosts, write a hosts file
 #   scripts/testhosts.sh down                                     remove every test host
 #   scripts/testhosts.sh list                                     one line per host
@@ -25,6 +25,8 @@
 # values over the /proc/sys entries a kubelet sets at start (kernel.panic_on_oops and the rest
 # are this machine's), a shared root mount, and /var/lib/containerd off the overlay (overlayfs
 # cannot be containerd's snapshotter on overlayfs). `down` removes the cgroups.
+# With --shared DIR, DIR (a directory of this machine) is every host's /mnt: a file system the
+# hosts share, as the NFS or Lustre mount a lifecycle script makes on real machines.
 # `reboot` on a host is a real restart of that host: its init kills every process on it, gives
 # it a new boot id, empties /run, /tmp and its kernel log, and starts sshd again (the host's own
 # files stay, as on a disk). Nothing starts hale's agent again: hale's supervision does.
@@ -68,6 +70,9 @@ for d in etc opt usr var root home; do
   [ "$d" = root ] && lower=$(dirname "$dir")/root-home
   mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
+if [ -f "$dir/shared" ]; then
+  mount --bind "$(cat "$dir/shared")" /mnt
+fi
 if [ -f "$dir/cgroups" ]; then
   # A host for containers (up --containers): its own cgroup file systems, rooted at its cgroups
   # by the cgroup namespace it started in; the kubelet's kernel settings read as set; volumes'
@@ -134,12 +139,13 @@ host_dir() { echo "$STATE/host-$1"; }
 
 up() {
   local n=$1; shift
-  local itype=ml.c5.xlarge out="" containers=""
+  local itype=ml.c5.xlarge out="" containers="" shared=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --instance-type) itype=$2; shift 2 ;;
       --out) out=$2; shift 2 ;;
       --containers) containers=1; shift ;;
+      --shared) shared=$(realpath "$2"); [ -d "$shared" ] || die "--shared $2: not a directory"; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -162,7 +168,7 @@ up() {
   while [ -d "$(host_dir "$first")" ]; do first=$((first + 1)); done
   local i
   for ((i = first; i < first + n; i++)); do
-    make_host "$i" "$containers"
+    make_host "$i" "$containers" "$shared"
   done
   local hosts=()
   for d in "$STATE"/host-*; do
@@ -266,7 +272,7 @@ remove_cgroups() {
 }
 
 make_host() {
-  local i=$1 containers=${2:-} dir addr ns veth
+  local i=$1 containers=${2:-} shared=${3:-} dir addr ns veth
   dir=$(host_dir "$i")
   addr="$NET.$((10 + i))"
   ns="$NS-$i"
@@ -294,6 +300,7 @@ EOF
   printf '#!/bin/sh\n# test host reboot (scripts/testhosts.sh)\nkill -USR1 1\n' > "$dir/upper/usr/sbin/reboot"
   chmod 755 "$dir/upper/usr/sbin/reboot"
   echo "$addr" > "$dir/address"
+  [ -z "$shared" ] || echo "$shared" > "$dir/shared"
 
   ip netns add "$ns"
   ip link add "$veth" type veth peer name eth0 netns "$ns"
@@ -371,5 +378,5 @@ case "${1:-}" in
   # its power coming back. I is the host's number (host-I, address .10+I).
   poweroff) signal_host "${2:?host number}" USR2 ;;
   poweron) signal_host "${2:?host number}" USR1 ;;
-  *) die "usage: $0 up N [--instance-type T] [--out FILE] [--containers] | down | list | poweroff I | poweron I" ;;
+  *) die "usage: $0 up N [--instance-type T] [--out FILE] [--containers] [--shared DIR] | down | list | poweroff I | poweron I" ;;
 esac

@@ -24,12 +24,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/server"
 )
 
 // TestEksTrainsAndResumes: on Eks nodes with real kubelets, examples/eks/pytorchjob-train.yaml
@@ -47,25 +49,52 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	}
 	dir := t.TempDir()
 	o := options(t, dir)
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
 	realKubelets(&o)
 	e, cs := startEksWith(t, o)
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubernetes", "admin.kubeconfig"))
+	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
+		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
+		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(e.exampleScripts("eks-base-config")), OnCreate: aws.String("on_create.sh")},
+		// The cluster's shared /fsx: the script and its checkpoints.
+		InstanceStorageConfigs: []types.ClusterInstanceStorageConfig{&types.ClusterInstanceStorageConfigMemberFsxLustreConfig{
+			Value: types.ClusterFsxLustreConfig{DnsName: aws.String("fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"), MountName: aws.String("e2e")}}}}
+	trainsAndResumes(t, trainSite{e: e, cs: cs, o: o, group: g, vpc: vpc, hostFSx: "/fsx",
+		fsx:   func() string { return e.sharedFSx() },
+		xid79: func(id string) { e.inject(id, xid(79)) },
+		logs: func(id string) string {
+			out, _ := e.onNode(id, "tail -n 15 /var/log/kubelet.log /var/log/containerd.log 2>&1")
+			return out
+		}})
+}
+
+// trainSite is where trainsAndResumes runs: a server whose Eks nodes run real kubelets.
+type trainSite struct {
+	e     *env
+	cs    *kubernetes.Clientset
+	o     server.Options
+	group types.ClusterInstanceGroupSpecification // the cluster's one group, of 3 nodes
+	vpc   *types.VpcConfig
+	// fsx is this machine's directory that the nodes share (after the cluster is up), hostFSx
+	// where the nodes have it: the pods mount it as /fsx.
+	fsx     func() string
+	hostFSx string
+	xid79   func(instanceID string) // a Xid 79 in the node's kernel log
+	logs    func(instanceID string) string
+}
+
+// trainsAndResumes creates cluster train on site and runs examples/eks's training job and
+// inference Service on it through a Xid 79 (TestEksTrainsAndResumes).
+func trainsAndResumes(t *testing.T, site trainSite) {
+	e, cs, o := site.e, site.cs, site.o
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamic.NewForConfigOrDie(rc)
 	ctx := context.Background()
-	lc := e.exampleScripts("eks-base-config")
-	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlG52xlarge,
-		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
-		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")},
-		// The cluster's shared /fsx: the script and its checkpoints.
-		InstanceStorageConfigs: []types.ClusterInstanceStorageConfig{&types.ClusterInstanceStorageConfigMemberFsxLustreConfig{
-			Value: types.ClusterFsxLustreConfig{DnsName: aws.String("fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"), MountName: aws.String("e2e")}}}}
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("train"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g},
-		NodeRecovery: types.ClusterNodeRecoveryAutomatic, VpcConfig: vpc,
+	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("train"), InstanceGroups: []types.ClusterInstanceGroupSpecification{site.group},
+		NodeRecovery: types.ClusterNodeRecoveryAutomatic, VpcConfig: site.vpc,
 		Orchestrator: localEks()}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +104,29 @@ func TestEksTrainsAndResumes(t *testing.T) {
 			return
 		}
 		for _, n := range e.storeNodes("train") {
-			out, _ := e.onNode(n.InstanceID, "tail -n 15 /var/log/kubelet.log /var/log/containerd.log 2>&1")
-			t.Logf("node %s's logs:\n%s", n.InstanceID, out)
+			t.Logf("node %s's logs:\n%s", n.InstanceID, site.logs(n.InstanceID))
 		}
 		pods, _ := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		for _, p := range pods.Items {
 			t.Logf("pod %s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
 		}
 	})
+	// The examples' manifests, with the nodes' shared file system where they have it.
+	manifest := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "eks", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(strings.ReplaceAll(string(b), "hostPath: {path: /fsx,", "hostPath: {path: "+site.hostFSx+","))
+	}
+	applied := t.TempDir()
+	apply := func(name string) string {
+		path := filepath.Join(applied, name)
+		if err := os.WriteFile(path, manifest(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
 
 	// The server pushes the image in the background of its start.
 	reg := e.App.KubernetesRegistry()
@@ -99,7 +143,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	})
 
 	// The scripts on the cluster's /fsx, as the demo puts them there.
-	fsx := e.sharedFSx()
+	fsx := site.fsx()
 	if err := os.MkdirAll(filepath.Join(fsx, "train"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +158,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	}
 	kubectl := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(o.KubernetesBin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(dir, "kubernetes", "admin.kubeconfig")}, args...)...).CombinedOutput()
+		out, err := exec.Command(filepath.Join(o.KubernetesBin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig")}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -122,12 +166,8 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	}
 	// The image on every node first (examples/eks/prepull.yaml), as a cluster does for a large
 	// image: then a pod resumed onto the spare node does not wait for a pull.
-	prepull, err := os.ReadFile(filepath.Join(root, "examples", "eks", "prepull.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(prepull, &ds); err != nil {
+	if err := yaml.Unmarshal(manifest("prepull.yaml"), &ds); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, &ds, metav1.CreateOptions{}); err != nil {
@@ -140,12 +180,8 @@ func TestEksTrainsAndResumes(t *testing.T) {
 		}
 		return got.Status.NumberReady == 3, fmt.Sprintf("%d of 3 ready", got.Status.NumberReady)
 	})
-	manifest, err := os.ReadFile(filepath.Join(root, "examples", "eks", "pytorchjob-train.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	pj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(manifest, &pj.Object); err != nil {
+	if err := yaml.Unmarshal(manifest("pytorchjob-train.yaml"), &pj.Object); err != nil {
 		t.Fatal(err)
 	}
 	// A shorter run than the example's, the rest as it is: 300 steps, a checkpoint every 50.
@@ -165,10 +201,10 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	}
 	// The inference Deployment, one replica on each of the 3 nodes (the example has 4, for the
 	// demo's 4 nodes), and its client beside the master.
-	kubectl("apply", "-f", filepath.Join(root, "examples", "eks", "inference.yaml"))
+	kubectl("apply", "-f", apply("inference.yaml"))
 	kubectl("scale", "deployment/llama-serve", "--replicas", "3")
 	kubectl("rollout", "status", "deployment/llama-serve", "--timeout", "180s")
-	kubectl("apply", "-f", filepath.Join(root, "examples", "eks", "ask.yaml"))
+	kubectl("apply", "-f", apply("ask.yaml"))
 	answers := regexp.MustCompile(`ok=(\d+) failed=(\d+)`)
 	asked := func() (ok, failed int, log string) {
 		b, _ := cs.CoreV1().Pods("default").GetLogs("ask", &corev1.PodLogOptions{}).Do(ctx).Raw()
@@ -203,7 +239,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	last, _ := strconv.Atoi(ms[len(ms)-1][1])
 	okBefore, _, _ := asked()
 	start := time.Now()
-	e.inject(badID, xid(79))
+	site.xid79(badID)
 
 	// The Node is marked for replacement, and the job's pods run again on the others.
 	eventually(t, 60*time.Second, "the Node marked for replacement", func() (bool, string) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/server"
@@ -163,4 +164,41 @@ func TestStaticEks(t *testing.T) {
 	if after := readFirewall(t); after != firewall {
 		t.Errorf("this machine's firewall rules changed:\nbefore:\n%s\nafter:\n%s", firewall, after)
 	}
+}
+
+// TestStaticEksTrainsAndResumes is TestEksTrainsAndResumes on own machines: examples/eks's
+// PyTorchJob and inference Service on three test hosts (and a spare), whose shared file system
+// (testhosts.sh --shared, an NFS mount's stand-in) is their /mnt, the pods' /fsx. A Xid 79 in a
+// worker host's kernel log: the Node is marked, the instance replaced by the spare host, the job
+// resumes from its checkpoint on the healthy hosts and completes, the Service keeps answering.
+func TestStaticEksTrainsAndResumes(t *testing.T) {
+	parallel(t)
+	if _, err := image.ReadDefault(image.PyTorchDir); err != nil {
+		t.Fatalf("%v: scripts/setup.sh builds the PyTorch image's root (hale image build-pytorch)", err)
+	}
+	shared := t.TempDir()
+	bed := newTestBedB(t, 4, "--containers", "--shared", shared)
+	e, _, sp, o := startStaticOn(t, bed, func(o *server.Options) {
+		realKubelets(o)
+		o.ObjectStore = t.TempDir() // the lifecycle script below
+	})
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := e.script("train", "on_create.sh", "#!/bin/bash\necho \"[on_create] $(hostname): the shared file system is $(findmnt -no SOURCE /mnt)\"\n")
+	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
+		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
+		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
+	trainsAndResumes(t, trainSite{e: e, cs: kubernetes.NewForConfigOrDie(rc), o: o, group: g, hostFSx: "/mnt",
+		fsx: func() string { return shared },
+		xid79: func(id string) {
+			if out, err := e.hale("debug", "inject-fault", "--cluster-name", "train", "--node-id", id, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
+				t.Fatalf("hale debug inject-fault: %v\n%s", err, out)
+			}
+		},
+		logs: func(id string) string {
+			out, _ := bed.ssh(hostOf(sp, id).Address, "tail -n 15 /var/log/kubelet.log /var/log/containerd.log 2>&1")
+			return out
+		}})
 }
