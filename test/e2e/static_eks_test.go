@@ -23,6 +23,7 @@ import (
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/provider/static"
 	"github.com/haleproject/hale/internal/server"
 )
 
@@ -37,15 +38,7 @@ func TestStaticEks(t *testing.T) {
 	parallel(t)
 	sysctls, firewall := readSysctls(t), readFirewall(t)
 	bed := newTestBedB(t, 2, "--containers")
-	e, _, sp, o := startStaticOn(t, bed, func(o *server.Options) {
-		realKubelets(o)
-		o.ObjectStore = t.TempDir() // the lifecycle script below
-	})
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(rc)
+	e, sp, o, cs := startStaticEks(t, bed)
 	ctx := context.Background()
 	// Own machines have no HyperPod volume at /opt/sagemaker, for which AWS's EKS OnCreate
 	// waits a minute: a script of the user's own.
@@ -178,19 +171,12 @@ func TestStaticEksTrainsAndResumes(t *testing.T) {
 	}
 	shared := t.TempDir()
 	bed := newTestBedB(t, 4, "--containers", "--shared", shared)
-	e, _, sp, o := startStaticOn(t, bed, func(o *server.Options) {
-		realKubelets(o)
-		o.ObjectStore = t.TempDir() // the lifecycle script below
-	})
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, sp, o, cs := startStaticEks(t, bed)
 	lc := e.script("train", "on_create.sh", "#!/bin/bash\necho \"[on_create] $(hostname): the shared file system is $(findmnt -no SOURCE /mnt)\"\n")
 	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlC5Xlarge,
 		InstanceCount: aws.Int32(3), ExecutionRole: aws.String(role),
 		LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}
-	trainsAndResumes(t, trainSite{e: e, cs: kubernetes.NewForConfigOrDie(rc), o: o, group: g, hostFSx: "/mnt",
+	trainsAndResumes(t, trainSite{e: e, cs: cs, o: o, group: g, hostFSx: "/mnt",
 		fsx: func() string { return shared },
 		xid79: func(id string) {
 			if out, err := e.hale("debug", "inject-fault", "--cluster-name", "train", "--node-id", id, "--xid", "79", "--no-wait").CombinedOutput(); err != nil {
@@ -201,4 +187,18 @@ func TestStaticEksTrainsAndResumes(t *testing.T) {
 			out, _ := bed.ssh(hostOf(sp, id).Address, "tail -n 15 /var/log/kubelet.log /var/log/containerd.log 2>&1")
 			return out
 		}})
+}
+
+// startStaticEks starts a server with the static provider on bed, a Kubernetes control plane and
+// real kubelets, and an object store of the test's own (for its lifecycle scripts).
+func startStaticEks(t *testing.T, bed *testBed) (*env, *static.Provider, server.Options, *kubernetes.Clientset) {
+	e, _, sp, o := startStaticOn(t, bed, func(o *server.Options) {
+		realKubelets(o)
+		o.ObjectStore = t.TempDir()
+	})
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, sp, o, kubernetes.NewForConfigOrDie(rc)
 }
