@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +22,17 @@ import (
 	"github.com/haleproject/hale/internal/store"
 )
 
-// TestEksDrainAlwaysEnds: the drain of a faulty Eks node ends however its pods resist (issue 28,
-// item 5; before, each of these kept the repair in Draining, and its slot of the repair cap,
-// forever): a pod under two PodDisruptionBudgets (the API server refuses its eviction with an
-// error, not 429), a pod whose finalizer nobody clears, and a Deployment's pod that tolerates
-// every taint and is bound to the node again each time it is deleted. The drain honours the
-// budgets for its timeout (3 s here), forces the pods out, and ends, each step an event naming
-// the pods; the node is replaced.
+// TestEksDrainAlwaysEnds, on real kubelets: the drain of a faulty Eks node ends however its pods
+// resist (issue 28, item 5; before, each of these kept the repair in Draining, and its slot of
+// the repair cap, forever): a pod under two PodDisruptionBudgets (the API server refuses its
+// eviction with an error, not 429), a pod whose finalizer nobody clears, and a Deployment's pod
+// that tolerates every taint and is bound to the node again each time it is deleted. The drain
+// honours the budgets for its timeout (3 s here), forces the pods out, and ends, each step an
+// event naming the pods; the node is replaced.
 func TestEksDrainAlwaysEnds(t *testing.T) {
 	parallel(t)
 	o := options(t, t.TempDir())
-	_, file, _, _ := runtime.Caller(0)
-	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
+	realKubelets(&o)
 	o.EksEvictTimeout = 3 * time.Second
 	e, cs := startEksWith(t, o)
 	ctx := context.Background()
@@ -53,7 +50,8 @@ func TestEksDrainAlwaysEnds(t *testing.T) {
 
 	pod := func(name string, labels map[string]string, finalizers []string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels, Finalizers: finalizers},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.hale.internal/hale/busybox:bookworm"}}}}
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.hale.internal/hale/busybox:bookworm",
+				Command: []string{"sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"}}}}}
 	}
 	for _, p := range []*corev1.Pod{pod("held", nil, []string{"example.com/keep"}), pod("budgeted", map[string]string{"app": "twice"}, nil)} {
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -96,11 +94,17 @@ func TestEksDrainAlwaysEnds(t *testing.T) {
 		"Draining Node " + node + ": the eviction of pod default/budgeted is refused",
 		"Draining Node " + node + ": forced after 3s: deleting the ",
 		"Draining Node " + node + ": ended with",
-		"default/held (finalizers example.com/keep)",
 	} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("the events lack %q:\n%s", want, ev)
 		}
+	}
+	// The finalizer keeps the held pod's object, not the drain: the kubelet ended its container
+	// (the pod Succeeded or Failed), or, when it had not said so yet, the drain ended naming it.
+	held, err := cs.CoreV1().Pods("default").Get(ctx, "held", metav1.GetOptions{})
+	ended := err == nil && (held.Status.Phase == corev1.PodSucceeded || held.Status.Phase == corev1.PodFailed)
+	if err != nil || held.DeletionTimestamp == nil || !ended && !strings.Contains(ev, "default/held (finalizers example.com/keep)") {
+		t.Errorf("the held pod after the drain: %v; events:\n%s", err, ev)
 	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("drain")}); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ import (
 // a reboot that keeps the Node's name; a deletion leaves no Node.
 func TestEksClusterNodes(t *testing.T) {
 	parallel(t)
-	e, cs, dyn := startEks(t)
+	e, cs, dyn := startEks(t, server.KubeletsSimulated)
 	ctx := context.Background()
 	// AWS's own OnCreate for HyperPod on EKS, unmodified (examples/s3/.../eks-base-config).
 	lc := e.exampleScripts("eks-base-config")
@@ -287,11 +287,16 @@ func TestEksClusterNodes(t *testing.T) {
 }
 
 // startEks starts a server with the control plane hale runs itself (--kubernetes local,
-// registered as hale-local) and returns it with an administrator's clients of that plane.
-func startEks(t *testing.T) (*env, *kubernetes.Clientset, dynamic.Interface) {
+// registered as hale-local), its nodes' kubelets real or simulated (server.Kubelets*), and
+// returns it with an administrator's clients of that plane.
+func startEks(t *testing.T, kubelets string) (*env, *kubernetes.Clientset, dynamic.Interface) {
 	o := options(t, t.TempDir())
 	_, file, _, _ := runtime.Caller(0)
 	o.Kubernetes, o.KubernetesBin = "local", filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s")
+	if kubelets == server.KubeletsReal {
+		realKubelets(&o)
+		o.EksEvictTimeout = 10 * time.Second
+	}
 	e, cs := startEksWith(t, o)
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.DataDir, "kubernetes", "admin.kubeconfig"))
 	if err != nil {
@@ -357,7 +362,8 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 	return false
 }
 
-// TestEksNodeRecoveryNone: every Node of a p5 group carries EC2's network topology labels; a
+// TestEksNodeRecoveryNone, on real kubelets: every Node of a p5 group carries EC2's network
+// topology labels; a
 // deep health check leaves each Node deep-health-check-status=Passed and Schedulable. On an
 // Eks cluster with NodeRecovery None, an application error (Xid
 // 13) under an auto-resume PyTorchJob changes nothing (no label, the job's pods stay, no
@@ -366,7 +372,7 @@ func hasTaint(kn *corev1.Node, key, value string) bool {
 // stays, labelled, for an operator.
 func TestEksNodeRecoveryNone(t *testing.T) {
 	parallel(t)
-	e, cs, dyn := startEks(t)
+	e, cs, dyn := startEks(t, server.KubeletsReal)
 	ctx := context.Background()
 	lc := e.script("eks-none", "on_create.sh", recordScript)
 	g := types.ClusterInstanceGroupSpecification{InstanceGroupName: aws.String("workers"), InstanceType: types.ClusterInstanceTypeMlP548xlarge,
@@ -522,7 +528,9 @@ spec:
               - labelSelector: {matchLabels: {app: train}}
                 topologyKey: kubernetes.io/hostname
           containers:
-          - {name: pytorch, image: pytorch/pytorch, command: [python, train.py]}
+          - name: pytorch
+            image: registry.hale.internal/hale/busybox:bookworm
+            command: [sh, -c, "trap 'exit 0' TERM; while :; do sleep 1; done"]
     Worker:
       replicas: 1
       restartPolicy: OnFailure
