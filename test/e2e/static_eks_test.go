@@ -145,7 +145,7 @@ func TestStaticEks(t *testing.T) {
 		`find /sys/fs/cgroup -path '*kubepods*' -type d 2>/dev/null | head -3; ` +
 		`grep -E ' /(var/lib/kubelet|var/lib/containerd|run/containerd)/' /proc/mounts | head -3; ` +
 		`ip -o link show cni0 2>/dev/null; ip route show proto ` + nodestack.PodRouteProto + `; ` +
-		`nft list tables | grep hale; ls -A /opt/hale /etc/kubernetes /var/lib/kubelet /var/lib/containerd 2>/dev/null | grep -v ':$' | head; true`
+		`nft list tables | grep hale; ls -A /opt/hale /opt/ml /opt/containerd /etc/kubernetes /var/lib/kubelet /var/lib/containerd 2>/dev/null | grep -v ':$' | head; true`
 	for _, a := range addrs {
 		if out, err := bed.ssh(a, check); err != nil || strings.TrimSpace(out) != "" {
 			t.Errorf("host %s after the cluster's deletion: %v\n%s", a, err, out)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/provider"
 )
@@ -424,8 +425,8 @@ if [ -f ` + pidFile + ` ]; then
   rm -f ` + pidFile + `
 fi
 pkill -KILL -f '` + agentMatch + `' 2>/dev/null || true
-rm -rf ` + BinDir + ` ` + ConfDir + ` ` + StateDir + ` ` + AgentLog + `
-rmdir /opt/hale 2>/dev/null || true
+rm -rf ` + BinDir + ` ` + ConfDir + ` ` + StateDir + ` ` + AgentLog + ` ` + agent.ConfigDir + ` ` + agent.LifecycleDir + `
+rmdir /opt/hale /opt/ml 2>/dev/null || true
 `
 
 // Terminate stops the instance's agent and what it runs, removes hale's files from the host and
