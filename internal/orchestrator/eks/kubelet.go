@@ -86,7 +86,7 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 
 // routePods has the provider route each Node's pod CIDR (given by the controller manager) to its
 // InternalIP on every other node of the cluster, when they changed: pods on different nodes
-// then reach each other.
+// then reach each other. It runs in a job of its own, beside each poll.
 func (o *EKS) routePods(ctx context.Context, clusterID string, nodes []corev1.Node) {
 	pr := o.h.PodRoutes()
 	if pr == nil {

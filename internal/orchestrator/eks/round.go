@@ -90,13 +90,19 @@ func (r *round) Steps() error {
 			running[NodeName(n.InstanceID)] = runningNode{*n, r.group(n.GroupName)}
 		}
 	}
+	if o.cfg.NodeStack != nil && o.h.PodRoutes() != nil {
+		// Beside the poll, not in it: on own machines it is SSH to every host, and a host that
+		// does not answer must not hold up the poll's health checks.
+		r.r.Go("pod-routes", cl.ID, func(ctx context.Context) {
+			if nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelClusterName + "=" + cl.Name}); err == nil {
+				o.routePods(ctx, cl.ID, nodes.Items)
+			}
+		})
+	}
 	r.r.Go("poll", cl.ID, func(ctx context.Context) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelClusterName + "=" + cl.Name})
 		if err != nil {
 			return
-		}
-		if o.cfg.NodeStack != nil {
-			o.routePods(ctx, cl.ID, nodes.Items)
 		}
 		listed := map[string]bool{}
 		for _, kn := range nodes.Items {

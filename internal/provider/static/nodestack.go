@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/haleproject/hale/internal/deviceplugin"
 	"github.com/haleproject/hale/internal/nodestack"
@@ -175,18 +177,23 @@ func (p *Provider) RoutePods(ctx context.Context, clusterID string, routes []pro
 	}
 	p.mu.Unlock()
 	sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
-	var errs []string
-	for _, r := range recs {
+	// The hosts at once: one that does not answer costs its connection timeout, not everyone's.
+	errs := make([]error, len(recs))
+	var wg sync.WaitGroup
+	for i, r := range recs {
 		h := p.host(r.Address)
 		if h == nil {
 			continue
 		}
-		if _, err := p.ssh.run(ctx, h, routeScript(r.ID, routes), nil); err != nil {
-			errs = append(errs, err.Error())
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = p.ssh.run(ctx, h, routeScript(r.ID, routes), nil)
+		}()
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("pod routes: %s", strings.Join(errs, "; "))
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pod routes: %w", err)
 	}
 	return nil
 }
