@@ -42,7 +42,7 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 			return "", api.Errorf(api.CodeResourceLimitExceeded,
 				"This hale server already has %s, its limit (--max-clusters); delete one first.", plural.Count(n, "cluster", "clusters"))
 		}
-		if err := registeredKube(tx, in.Orchestrator); err != nil {
+		if err := registeredKube(tx, in.Orchestrator, s.cfg.RealKubelets); err != nil {
 			return "", err
 		}
 		if err := s.checkImages(in.InstanceGroups); err != nil {
@@ -432,16 +432,24 @@ func (s *Service) DeleteCluster(ctx context.Context, in *api.DeleteClusterReques
 // registeredKube refuses an Eks cluster whose Orchestrator.Eks.ClusterArn names no Kubernetes
 // cluster registered with hale: hale attaches a cluster to a control plane it can reach, as
 // HyperPod attaches one to an existing EKS cluster.
-func registeredKube(tx store.Tx, o *api.ClusterOrchestrator) error {
+func registeredKube(tx store.Tx, o *api.ClusterOrchestrator, realKubelets bool) error {
 	if o == nil || o.Eks == nil {
 		return nil
 	}
 	arn := o.Eks.GetClusterArn()
-	if _, err := tx.KubeCluster(arn); errors.Is(err, store.ErrNotFound) {
+	k, err := tx.KubeCluster(arn)
+	if errors.Is(err, store.ErrNotFound) {
 		return api.Errorf(api.CodeValidationException, "1 validation error detected: Value '%s' at 'orchestrator.eks.clusterArn' failed to satisfy constraint: "+
 			"the ARN of a Kubernetes cluster registered with this hale server (hale kube register --name NAME --kubeconfig FILE, or hale server --kubernetes local)", arn)
 	} else if err != nil {
 		return err
+	}
+	if realKubelets && !k.Local {
+		// The nodes' kubelets get their credentials from the control plane hale runs: on a
+		// registered cluster's ARN they would join that one instead, and never show here.
+		return api.Errorf(api.CodeValidationException, "1 validation error detected: Value '%s' at 'orchestrator.eks.clusterArn' failed to satisfy constraint: "+
+			"the control plane this hale server runs: its nodes run real kubelets, whose credentials hale issues only for its own control plane, not for the registered cluster %s "+
+			"(start the server with --kubelets simulated to use a registered cluster)", arn, k.Name)
 	}
 	return nil
 }
