@@ -47,12 +47,10 @@ func (p *Provider) stackTrees() ([]copyTree, error) {
 	if p.cfg.NodeStack == "" || p.cfg.NodeImages == "" {
 		return nil, fmt.Errorf("static provider: an Eks node needs the node stack (hale server --kubelets real, with bin/k8s from scripts/k8s-tools.sh)")
 	}
-	var stack []string
 	for _, f := range nodeStackFiles {
 		if _, err := os.Stat(filepath.Join(p.cfg.NodeStack, f)); err != nil {
 			return nil, fmt.Errorf("static provider: the node stack: %w (scripts/k8s-tools.sh builds it)", err)
 		}
-		stack = append(stack, f)
 	}
 	images, err := filepath.Glob(filepath.Join(p.cfg.NodeImages, "*.tar"))
 	if err != nil || len(images) == 0 {
@@ -61,7 +59,7 @@ func (p *Provider) stackTrees() ([]copyTree, error) {
 	for i := range images {
 		images[i] = filepath.Base(images[i])
 	}
-	return []copyTree{{p.cfg.NodeStack, nodestack.BinDir, stack}, {p.cfg.NodeImages, nodestack.ImagesDir, images}}, nil
+	return []copyTree{{p.cfg.NodeStack, nodestack.BinDir, nodeStackFiles}, {p.cfg.NodeImages, nodestack.ImagesDir, images}}, nil
 }
 
 // fingerprint names a tree's content by its files' paths, sizes and modification times (a

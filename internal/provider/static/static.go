@@ -412,9 +412,19 @@ func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string, with
 	return b.String()
 }
 
-// cleanScript stops the agent and every process of its supervision (the daemons it runs) and
-// removes hale's files.
-const cleanScript = `if [ -f ` + UnitFile + ` ] && [ -d /run/systemd/system ]; then
+// cleanScript stops the agent and every process of its supervision (the daemons it runs),
+// takes the node stack off a host that ran an Eks node (nodeStack: nodestack.ResetScript, which
+// needs the agent's daemons gone first), and removes hale's files.
+func cleanScript(nodeStack bool) string {
+	script := stopAgentScript
+	if nodeStack {
+		script += nodestack.ResetScript
+	}
+	return script + removeFilesScript
+}
+
+// stopAgentScript stops the agent and every daemon it started.
+const stopAgentScript = `if [ -f ` + UnitFile + ` ] && [ -d /run/systemd/system ]; then
   systemctl kill --signal=KILL hale-agent.service 2>/dev/null || true
   systemctl disable --now hale-agent.service 2>/dev/null || true
   rm -f ` + UnitFile + `
@@ -425,7 +435,11 @@ if [ -f ` + pidFile + ` ]; then
   rm -f ` + pidFile + `
 fi
 pkill -KILL -f '` + agentMatch + `' 2>/dev/null || true
-rm -rf ` + BinDir + ` ` + ConfDir + ` ` + StateDir + ` ` + AgentLog + ` ` + agent.ConfigDir + ` ` + agent.LifecycleDir + `
+`
+
+// removeFilesScript removes hale's files: the agent's, and what it wrote for the lifecycle
+// scripts where HyperPod puts it.
+const removeFilesScript = `rm -rf ` + BinDir + ` ` + ConfDir + ` ` + StateDir + ` ` + AgentLog + ` ` + agent.ConfigDir + ` ` + agent.LifecycleDir + `
 rmdir /opt/hale /opt/ml 2>/dev/null || true
 `
 
@@ -446,11 +460,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	var err error
 	if h != nil {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		script := cleanScript
-		if rec.NodeStack {
-			script += nodestack.ResetScript + "rmdir /opt/hale 2>/dev/null || true\n"
-		}
-		_, err = p.ssh.run(cctx, h, script, nil)
+		_, err = p.ssh.run(cctx, h, cleanScript(rec.NodeStack), nil)
 		cancel()
 	}
 	p.mu.Lock()
