@@ -21,6 +21,7 @@ cleanup() {
     kill -INT "$up_pid" 2>/dev/null || true # hale up tears the cluster down on Ctrl-C
     wait "$up_pid" 2>/dev/null || true
   fi
+  if [ -n "${on_cleanup:-}" ]; then "$on_cleanup" || true; fi # what the demo set up besides hale
   rm -rf "$data"
 }
 trap cleanup EXIT
@@ -32,17 +33,21 @@ step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; }
 export HALE_DATA_DIR="$data"
 
+# free_port ADDRESS prints a TCP port free on ADDRESS.
+free_port() { python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$1"; }
+
 # up FILE BRIDGE SUBNET SECONDS [FLAG...] starts `hale up FILE [FLAG...]` in the background, on a
-# port, bridge and subnet of its own (so the demo never meets another hale server), waits up to
-# SECONDS for the cluster to be InService and prints what hale up said until then.
+# port, bridge and subnet of its own (so the demo never meets another hale server; BRIDGE "-":
+# no local provider, as with --provider static), waits up to SECONDS for the cluster to be
+# InService and prints what hale up said until then.
 up() {
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$HALE" up "$1" --data-dir "$data" --listen "127.0.0.1:$port" \
-    --local-bridge "$2" --local-subnet "$3" "${@:5}" >"$data/up.log" 2>&1 &
+  local local_flags=()
+  [ "$2" = - ] || local_flags=(--local-bridge "$2" --local-subnet "$3")
+  "$HALE" up "$1" --data-dir "$data" --listen "127.0.0.1:$(free_port 127.0.0.1)" \
+    "${local_flags[@]}" "${@:5}" >"$data/up.log" 2>&1 &
   up_pid=$!
   for _ in $(seq $(($4 * 10))); do
-    grep -q "is InService with" "$data/up.log" && break
+    grep -qs "is InService with" "$data/up.log" && break
     if ! kill -0 "$up_pid" 2>/dev/null; then cat "$data/up.log"; exit 1; fi
     sleep 0.1
   done

@@ -12,13 +12,14 @@
 #      it, drains and replaces the node, auto-resume retries the step on the repaired job, and
 #      the training finishes from its last checkpoint. A timeline says when each stage happened.
 #   4. `hale down` tears it all down; nothing is left on the machine.
-# `./scripts/demo.sh eks` runs the Kubernetes demo instead (HyperPod on EKS: scripts/demo-eks.sh).
+# `./scripts/demo.sh eks` runs the Kubernetes demo instead (HyperPod on EKS: scripts/demo-eks.sh),
+# `./scripts/demo.sh eks --own-machines` that on SSH hosts through the static provider.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = eks ]; then
-  exec ./scripts/demo-eks.sh
+  exec ./scripts/demo-eks.sh "${@:2}"
 elif [ $# -gt 0 ]; then
-  echo "usage: $0 [eks]   (no argument: the Slurm demo; eks: the Kubernetes one)" >&2
+  echo "usage: $0 [eks [--own-machines]]   (no argument: the Slurm demo; eks: the Kubernetes one)" >&2
   exit 2
 fi
 if [ "$(id -u)" -ne 0 ]; then

@@ -40,11 +40,13 @@ declare -A why=(
   [libseccomp-dev]="runc's seccomp (scripts/k8s-tools.sh links it statically into the Eks nodes' runc)"
   [busybox-static]="busybox, static: the tests' small container image for real kubelets' pods (nothing can be pulled)"
   [faketime]="libfaketime: the tests shift one node's clock (its daemons are C; never loaded on the host)"
+  [nftables]="nft: own machines' Eks nodes (kube-proxy, the pods' egress table); the tests compare the host's rules before and after"
+  [iptables]="iptables: the CNI plugins of own machines' Eks nodes"
 )
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime libseccomp-dev busybox-static)
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime libseccomp-dev busybox-static nftables iptables)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

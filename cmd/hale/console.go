@@ -25,11 +25,11 @@ their own link (--profile). docs/console.md describes the console.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			body, err := c.Post(cmd.Context(), console.TokenPath, []byte("{}"))
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			var ans console.TokenAnswer
 			if err := json.Unmarshal(body, &ans); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/haleproject/hale/internal/health"
 
 	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmcli"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/store"
@@ -77,19 +78,19 @@ the server's machine.`,
 				}
 			}
 			if kinds != 1 {
-				return &exitError{252, errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk")}
+				return &exitError{Code: 252, Err: errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk")}
 			}
 			switch {
 			case node != "" && job != "":
-				return &exitError{252, errors.New("give --node-id or --job, not both")}
+				return &exitError{Code: 252, Err: errors.New("give --node-id or --job, not both")}
 			case node == "" && job == "":
-				return &exitError{252, errors.New("give the node to break: --node-id ID, or --job JOBID for one of a running job's nodes")}
+				return &exitError{Code: 252, Err: errors.New("give the node to break: --node-id ID, or --job JOBID for one of a running job's nodes")}
 			case batchHost && job == "":
-				return &exitError{252, errors.New("--batch-host goes with --job: it picks the job's batch host")}
+				return &exitError{Code: 252, Err: errors.New("--batch-host goes with --job: it picks the job's batch host")}
 			}
 			c, err := cf.client(ctx)
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			out := cmd.OutOrStdout()
 			if job != "" || killSlurmd {
@@ -97,7 +98,7 @@ the server's machine.`,
 					return err
 				}
 			}
-			var choice faultChoice
+			var choice slurmcli.FaultChoice
 			if job != "" {
 				if choice, err = jobFaultNode(ctx, c, dataDir, cluster, job, batchHost); err != nil {
 					return err
@@ -122,7 +123,7 @@ the server's machine.`,
 				what, err = injectKernelLog(ctx, c, id, f)
 			}
 			if err != nil {
-				return &exitError{1, err}
+				return &exitError{Code: 1, Err: err}
 			}
 			fmt.Fprintf(out, "[%6.2fs] injected into %s (%s): %s\n", 0.0, id, logical, what)
 			if p := repairPause(ctx, c, cluster); p != nil {
@@ -165,15 +166,15 @@ func needsSlurm(ctx context.Context, c *client.Client, cluster string, job bool)
 		Orchestrator *struct{ Eks *struct{ ClusterArn string } }
 	}
 	if err := c.CallJSON(ctx, "DescribeCluster", map[string]any{"ClusterName": cluster}, &d); err != nil {
-		return &exitError{254, err}
+		return &exitError{Code: 254, Err: err}
 	}
 	if d.Orchestrator == nil || d.Orchestrator.Eks == nil {
 		return nil
 	}
 	if job {
-		return &exitError{252, fmt.Errorf("--job names a Slurm job, and cluster %s is orchestrated by Kubernetes (Eks): pass the Node of one of the job's pods as --node-id (kubectl get pod POD -o jsonpath='{.spec.nodeName}')", cluster)}
+		return &exitError{Code: 252, Err: fmt.Errorf("--job names a Slurm job, and cluster %s is orchestrated by Kubernetes (Eks): pass the Node of one of the job's pods as --node-id (kubectl get pod POD -o jsonpath='{.spec.nodeName}')", cluster)}
 	}
-	return &exitError{252, fmt.Errorf("--kill-slurmd: cluster %s is orchestrated by Kubernetes (Eks) and its nodes run no slurmd", cluster)}
+	return &exitError{Code: 252, Err: fmt.Errorf("--kill-slurmd: cluster %s is orchestrated by Kubernetes (Eks) and its nodes run no slurmd", cluster)}
 }
 
 // nodeIdentity returns the node's group and logical id.
@@ -182,7 +183,7 @@ func nodeIdentity(ctx context.Context, c *client.Client, cluster, id string) (gr
 		NodeDetails struct{ InstanceGroupName, NodeLogicalId string }
 	}
 	if err := c.CallJSON(ctx, "DescribeClusterNode", map[string]any{"ClusterName": cluster, "NodeId": id}, &d); err != nil {
-		return "", "", &exitError{254, err}
+		return "", "", &exitError{Code: 254, Err: err}
 	}
 	return d.NodeDetails.InstanceGroupName, d.NodeDetails.NodeLogicalId, nil
 }
@@ -219,7 +220,7 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 		in := map[string]any{"ClusterName": cluster, "InstanceGroupName": group, "SortOrder": "Ascending", "MaxResults": 100,
 			"EventTimeAfter": float64(start.UnixMilli()) / 1000}
 		if err := c.CallJSON(ctx, "ListClusterEvents", in, &page); err != nil {
-			return &exitError{254, err}
+			return &exitError{Code: 254, Err: err}
 		}
 		for _, ev := range page.Events {
 			if seen[ev.EventId] || !ids[ev.InstanceId] {
@@ -263,7 +264,7 @@ func watchRepair(ctx context.Context, c *client.Client, out io.Writer, cluster, 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return &exitError{1, fmt.Errorf("no end of the repair within %s", timeout)}
+	return &exitError{Code: 1, Err: fmt.Errorf("no end of the repair within %s", timeout)}
 }
 
 // repairPause is the cluster's pause of automatic repairs, nil when they run (or the server

@@ -47,7 +47,7 @@ Replace), 2 on a usage or read error.`,
   hale diagnose /var/log/messages --output json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
-				return &exitError{2, fmt.Errorf("%w: give a file, or - for standard input", err)}
+				return &exitError{Code: 2, Err: fmt.Errorf("%w: give a file, or - for standard input", err)}
 			}
 			return nil
 		},
@@ -57,14 +57,14 @@ Replace), 2 on a usage or read error.`,
 			}
 			if instanceType != "" {
 				if _, ok := topology.Lookup(instanceType); !ok {
-					return &exitError{2, fmt.Errorf("--instance-type %s: not an instance type hale knows (ml.p5.48xlarge, p4d.24xlarge, ...)", instanceType)}
+					return &exitError{Code: 2, Err: fmt.Errorf("--instance-type %s: not an instance type hale knows (ml.p5.48xlarge, p4d.24xlarge, ...)", instanceType)}
 				}
 			}
 			var in io.Reader = cmd.InOrStdin()
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {
-					return &exitError{2, err}
+					return &exitError{Code: 2, Err: err}
 				}
 				defer f.Close()
 				in = f
@@ -72,7 +72,7 @@ Replace), 2 on a usage or read error.`,
 			cat := health.Default()
 			lines, err := cat.ClassifyLines(in, health.Options{InstanceType: instanceType})
 			if err != nil {
-				return &exitError{2, err}
+				return &exitError{Code: 2, Err: err}
 			}
 			findings := health.Episodes(lines, cat.Policy.EpisodeWindow)
 			decisions := cat.DecideEpisodes(findings)
@@ -103,10 +103,10 @@ Replace), 2 on a usage or read error.`,
 					fmt.Fprintf(w, "\nworst: %s: node action %s (%s). Source: %s\n", wf.Fault, wd.Action, wf.Meaning, wf.Source)
 				}
 			default:
-				return &exitError{2, fmt.Errorf("--output %s: use text or json", output)}
+				return &exitError{Code: 2, Err: fmt.Errorf("--output %s: use text or json", output)}
 			}
 			if worst >= 0 && decisions[worst].Action != health.Ignore {
-				return &exitError{1, fmt.Errorf("diagnose: %s asks for a %s", findings[worst].Fault, decisions[worst].Action)}
+				return &exitError{Code: 1, Err: fmt.Errorf("diagnose: %s asks for a %s", findings[worst].Fault, decisions[worst].Action)}
 			}
 			return nil
 		},
@@ -114,7 +114,7 @@ Replace), 2 on a usage or read error.`,
 	cmd.Flags().StringVar(&output, "output", "text", "text or json (one finding per line)")
 	cmd.Flags().BoolVar(&all, "all", false, "print every line's finding with the catalog's action, not episodes judged by the policy")
 	cmd.Flags().StringVar(&instanceType, "instance-type", "", "the machine's instance type (ml.p5.48xlarge): tool outputs are checked against it (NVLinks per GPU)")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{2, err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{Code: 2, Err: err} })
 	return cmd
 }
 

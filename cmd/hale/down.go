@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/plural"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/spf13/cobra"
 )
@@ -36,8 +36,8 @@ directory that holds no hale database. With no server running (a 'hale up' alrea
 			if purge && err != nil && serverGone(err) {
 				// Nothing to delete through the API, as after a hale up that already ended:
 				// purge, unless the stopped server left nodes that only it can terminate.
-				if n := leftNodes(dataDir); n > 0 {
-					return &exitError{1, fmt.Errorf("no hale server answers for %s, and it left %s running; start it again (hale server --data-dir %s), then run hale down --purge",
+				if n := local.Instances(filepath.Join(dataDir, string(local.Kind))); n > 0 {
+					return &exitError{Code: 1, Err: fmt.Errorf("no hale server answers for %s, and it left %s running; start it again (hale server --data-dir %s), then run hale down --purge",
 						dataDir, plural.Count(n, "node", "nodes"), dataDir)}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "no hale server runs on %s, and it left no nodes\n", dataDir)
@@ -48,7 +48,7 @@ directory that holds no hale database. With no server running (a 'hale up' alrea
 			}
 			if purge {
 				if err := purgeDataDir(cmd.OutOrStdout(), dataDir, 30*time.Second); err != nil {
-					return &exitError{1, err}
+					return &exitError{Code: 1, Err: err}
 				}
 			}
 			return nil
@@ -66,7 +66,7 @@ func deleteClusters(cmd *cobra.Command, cf *clientFlags, cluster string) error {
 	ctx := cmd.Context()
 	c, err := cf.client(ctx)
 	if err != nil {
-		return &exitError{255, err}
+		return &exitError{Code: 255, Err: err}
 	}
 	names := []string{cluster}
 	if cluster == "" {
@@ -75,7 +75,7 @@ func deleteClusters(cmd *cobra.Command, cf *clientFlags, cluster string) error {
 			ClusterSummaries []struct{ ClusterName string }
 		}
 		if err := c.CallJSON(ctx, "ListClusters", map[string]any{"MaxResults": 100}, &list); err != nil {
-			return &exitError{254, err}
+			return &exitError{Code: 254, Err: err}
 		}
 		for _, s := range list.ClusterSummaries {
 			names = append(names, s.ClusterName)
@@ -83,7 +83,7 @@ func deleteClusters(cmd *cobra.Command, cf *clientFlags, cluster string) error {
 	}
 	for _, n := range names {
 		if err := c.CallJSON(ctx, "DeleteCluster", map[string]any{"ClusterName": n}, nil); err != nil {
-			return &exitError{254, err}
+			return &exitError{Code: 254, Err: err}
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "deleting %s ...", n)
 		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
@@ -92,10 +92,10 @@ func deleteClusters(cmd *cobra.Command, cf *clientFlags, cluster string) error {
 				break
 			}
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			if time.Now().After(deadline) {
-				return &exitError{254, fmt.Errorf("cluster %s still exists after 2 minutes", n)}
+				return &exitError{Code: 254, Err: fmt.Errorf("cluster %s still exists after 2 minutes", n)}
 			}
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), " gone")
@@ -107,10 +107,4 @@ func deleteClusters(cmd *cobra.Command, cf *clientFlags, cluster string) error {
 // its profile is gone) from one the server answered.
 func serverGone(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "Unable to locate credentials")
-}
-
-// leftNodes counts the local provider's instances recorded under a data directory.
-func leftNodes(dataDir string) int {
-	entries, _ := os.ReadDir(filepath.Join(dataDir, "local", "instances"))
-	return len(entries)
 }

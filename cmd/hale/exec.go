@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/haleproject/hale/internal/orchestrator/eks"
+	"github.com/haleproject/hale/internal/provider"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/provider/static"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/spf13/cobra"
@@ -63,7 +64,7 @@ server's known_hosts file).`,
 func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (string, error) {
 	c, err := cf.client(ctx)
 	if err != nil {
-		return "", &exitError{255, err}
+		return "", &exitError{Code: 255, Err: err}
 	}
 	in := map[string]any{"ClusterName": cluster, "MaxResults": 100, "IncludeNodeLogicalIds": true}
 	for {
@@ -72,7 +73,7 @@ func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (st
 			NextToken            string
 		}
 		if err := c.CallJSON(ctx, "ListClusterNodes", in, &page); err != nil {
-			return "", &exitError{254, err}
+			return "", &exitError{Code: 254, Err: err}
 		}
 		for _, s := range page.ClusterNodeSummaries {
 			host, _, _ := strings.Cut(s.PrivateDnsHostname, ".")
@@ -81,45 +82,26 @@ func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (st
 			}
 		}
 		if page.NextToken == "" {
-			return "", &exitError{254, fmt.Errorf("cluster %s has no node %s", cluster, node)}
+			return "", &exitError{Code: 254, Err: fmt.Errorf("cluster %s has no node %s", cluster, node)}
 		}
 		in["NextToken"] = page.NextToken
 	}
 }
 
-// nodeCommand is the nsenter command line that runs args in the node's namespaces: those of
-// its agent, whose pid the local provider records.
+// nodeCommand is the command line that runs args on the node: in its namespaces for a node of
+// the local provider, over SSH for a host of the static one.
 func nodeCommand(dataDir, id string, args []string) ([]string, error) {
-	dir := filepath.Join(dataDir, "local", "instances", id)
-	b, err := os.ReadFile(filepath.Join(dir, "agent.pid"))
-	if err != nil {
-		// A host of the static provider: over SSH, as hale reaches it.
-		if argv, serr := static.SSHCommand(filepath.Join(dataDir, "static"), id, args); serr == nil {
+	argv, err := local.ExecCommand(filepath.Join(dataDir, string(local.Kind)), id, homeDir(), args)
+	if errors.Is(err, provider.ErrNotFound) {
+		if argv, serr := static.SSHCommand(filepath.Join(dataDir, string(static.Kind)), id, args); serr == nil {
 			return argv, nil
 		}
 		return nil, fmt.Errorf("node %s is neither a local-provider node nor a static-provider host of the server at %s (%v)", id, dataDir, err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || syscall.Kill(pid, 0) != nil {
-		return nil, fmt.Errorf("the agent of node %s is not running (pid %s); the node is down or rebooting", id, strings.TrimSpace(string(b)))
-	}
-	var setup struct{ Hostname string }
-	if b, err := os.ReadFile(filepath.Join(dir, "setup.json")); err == nil {
-		json.Unmarshal(b, &setup)
-	}
-	if len(args) == 0 {
-		args = []string{"/bin/bash", "-l"}
-	}
-	// The working directory is set inside the node (env --chdir), not by nsenter's --wd=DIR:
-	// nsenter opens DIR before it enters the mount namespace, and the node has a root of its
-	// own, so a directory opened on the host's root is unreachable from the node (getcwd fails,
-	// and srun refuses to run).
-	// --pid: the command is one of the node's processes, so pids it reads in the node (pid
-	// files, ps, $$) are the node's; nsenter forks for it and waits for the command.
-	argv := []string{"nsenter", "--target", strconv.Itoa(pid), "--pid", "--net", "--uts", "--mount", "--", "env", "--chdir=" + homeDir(), "HOSTNAME=" + setup.Hostname}
-	return append(argv, args...), nil
+	return argv, err
 }
 
+// homeDir is where a node command starts: the user's home directory when it exists, else /.
 func homeDir() string {
 	if h, err := os.UserHomeDir(); err == nil && isDir(h) {
 		return h

@@ -23,9 +23,9 @@ func newHostsCommand() *cobra.Command {
 		Use:   "validate FILE",
 		Short: "Check a hosts file and say what it holds",
 		Long: `Check a hosts file (JSON or YAML): every host needs an Address (an IP address or DNS name,
-unique with its Port), a KeyFile (an unencrypted SSH private key, relative to the file's
-directory), and may give Port (22), User (root), InstanceType (one of SageMaker HyperPod's ml.
-types) and Labels. Every fault is listed, naming its entry, and the exit status is 1.
+unique in the file whatever its Port), a KeyFile (an unencrypted SSH private key, relative to
+the file's directory), and may give Port (22), User (root), InstanceType (one of SageMaker
+HyperPod's ml. types) and Labels. Every fault is listed, naming its entry, and the exit status is 1.
 
   Hosts:
   - Address: 10.0.0.11
@@ -37,7 +37,7 @@ types) and Labels. Every fault is listed, naming its entry, and the exit status 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			inv, err := static.Load(args[0])
 			if err != nil {
-				return &exitError{1, err}
+				return &exitError{Code: 1, Err: err}
 			}
 			byType := map[string]int{}
 			for _, h := range inv.Hosts {
@@ -72,11 +72,11 @@ reach, set up or clean it over SSH). Reason says why.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			body, err := c.Get(cmd.Context(), server.HostsPath, nil)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			if output == "json" {
 				fmt.Fprintln(cmd.OutOrStdout(), string(body))
@@ -113,12 +113,12 @@ and only a person who repaired or checked it knows it is good again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			in, _ := json.Marshal(server.HostReturn{Address: args[0]})
 			body, err := c.Post(cmd.Context(), server.HostsReturnPath, in)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			var h static.HostStatus
 			if err := json.Unmarshal(body, &h); err != nil {

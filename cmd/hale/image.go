@@ -57,7 +57,7 @@ the same state of the archive copies the first image's root.
 			if fromFile != "" {
 				var err error
 				if s, err = image.ReadSpec(fromFile); err != nil {
-					return &exitError{252, err} // a bad parameter, as the AWS CLI exits for one
+					return &exitError{Code: 252, Err: err} // a bad parameter, as the AWS CLI exits for one
 				}
 				f := cmd.Flags()
 				if f.Changed("name") {
@@ -74,16 +74,16 @@ the same state of the archive copies the first image's root.
 				}
 			}
 			if err := s.Validate(); err != nil {
-				return &exitError{252, err}
+				return &exitError{Code: 252, Err: err}
 			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			in, _ := json.Marshal(s)
 			body, err := c.Post(cmd.Context(), server.ImagesPath, in)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			var m image.Manifest
 			if err := json.Unmarshal(body, &m); err != nil {
@@ -100,7 +100,7 @@ the same state of the archive copies the first image's root.
 				q := url.Values{"log-from": {fmt.Sprint(next)}}
 				body, err := c.Get(cmd.Context(), server.ImagePath+m.ImageID, q)
 				if err != nil {
-					return &exitError{254, err}
+					return &exitError{Code: 254, Err: err}
 				}
 				var d server.ImageDescription
 				if err := json.Unmarshal(body, &d); err != nil {
@@ -117,7 +117,7 @@ the same state of the archive copies the first image's root.
 					return nil
 				case image.StatusBuilding:
 				default:
-					return &exitError{1, fmt.Errorf("image %s is %s: %s", m.ImageID, d.Image.Status, d.Image.Reason)}
+					return &exitError{Code: 1, Err: fmt.Errorf("image %s is %s: %s", m.ImageID, d.Image.Status, d.Image.Reason)}
 				}
 				select {
 				case <-cmd.Context().Done():
@@ -157,7 +157,7 @@ keep the old root; new nodes get the new one).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := image.BuildDefault(cmd.Context(), image.DefaultBuild{Dir: dir, Mirror: mirror, Rebuild: rebuild}, cmd.OutOrStdout())
 			if err != nil {
-				return &exitError{1, err}
+				return &exitError{Code: 1, Err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "default image: %s (Debian %s, Slurm %s), %s, built in %.0f s\n", filepath.Join(dir, "rootfs"),
 				m.Suite, cmp.Or(m.Installed["slurmd"], "-"), image.HumanSize(m.SizeBytes), m.BuildSeconds)
@@ -189,12 +189,12 @@ it says so and returns at once; --rebuild builds it again.`,
 			m, err := image.BuildDefault(cmd.Context(), image.DefaultBuild{Dir: dir, Mirror: mirror, Rebuild: rebuild, Spec: &image.PyTorchSpec,
 				Builder: image.Mmdebstrap{CacheDir: filepath.Join(image.DefaultDir, "cache", "apt")}}, cmd.OutOrStdout())
 			if err != nil {
-				return &exitError{1, err}
+				return &exitError{Code: 1, Err: err}
 			}
 			// The image's layer is written here once, not by each server that pushes it.
 			l, err := containerimage.RootLayer(dir)
 			if err != nil {
-				return &exitError{1, err}
+				return &exitError{Code: 1, Err: err}
 			}
 			size, _ := l.Size()
 			fmt.Fprintf(cmd.OutOrStdout(), "PyTorch container image's layer: %s, %s\n", filepath.Join(dir, containerimage.LayerFile), image.HumanSize(size))
@@ -222,11 +222,11 @@ func newImageListCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			body, err := c.Get(cmd.Context(), server.ImagesPath, nil)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			if output == "json" {
 				fmt.Fprintln(cmd.OutOrStdout(), string(body))
@@ -262,7 +262,7 @@ func newImageDescribeCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			var q url.Values
 			if log {
@@ -270,7 +270,7 @@ func newImageDescribeCommand() *cobra.Command {
 			}
 			body, err := c.Get(cmd.Context(), server.ImagePath+args[0], q)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			var d server.ImageDescription
 			if err := json.Unmarshal(body, &d); err != nil {
@@ -305,11 +305,11 @@ groups.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			in, _ := json.Marshal(server.ImageDelete{ImageID: args[0]})
 			if _, err := c.Post(cmd.Context(), server.ImagesDeletePath, in); err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", args[0])
 			return nil

@@ -26,33 +26,36 @@ ClusterRole (docs/kubernetes.md lists every permission and why).`,
 
 func newKubeRegisterCommand() *cobra.Command {
 	var cf clientFlags
-	var name, kubeconfig string
+	var name, kubeconfig, podCIDR string
 	cmd := &cobra.Command{
-		Use:   "register --name NAME --kubeconfig FILE",
+		Use:   "register --name NAME --kubeconfig FILE [--pod-cidr CIDR]",
 		Short: "Register a Kubernetes cluster and print its ARN",
 		Long: `Register the Kubernetes cluster FILE reaches under NAME, and print its ARN,
 arn:aws:eks:<region>:<account>:cluster/NAME, the Orchestrator.Eks.ClusterArn of Eks clusters on
 it. FILE's user must be able to create a ServiceAccount in kube-system, a ClusterRole and a
-ClusterRoleBinding: hale applies its own (hale-controller) and keeps only that ServiceAccount's
-token. Registering a name again updates it.`,
+ClusterRoleBinding: hale applies its own (hale-controller, and hale-kube-proxy for the kube-proxy
+of its nodes) and keeps only those ServiceAccounts' tokens. Real kubelets on hale's nodes join the
+cluster with certificates from its own signers; --pod-cidr is the pods' network its controller
+manager gives Nodes ranges of (its --cluster-cidr, 10.244.0.0/16 when not given). Registering a
+name again updates it.`,
 		Example: `  hale kube register --name training --kubeconfig ~/.kube/config`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" || kubeconfig == "" {
-				return &exitError{2, fmt.Errorf("--name and --kubeconfig are required")}
+				return &exitError{Code: 2, Err: fmt.Errorf("--name and --kubeconfig are required")}
 			}
 			kc, err := os.ReadFile(kubeconfig)
 			if err != nil {
-				return &exitError{2, err}
+				return &exitError{Code: 2, Err: err}
 			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
-			body, _ := json.Marshal(server.KubeRegistration{Name: name, Kubeconfig: string(kc)})
+			body, _ := json.Marshal(server.KubeRegistration{Name: name, Kubeconfig: string(kc), PodCIDR: podCIDR})
 			out, err := c.Post(cmd.Context(), server.KubePath, body)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			var info server.KubeClusterInfo
 			if err := json.Unmarshal(out, &info); err != nil {
@@ -64,6 +67,7 @@ token. Registering a name again updates it.`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the cluster's name (its EKS name: letters, digits, - and _)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "a kubeconfig whose current context reaches the cluster as an administrator")
+	cmd.Flags().StringVar(&podCIDR, "pod-cidr", "", "the pods' network, of which the cluster's controller manager gives each Node a range (its --cluster-cidr; default 10.244.0.0/16)")
 	cf.add(cmd)
 	return cmd
 }
@@ -78,11 +82,11 @@ func newKubeListCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			out, err := c.Get(cmd.Context(), server.KubePath, nil)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			if output == "json" {
 				fmt.Fprintln(cmd.OutOrStdout(), string(out))

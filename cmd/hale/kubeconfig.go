@@ -39,15 +39,15 @@ registered it with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" {
-				return &exitError{2, fmt.Errorf("--cluster-name is required")}
+				return &exitError{Code: 2, Err: fmt.Errorf("--cluster-name is required")}
 			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			body, err := c.Get(cmd.Context(), server.KubeconfigPath, url.Values{"cluster-name": {name}})
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			var access server.KubeAccess
 			if err := json.Unmarshal(body, &access); err != nil {

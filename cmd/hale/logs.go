@@ -32,6 +32,22 @@ func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
 	return client.New(ctx, client.Options{Profile: f.profile, Region: f.region, EndpointURL: f.endpointURL})
 }
 
+// apiFlags are clientFlags as slurmcli.API: the commands of internal packages reach the API
+// through them.
+type apiFlags struct{ clientFlags }
+
+// AddFlags implements slurmcli.API.
+func (f *apiFlags) AddFlags(cmd *cobra.Command) { f.add(cmd) }
+
+// CallJSON implements slurmcli.API: no client to make is exit 255, as in the AWS CLI.
+func (f *apiFlags) CallJSON(ctx context.Context, op string, in, out any) error {
+	c, err := f.client(ctx)
+	if err != nil {
+		return &exitError{Code: 255, Err: err}
+	}
+	return c.CallJSON(ctx, op, in, out)
+}
+
 func newLogsCommand() *cobra.Command {
 	var cf clientFlags
 	var cluster, stream, prefix string
@@ -54,11 +70,11 @@ that stream; --follow keeps printing new lines.`,
 			defer stop()
 			c, err := cf.client(ctx)
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			q := url.Values{"cluster": {cluster}}
 			if follow && stream == "" {
-				return &exitError{252, fmt.Errorf("--follow needs --log-stream-name (hale logs --cluster-name %s lists the streams)", cluster)}
+				return &exitError{Code: 252, Err: fmt.Errorf("--follow needs --log-stream-name (hale logs --cluster-name %s lists the streams)", cluster)}
 			}
 			if stream == "" {
 				q.Set("prefix", prefix)
@@ -114,7 +130,7 @@ that stream; --follow keeps printing new lines.`,
 func getJSON(ctx context.Context, c *client.Client, q url.Values, out any) error {
 	body, err := c.Get(ctx, server.LogsPath, q)
 	if err != nil {
-		return &exitError{254, err}
+		return &exitError{Code: 254, Err: err}
 	}
 	return json.Unmarshal(body, out)
 }

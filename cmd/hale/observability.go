@@ -36,7 +36,7 @@ a target it cannot reach is not checked, and the config is printed either way.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			u, err := url.Parse(c.Endpoint())
 			if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/haleproject/hale/internal/provider/local"
 	"io"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func describeDataEntry(name string) string {
 		return name + " (the store: clusters, nodes, events)"
 	case name == "credentials" || name == "config":
 		return name + " (the admin access key's AWS profile)"
-	case name == "local":
+	case name == string(local.Kind):
 		return "local/ (the nodes' directories and shared file systems)"
 	case name == "server.json":
 		return "server.json (the server's settings)"

@@ -47,11 +47,11 @@ func newRepairsSubcommand(verb, short string) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" {
-				return &exitError{2, fmt.Errorf("--cluster-name is required")}
+				return &exitError{Code: 2, Err: fmt.Errorf("--cluster-name is required")}
 			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			var body []byte
 			if verb == "resume" {
@@ -61,7 +61,7 @@ func newRepairsSubcommand(verb, short string) *cobra.Command {
 				body, err = c.Get(cmd.Context(), server.RepairsPath, url.Values{"cluster-name": {name}})
 			}
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			if output == "json" {
 				_, err := cmd.OutOrStdout().Write(append(body, '\n'))

@@ -29,14 +29,14 @@ func newRepairsHistoryCommand(verb string) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" {
-				return &exitError{2, fmt.Errorf("--cluster-name is required")}
+				return &exitError{Code: 2, Err: fmt.Errorf("--cluster-name is required")}
 			}
 			if verb == "describe" && id == "" {
-				return &exitError{2, fmt.Errorf("--repair-id is required (hale repairs list shows them)")}
+				return &exitError{Code: 2, Err: fmt.Errorf("--repair-id is required (hale repairs list shows them)")}
 			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {
-				return &exitError{255, err}
+				return &exitError{Code: 255, Err: err}
 			}
 			q := url.Values{"cluster-name": {name}, "days": {strconv.Itoa(days)}}
 			if id != "" {
@@ -44,7 +44,7 @@ func newRepairsHistoryCommand(verb string) *cobra.Command {
 			}
 			body, err := c.Get(cmd.Context(), server.RepairHistoryPath, q)
 			if err != nil {
-				return &exitError{254, err}
+				return &exitError{Code: 254, Err: err}
 			}
 			if output == "json" {
 				_, err := cmd.OutOrStdout().Write(append(body, '\n'))

@@ -1,28 +1,18 @@
 package main
 
 import (
-	"errors"
 	"runtime/debug"
 
+	"github.com/haleproject/hale/internal/exitcode"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmcli"
 	"github.com/spf13/cobra"
 )
 
-// exitError carries a process exit status, as the AWS CLI's (255 for a service error).
-type exitError struct {
-	code int
-	err  error
-}
+// exitError is an error with hale's exit status (exitcode.Error).
+type exitError = exitcode.Error
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	var e *exitError
-	if errors.As(err, &e) {
-		return e.code
-	}
-	return 1
-}
+// exitCode is the status a command's error ends hale with: its own, else 1.
+func exitCode(err error) int { return exitcode.Of(err) }
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -40,7 +30,7 @@ func newRootCommand() *cobra.Command {
 		Version:       version(),
 	}
 	root.AddCommand(newServerCommand(), newKubeCommand(), newRepairsCommand(), newObservabilityCommand(), newUpdateKubeconfigCommand(), newHostsCommand(), newImageCommand(), newAccessKeyCommand(), newAgentCommand(), newNodeInitCommand(), newLogsCommand(), newExecCommand(), newUpCommand(), newDownCommand(),
-		newDiagnoseCommand(), newDebugCommand(), newSrunCommand(), newTopologyCommand(), newConsoleCommand())
+		newDiagnoseCommand(), newDebugCommand(), newSrunCommand(), slurmcli.TopologyCommand(func() slurmcli.API { return &apiFlags{} }), newConsoleCommand())
 	addOperationCommands(root)
 	return root
 }

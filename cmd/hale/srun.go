@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/haleproject/hale/internal/resume"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/resume"
 	"github.com/spf13/cobra"
 )
 
@@ -40,7 +40,7 @@ Environment:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := resume.Parse(args)
 			if err != nil {
-				return &exitError{2, err}
+				return &exitError{Code: 2, Err: err}
 			}
 			real, err := resume.RealSrun()
 			if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
@@ -54,7 +54,7 @@ Environment:
 				return syscall.Exec(real, []string{real, "--help"}, os.Environ())
 			}
 			if err != nil {
-				return &exitError{2, err}
+				return &exitError{Code: 2, Err: err}
 			}
 			if !a.AutoResume {
 				return syscall.Exec(real, append([]string{real}, a.Srun()...), os.Environ())
@@ -65,16 +65,16 @@ Environment:
 				MaxRetries: resume.DefaultMaxRetries, RepairTimeout: resume.DefaultRepairTimeout, Stderr: os.Stderr, Hostname: host}
 			if v := os.Getenv("HALE_AUTO_RESUME_MAX_RETRIES"); v != "" {
 				if r.MaxRetries, err = strconv.Atoi(v); err != nil || r.MaxRetries < 0 {
-					return &exitError{2, fmt.Errorf("srun: HALE_AUTO_RESUME_MAX_RETRIES=%s is not a count", v)}
+					return &exitError{Code: 2, Err: fmt.Errorf("srun: HALE_AUTO_RESUME_MAX_RETRIES=%s is not a count", v)}
 				}
 			}
 			if v := os.Getenv("HALE_AUTO_RESUME_TIMEOUT"); v != "" {
 				if r.RepairTimeout, err = time.ParseDuration(v); err != nil {
-					return &exitError{2, fmt.Errorf("srun: HALE_AUTO_RESUME_TIMEOUT=%s: %v", v, err)}
+					return &exitError{Code: 2, Err: fmt.Errorf("srun: HALE_AUTO_RESUME_TIMEOUT=%s: %v", v, err)}
 				}
 			}
 			if err := r.Check(); err != nil {
-				return &exitError{2, err}
+				return &exitError{Code: 2, Err: err}
 			}
 			err = r.Run(cmd.Context(), a)
 			var code resume.Exit
@@ -85,7 +85,7 @@ Environment:
 			case errors.As(err, &stopped):
 				os.Exit(int(stopped))
 			case err != nil:
-				return &exitError{1, err}
+				return &exitError{Code: 1, Err: err}
 			}
 			return nil
 		},

@@ -23,7 +23,7 @@ func TestTopologyGenerate(t *testing.T) {
 {"InstanceName":"p5-1","InstanceId":"i-0febfe7a633a552cc","CustomerIpAddress":"10.1.0.11"},
 {"InstanceName":"p5-2","InstanceId":"i-0727864293842c5f1","CustomerIpAddress":"10.1.0.12"},
 {"InstanceName":"p5-3","InstanceId":"i-04e4ca4199532bbba","CustomerIpAddress":"10.1.0.13"}]}]}`), 0o644)
-	topo := filepath.Join("..", "..", "internal", "topology", "testdata", "topograph-p5-four.json")
+	topo := filepath.Join("..", "..", "internal", "orchestrator", "slurm", "slurmconf", "testdata", "topology", "topograph-p5-four.json")
 	r := hale(t, "topology", "generate", "--instance-topology", topo, "--resource-config", rc, "--slurm-version", "24.11")
 	if r.code != 0 || strings.Contains(r.stdout, "10-1-0-5") || !strings.Contains(r.stdout, "SwitchName=nn-224a2a4d9df61a975 Switches=nn-20da390f7d602f42f,nn-568b52163b3ce19c8,nn-d7d7a965aec389018\n") ||
 		!strings.Contains(r.stdout, "SwitchName=nn-20da390f7d602f42f Nodes=ip-10-1-0-11\n") ||

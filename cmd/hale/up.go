@@ -21,13 +21,14 @@ import (
 	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/nodestack"
 	"github.com/haleproject/hale/internal/plural"
+	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/spf13/cobra"
 )
 
 func newUpCommand() *cobra.Command {
-	o := server.Options{Provider: "local"}
+	o := server.Options{Provider: string(local.Kind)}
 	var nodesFrom string
 	cmd := &cobra.Command{
 		Use:   "up FILE",
@@ -56,7 +57,7 @@ gives kubectl a context for it.`,
 			if os.Geteuid() != 0 {
 				return fmt.Errorf("hale up runs the local provider, which needs root (it creates network namespaces, veths and bind mounts); run it as root")
 			}
-			if nodesFrom != "local" {
+			if nodesFrom != string(local.Kind) {
 				return fmt.Errorf("--nodes-from %q: this release of hale has the local provider only", nodesFrom)
 			}
 			path := strings.TrimPrefix(args[0], "file://")
@@ -69,13 +70,13 @@ gives kubectl a context for it.`,
 				err = api.CheckCreateCluster(in.(*api.CreateClusterRequest))
 			}
 			if err != nil {
-				return &exitError{252, fmt.Errorf("%s: %w", path, err)}
+				return &exitError{Code: 252, Err: fmt.Errorf("%s: %w", path, err)}
 			}
 			req := in.(*api.CreateClusterRequest)
 			eks := req.Orchestrator != nil && req.Orchestrator.Eks != nil
 			if eks {
 				if err := kubernetesFor(cmd, &o, req.Orchestrator.Eks.GetClusterArn()); err != nil {
-					return &exitError{252, fmt.Errorf("%s: %w", path, err)}
+					return &exitError{Code: 252, Err: fmt.Errorf("%s: %w", path, err)}
 				}
 			}
 			if o.ObjectStore == "" {
@@ -121,7 +122,7 @@ gives kubectl a context for it.`,
 			start := time.Now()
 			if _, err := app.Service.CreateCluster(ctx, req); err != nil {
 				if !api.IsCode(err, api.CodeResourceInUse) {
-					return &exitError{254, err}
+					return &exitError{Code: 254, Err: err}
 				}
 				fmt.Fprintf(out, "cluster %s exists already; following it\n", name)
 			} else {
@@ -154,7 +155,7 @@ gives kubectl a context for it.`,
 			// before this server stops, rather than a refused connection.
 			time.Sleep(time.Second)
 			if failed {
-				return &exitError{1, fmt.Errorf("cluster %s failed", name)}
+				return &exitError{Code: 1, Err: fmt.Errorf("cluster %s failed", name)}
 			}
 			return nil
 		},
@@ -164,8 +165,10 @@ gives kubectl a context for it.`,
 	f.StringVar(&o.DataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "directory for the database, credentials and nodes (env HALE_DATA_DIR)")
 	f.StringVar(&o.Region, "region", "us-west-2", "region written into cluster ARNs")
 	f.StringVar(&o.AccountID, "account-id", "123456789012", "account id written into cluster ARNs")
-	f.StringVar(&nodesFrom, "nodes-from", "local", "where nodes come from: local (namespaces on this machine); for your own hosts give --provider static")
+	f.StringVar(&nodesFrom, "nodes-from", string(local.Kind), "where nodes come from: local (namespaces on this machine); for your own hosts give --provider static")
 	addProviderFlags(f, &o)
+	// hale up's own default: the s3/ beside FILE first (the server's is DATA_DIR/s3).
+	f.Lookup("object-store").Usage = "directory serving s3://BUCKET/PREFIX lifecycle scripts as DIR/BUCKET/PREFIX (default: an s3/ directory beside FILE, else DATA_DIR/s3)"
 	return cmd
 }
 

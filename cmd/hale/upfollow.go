@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/awscli"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -54,7 +55,7 @@ func lastEventSeq(ctx context.Context, st store.Store, name string) int64 {
 func follow(ctx context.Context, out io.Writer, st store.Store, name string, after int64) {
 	width := followWidth
 	if f, ok := out.(*os.File); ok {
-		if w := ttyWidth(f); w > 0 {
+		if w := awscli.TerminalWidth(f); w > 0 {
 			width = w
 		}
 	}

@@ -22,7 +22,7 @@ def main():
     ok = failed = 0
     while True:
         try:
-            r = json.load(urllib.request.urlopen(url, timeout=2))
+            r = json.load(urllib.request.urlopen(url, timeout=5))
             ok += 1
             if ok % 20 == 1:
                 print(f"{now()} answer {ok} from {r['served_by']}, model of checkpoint step {r['checkpoint_step']}", flush=True)

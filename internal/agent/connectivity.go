@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/health"
 )
 
@@ -16,8 +17,9 @@ import (
 // a collective's all-reduce moves data) and measures the rate. Below the threshold is the
 // dhc.connectivity finding ("Bandwidth has less than threshold", as HyperPod reports it).
 
-// DefaultDHCPort is the port of the agents' bandwidth sinks.
-const DefaultDHCPort = 7072
+// DefaultDHCPort is the port of the agents' bandwidth sinks (agentproto.DHCPort: the server
+// names it too).
+const DefaultDHCPort = agentproto.DHCPort
 
 // serveBandwidth accepts test streams until ctx ends: it reads each to its end and answers
 // with the number of bytes it read.

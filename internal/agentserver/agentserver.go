@@ -79,6 +79,9 @@ type Server struct {
 	silent   map[string]bool     // instance ids reported silent
 	goodbyes map[string]string   // instance ids whose agents said Goodbye, with their reasons
 	pending  map[string]chan *agentproto.CommandResult
+	// unanswered are ended sessions that left commands unanswered, by instance id, until the
+	// agent's next session takes them over (handOver).
+	unanswered map[string]*session
 	// ended are the last samples of sessions that ended, by instance id, until they are stale
 	// or the instance connects again (NodeSamples).
 	ended map[string]NodeSample
@@ -94,7 +97,13 @@ type session struct {
 	logGroup   string
 	send       chan *agentproto.ServerMessage
 	done       chan struct{}
-	lastSeen   time.Time
+	// bootID is the node's boot the agent runs in (Hello.boot_id).
+	bootID string
+	// cmds are the commands sent on this session and not yet answered, with the channel each
+	// waits on (Server.mu). The same agent answers them on its next session when it only
+	// reconnected; an agent of another boot cannot, and they are closed (attach).
+	cmds     map[string]chan *agentproto.CommandResult
+	lastSeen time.Time
 	// metrics is the latest NodeMetrics sample the agent sent (its counters compensated),
 	// received at metricsAt; when the session ends it is kept in Server.ended while fresh.
 	metrics   *agentproto.NodeMetrics
@@ -123,7 +132,7 @@ func New(cfg Config) *Server {
 		cfg.Notify = func(string) {}
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), sessions: map[string]*session{},
-		silent: map[string]bool{}, goodbyes: map[string]string{}, pending: map[string]chan *agentproto.CommandResult{},
+		silent: map[string]bool{}, goodbyes: map[string]string{}, pending: map[string]chan *agentproto.CommandResult{}, unanswered: map[string]*session{},
 		ended: map[string]NodeSample{}, counters: map[string]map[gpuKey]*gpuBase{}}
 }
 
@@ -233,7 +242,7 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 			case *agentproto.AgentMessage_Inventory:
 				s.saveInventory(stream.Context(), sess, msg.Inventory)
 			case *agentproto.AgentMessage_Result:
-				s.deliver(msg.Result)
+				s.deliver(sess, msg.Result)
 			case *agentproto.AgentMessage_Logs:
 				if s.saveLogs(stream.Context(), sess, msg.Logs) && msg.Logs.BatchId != "" {
 					// Stored: the agent may forget the batch.
@@ -467,7 +476,7 @@ func (s *Server) register(ctx context.Context, h *agentproto.Hello, cert *x509.C
 		if err != nil {
 			return err
 		}
-		sess = &session{instanceID: h.InstanceId, serial: serial, version: h.CapabilityVersion, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
+		sess = &session{instanceID: h.InstanceId, serial: serial, version: h.CapabilityVersion, bootID: h.BootId, clusterID: n.ClusterID, logGroup: LogGroup(c.Name, c.ID),
 			send: make(chan *agentproto.ServerMessage, 16), done: make(chan struct{}), lastSeen: time.Now()}
 		return nil
 	})
@@ -483,6 +492,11 @@ func (s *Server) attach(sess *session) {
 	defer s.mu.Unlock()
 	if old := s.sessions[sess.instanceID]; old != nil {
 		close(old.done) // a newer connection of the same node wins
+		s.handOver(old, sess)
+	}
+	if left := s.unanswered[sess.instanceID]; left != nil {
+		delete(s.unanswered, sess.instanceID)
+		s.handOver(left, sess)
 	}
 	s.sessions[sess.instanceID] = sess
 	delete(s.ended, sess.instanceID) // the instance is back: its new session's samples supersede
@@ -524,6 +538,9 @@ func (s *Server) detach(sess *session) {
 	if current {
 		delete(s.sessions, sess.instanceID)
 		s.keepEnded(sess)
+		if len(sess.cmds) > 0 {
+			s.unanswered[sess.instanceID] = sess // for the agent's next session (attach)
+		}
 		select {
 		case <-sess.done:
 		default:
@@ -617,8 +634,10 @@ func (s *Server) Watch(ctx context.Context) {
 	}
 }
 
-// Send queues a command for a node's agent and returns the channel its result arrives on. A
-// command sent again with the same id (after a reconnect) gets the agent's stored result.
+// Send queues a command for a node's agent and returns the channel its result arrives on; the
+// channel is closed without a result when the agent comes back from another boot before it
+// answered (send it again). A command sent again with the same id (after a reconnect) gets the agent's stored
+// result.
 func (s *Server) Send(instanceID string, cmd *agentproto.Command) (<-chan *agentproto.CommandResult, error) {
 	s.mu.Lock()
 	sess := s.sessions[instanceID]
@@ -628,21 +647,64 @@ func (s *Server) Send(instanceID string, cmd *agentproto.Command) (<-chan *agent
 	}
 	ch := make(chan *agentproto.CommandResult, 1)
 	s.pending[cmd.Id] = ch
+	if sess.cmds == nil {
+		sess.cmds = map[string]chan *agentproto.CommandResult{}
+	}
+	sess.cmds[cmd.Id] = ch
 	s.mu.Unlock()
 	select {
 	case sess.send <- &agentproto.ServerMessage{Msg: &agentproto.ServerMessage_Command{Command: cmd}}:
 		return ch, nil
 	case <-sess.done:
+		s.forget(sess, cmd.Id, ch)
 		return nil, ErrNotConnected
 	case <-time.After(5 * time.Second):
+		s.forget(sess, cmd.Id, ch)
 		return nil, fmt.Errorf("agentserver: the session of %s does not take commands", instanceID)
 	}
 }
 
-func (s *Server) deliver(r *agentproto.CommandResult) {
+// forget drops a command that was never sent.
+func (s *Server) forget(sess *session, id string, ch chan *agentproto.CommandResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[id] == ch {
+		delete(s.pending, id)
+	}
+	if sess.cmds[id] == ch {
+		delete(sess.cmds, id)
+	}
+}
+
+// handOver gives the commands an ended session left unanswered to the agent's next session
+// (with s.mu held). The same agent, reconnected within its boot, still runs them and answers on
+// the new session. An agent of another boot (the node rebooted: a new process that never got
+// them) cannot: their channels close, so a caller learns at once that the command was lost and
+// sends it again, instead of waiting for an answer that cannot come. A command sent again
+// since (the same id) keeps its newer channel.
+func (s *Server) handOver(old, next *session) {
+	for id, ch := range old.cmds {
+		if s.pending[id] != ch {
+			continue
+		}
+		if old.bootID != next.bootID {
+			delete(s.pending, id)
+			close(ch)
+			continue
+		}
+		if next.cmds == nil {
+			next.cmds = map[string]chan *agentproto.CommandResult{}
+		}
+		next.cmds[id] = ch
+	}
+	old.cmds = nil
+}
+
+func (s *Server) deliver(sess *session, r *agentproto.CommandResult) {
 	s.mu.Lock()
 	ch := s.pending[r.Id]
 	delete(s.pending, r.Id)
+	delete(sess.cmds, r.Id)
 	s.mu.Unlock()
 	if ch != nil {
 		ch <- r

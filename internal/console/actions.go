@@ -105,7 +105,7 @@ func (c *Console) bodyOf(r *request, opName string, req *actionRequest) ([]byte,
 		}
 		var spec *api.ClusterInstanceGroupSpecification
 		err := c.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
-			cl, err := clusterNamed(tx, req.Cluster)
+			cl, err := store.ClusterOrNotFound(tx, req.Cluster)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -134,7 +133,7 @@ func (c *Console) serveCluster(w http.ResponseWriter, r *request) {
 	var d clusterDetail
 	nodesErr := authorize(r.key, "ListClusterNodes", name)
 	err := c.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, name)
+		cl, err := store.ClusterOrNotFound(tx, name)
 		if err != nil {
 			return err
 		}
@@ -171,14 +170,6 @@ func (c *Console) serveCluster(w http.ResponseWriter, r *request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, d)
-}
-
-func clusterNamed(tx store.Tx, name string) (*store.Cluster, error) {
-	cl, err := tx.Cluster(name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.Errorf(api.CodeResourceNotFound, "Cluster %s not found.", name)
-	}
-	return cl, err
 }
 
 // nodeOf is a node's row; of is the fault of its open repair (nil when it has none).

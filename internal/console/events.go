@@ -35,7 +35,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *request) {
 	level, text := q.Get("level"), strings.ToLower(q.Get("q"))
 	rows := []eventRow{}
 	err := c.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, name)
+		cl, err := store.ClusterOrNotFound(tx, name)
 		if err != nil {
 			return err
 		}

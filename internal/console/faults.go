@@ -36,7 +36,7 @@ func openFaults(tx store.Tx, clusterID string) (map[string]*openFault, error) {
 		of := &openFault{Fault: rp.Fault, GPU: -1}
 		// A repair's GPU and PCI are set only for a ResetGPU or by an escalating finding;
 		// otherwise its GPU is the zero value, not GPU 0.
-		if rp.Action == "ResetGPU" || rp.PCI != "" {
+		if rp.Action == store.RepairResetGPU || rp.PCI != "" {
 			of.GPU, of.PCI = rp.GPU, rp.PCI
 		}
 		fs, err := tx.FindingsOf(clusterID, rp.LogicalID, rp.CreatedAt.Add(-findingLookback))

@@ -41,7 +41,7 @@ func (c *Console) serveLogs(w http.ResponseWriter, r *request) {
 	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
 	var ans logsAnswer
 	err := c.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, name)
+		cl, err := store.ClusterOrNotFound(tx, name)
 		if err != nil {
 			return err
 		}

@@ -31,14 +31,14 @@ func (c *Console) serveRepairs(w http.ResponseWriter, r *request) {
 	rows := []repairRow{}
 	since := c.cfg.Now().Add(-repairHistory)
 	err := c.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, name)
+		cl, err := store.ClusterOrNotFound(tx, name)
 		if err != nil {
 			return err
 		}
 		rs, err := tx.RepairsSince(cl.ID, since)
 		for _, rp := range rs {
 			rows = append(rows, repairRow{ID: rp.ID, LogicalID: rp.LogicalID, InstanceID: rp.InstanceID, NewInstanceID: rp.NewInstanceID,
-				Action: rp.Action, Fault: rp.Fault, Source: rp.Source, Reason: rp.Reason, State: string(rp.State),
+				Action: string(rp.Action), Fault: rp.Fault, Source: string(rp.Source), Reason: rp.Reason, State: string(rp.State),
 				Message: rp.Message, Timeline: rp.Timeline, CreatedAt: rp.CreatedAt, UpdatedAt: rp.UpdatedAt})
 		}
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -129,20 +130,20 @@ func TestClusterPageNamesTheFaultedGPU(t *testing.T) {
 			return nil
 		}
 		if err := repair("gpu-1", "repair-1", store.RepairDraining, "gpu.bus_lost",
-			store.Finding{Fault: "gpu.bus_lost", Action: "Replace", Xid: 79, PCI: "0000:12:00", GPU: 2}); err != nil {
+			store.Finding{Finding: health.Finding{Fault: "gpu.bus_lost", Action: health.Replace, Xid: 79, PCI: "0000:12:00", GPU: 2}}); err != nil {
 			return err
 		}
 		if err := repair("gpu-2", "repair-2", store.RepairRepairing, "gpu.bus_lost",
-			store.Finding{Fault: "gpu.bus_lost", Action: "Replace", Xid: 79, PCI: "0000:3b:00", GPU: -1}); err != nil {
+			store.Finding{Finding: health.Finding{Fault: "gpu.bus_lost", Action: health.Replace, Xid: 79, PCI: "0000:3b:00", GPU: -1}}); err != nil {
 			return err
 		}
 		if err := repair("gpu-3", "repair-3", store.RepairDone, "gpu.bus_lost",
-			store.Finding{Fault: "gpu.bus_lost", Action: "Replace", Xid: 79, PCI: "0000:10:00", GPU: 0}); err != nil {
+			store.Finding{Finding: health.Finding{Fault: "gpu.bus_lost", Action: health.Replace, Xid: 79, PCI: "0000:10:00", GPU: 0}}); err != nil {
 			return err
 		}
 		// gpu-4: its open repair's fault is no GPU's; a finding of an earlier repair names one.
-		if err := tx.InsertFinding(&store.Finding{ClusterID: c.ID, LogicalID: "gpu-4", At: at.Add(-time.Hour), Fault: "gpu.bus_lost",
-			Xid: 79, GPU: 1, RepairID: "repair-old"}); err != nil {
+		if err := tx.InsertFinding(&store.Finding{ClusterID: c.ID, LogicalID: "gpu-4", At: at.Add(-time.Hour),
+			Finding: health.Finding{Fault: "gpu.bus_lost", Xid: 79, GPU: 1}, RepairID: "repair-old"}); err != nil {
 			return err
 		}
 		return repair("gpu-4", "repair-4", store.RepairDraining, "node.heartbeat_lost")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
@@ -47,7 +46,7 @@ func (r *round) doActions() error {
 			if a.State == store.ActionPending {
 				// The same repair flow as a health finding's: drain, reboot or replace, checks,
 				// resume (repair.go); an explicit request does not wait for the node's jobs.
-				rp, err := r.requestRepair(n, string(a.Kind), "api", "Batch"+string(a.Kind)+"ClusterNodes")
+				rp, err := r.requestRepair(n, store.RepairAction(a.Kind), store.SourceAPI, "Batch"+string(a.Kind)+"ClusterNodes")
 				if err != nil {
 					return err
 				}
@@ -66,29 +65,29 @@ func (r *round) doActions() error {
 
 // requestRepair opens a repair an operator asked for (the API, or in the orchestrator: source),
 // or returns the node's open repair (made a Replace when that is asked and it has not started).
-func (r *round) requestRepair(n *store.Node, action, source, why string) (*store.Repair, error) {
+func (r *round) requestRepair(n *store.Node, action store.RepairAction, source store.RepairSource, why string) (*store.Repair, error) {
 	return requestRepair(r.tx, r.cl, n, action, source, why, r.now)
 }
 
-func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string, now time.Time) (*store.Repair, error) {
+func requestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action store.RepairAction, source store.RepairSource, why string, now time.Time) (*store.Repair, error) {
 	rp, err := openRepairOf(tx, cl.ID, n.LogicalID)
 	if err != nil {
 		return nil, err
 	}
 	if rp != nil {
-		if rp.State == store.RepairHeld || (action == string(health.Replace) && rp.Action != action && rp.State.BeforeRepairing()) {
+		if rp.State == store.RepairHeld || (action == store.RepairReplace && rp.Action != action && rp.State.BeforeRepairing()) {
 			rp.Action, rp.Source, rp.State = action, source, store.RepairDraining
-			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: why + " asks for a " + strings.ToLower(action)})
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: why + " asks for a " + strings.ToLower(string(action))})
 			rp.UpdatedAt = now
 			return rp, tx.PutRepair(rp)
 		}
 		return rp, nil
 	}
-	rp, err = newRepair(tx, cl, n, action, source+".repair_request", source, why, "", false, now)
+	rp, err = newRepair(tx, cl, n, action, string(source)+".repair_request", source, why, "", false, now)
 	if err != nil {
 		return nil, err
 	}
-	return rp, instanceEvent(tx, cl, n, now, api.ClusterEventLevelInfo, "Repair %s of node %s (instance %s) started: %s (%s).", rp.ID, n.LogicalID, n.InstanceID, strings.ToLower(action), why)
+	return rp, instanceEvent(tx, cl, n, now, api.ClusterEventLevelInfo, "Repair %s of node %s (instance %s) started: %s (%s).", rp.ID, n.LogicalID, n.InstanceID, strings.ToLower(string(action)), why)
 }
 
 // replace retires the node's instance for a new one with the same address, hostname and logical

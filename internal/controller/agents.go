@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/internal/agentproto"
+	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
@@ -26,7 +27,12 @@ func (c *Controller) do(ctx context.Context, instanceID string, cmd *agentproto.
 	defer tick.Stop()
 	for {
 		select {
-		case r := <-res:
+		case r, ok := <-res:
+			if !ok {
+				// Its session ended before it answered; the agent may be back on a new one
+				// already (a reboot's reconnect takes moments), which Connected cannot tell.
+				return nil, fmt.Errorf("the agent of %s: its session ended before it answered: %w", instanceID, agentserver.ErrNotConnected)
+			}
 			return r, nil
 		case <-tick.C:
 			if !c.cfg.Agents.Connected(instanceID) {

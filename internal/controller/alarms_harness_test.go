@@ -1,8 +1,9 @@
-package controller
+package controller_test
 
 import (
 	"context"
 	"errors"
+	"github.com/haleproject/hale/internal/controller"
 	"slices"
 	"strings"
 	"sync"
@@ -48,15 +49,15 @@ func (f *fakeAlarms) set(name string, firing bool, err error) {
 }
 
 // withAlarms gives the harness's controller the alarm source (nil: none) and restarts it.
-func (h *harness) withAlarms(src *fakeAlarms) {
-	prev := h.configure
-	h.configure = func(c *Config) {
+func (h *rig) withAlarms(src *fakeAlarms) {
+	prev := h.Configure
+	h.Configure = func(c *controller.Config) {
 		prev(c)
 		if src != nil {
 			c.Alarms, c.AlarmInterval = src, 5*time.Second
 		}
 	}
-	h.start()
+	h.Start()
 }
 
 // alarmed is a rolling DeploymentConfiguration whose AutoRollbackConfiguration names alarms.
@@ -89,7 +90,7 @@ func TestSoftwareUpdateRollsBackOnAlarm(t *testing.T) {
 						first = append(first, node)
 					}
 				}
-				for _, n := range h.nodes(id) {
+				for _, n := range h.Nodes(id) {
 					if n.Status != api.ClusterInstanceStatusRunning {
 						return false
 					}
@@ -121,14 +122,14 @@ func TestSoftwareUpdateRollsBackOnAlarm(t *testing.T) {
 			if n := h.launchesOn(imageB); n != 2 {
 				t.Errorf("%d instances launched on image B, want 2 (no batch after the alarm)", n)
 			}
-			ev := h.events(id)
+			ev := h.Events(id)
 			for _, want := range []string{"It rolls back if one of its alarms (NodesOnNewImageFailing, XidBurst) is in ALARM",
 				"failed: alarm XidBurst is in ALARM (a firing alert in the test's alarms) in the wait after batch 1", "rolled back"} {
 				if !strings.Contains(ev, want) {
 					t.Errorf("the events do not say %q:\n%s", want, ev)
 				}
 			}
-			h.noDuplicates(id)
+			h.NoDuplicates(id)
 		})
 	}
 }
@@ -143,7 +144,7 @@ func TestSoftwareUpdateAlarmsUnwatchedOrUnreadable(t *testing.T) {
 		h.watch(id, 100, false, "the update succeeded", h.updateEnded(id, api.SoftwareUpdateStatusSucceeded, 2))
 		warns := strings.Join(h.eventsAt(id, api.ClusterEventLevelWarn), "\n")
 		if !strings.Contains(warns, "Its AutoRollbackConfiguration alarms (XidBurst) are not watched: the server reads no alarms (hale server --alarms-prometheus URL).") {
-			t.Errorf("no Warn event says the alarms are not watched:\n%s", h.events(id))
+			t.Errorf("no Warn event says the alarms are not watched:\n%s", h.Events(id))
 		}
 	})
 	t.Run("unreadable, then in ALARM", func(t *testing.T) {
@@ -161,7 +162,7 @@ func TestSoftwareUpdateAlarmsUnwatchedOrUnreadable(t *testing.T) {
 			}
 		}
 		if n != 1 {
-			t.Errorf("%d Warn events say the alarms could not be read, want 1:\n%s", n, h.events(id))
+			t.Errorf("%d Warn events say the alarms could not be read, want 1:\n%s", n, h.Events(id))
 		}
 		src.set("XidBurst", true, nil)
 		h.watch(id, 200, false, "the update rolled back", h.updateEnded(id, api.SoftwareUpdateStatusRollbackComplete, 3))

@@ -35,7 +35,7 @@ func (r *round) drive() error {
 			}
 		case store.PhaseBooting:
 			switch {
-			case r.c.cfg.Agents.Connected(n.InstanceID) && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.or.MayStart(n):
+			case r.agent(n.InstanceID).connected && !anyUnaddressed && !r.rebooting[n.Seq] && !r.c.busy(key(jobReboot, n.InstanceID)) && r.or.MayStart(n):
 				// Every node of the cluster has its address now, so resource_config.json can
 				// list them all, as HyperPod's does.
 				if !n.Details.RebootAt.IsZero() { // back from a reboot: its pace, for the next
@@ -203,61 +203,43 @@ func (r *round) fail(n *store.Node, msg string) error {
 	return r.nodeEvent(n, api.ClusterEventLevelError, "Instance %s failed: %s", n.InstanceID, msg)
 }
 
-// outageKey marks, in the cluster's State.Extra, a heartbeat outage under way (its start).
-const outageKey = "heartbeat-outage"
-
-// watchOutage tells a control-plane or network fault from dead nodes: when the heartbeats of
-// more than half of the cluster's serving nodes (two at least) are missing at once, the cause
-// is between them and the server (a server restart, a network partition), not many machines
-// dying in the same moment. No node is judged unreachable while it lasts (r.outage); one Error
-// event says so, and an Info event when the heartbeats are back.
-func (r *round) watchOutage() error {
-	serving, silent := 0, 0
-	for _, n := range r.nodes {
-		if n.Details.Phase != store.PhaseReady {
-			continue
-		}
-		serving++
-		if r.c.cfg.Agents.Silent(n.InstanceID) {
-			silent++
-		}
-	}
-	r.outage = silent >= 2 && 2*silent > serving
-	since, was := r.cl.State.Extra[outageKey]
+// recordOutage records a heartbeat outage (facts.outage: a control-plane or network fault,
+// told from dead nodes) in the cluster's State.HeartbeatOutageSince: one Error event when it
+// begins, and an Info event when the heartbeats are back.
+func (r *round) recordOutage() error {
+	serving, silent := r.serving, r.silentServing
+	since := r.cl.State.HeartbeatOutageSince
+	was := !since.IsZero()
 	switch {
 	case r.outage && !was:
-		if r.cl.State.Extra == nil {
-			r.cl.State.Extra = map[string]string{}
-		}
-		r.cl.State.Extra[outageKey] = r.now.Format(time.RFC3339Nano)
+		r.cl.State.HeartbeatOutageSince = r.now
 		if err := r.saveCluster(); err != nil {
 			return err
 		}
 		return r.clusterEvent(api.ClusterEventLevelError, "The heartbeats of %d of the cluster's %d serving nodes stopped at once: a control-plane or network fault, not %d dead nodes. hale repairs none of them while it lasts.", silent, serving, silent)
 	case !r.outage && was:
-		delete(r.cl.State.Extra, outageKey)
+		r.cl.State.HeartbeatOutageSince = time.Time{}
 		if err := r.saveCluster(); err != nil {
 			return err
 		}
-		start, _ := time.Parse(time.RFC3339Nano, since)
-		return r.clusterEvent(api.ClusterEventLevelInfo, "The nodes' heartbeats are back after %s (%d of %d nodes still silent): hale judges each node again.", r.now.Sub(start).Round(time.Second), silent, serving)
+		return r.clusterEvent(api.ClusterEventLevelInfo, "The nodes' heartbeats are back after %s (%d of %d nodes still silent): hale judges each node again.", r.now.Sub(since).Round(time.Second), silent, serving)
 	}
 	return nil
 }
 
 // watchReachability marks a Running node Failure when its agent goes silent, and Running again
-// when it speaks. During a heartbeat outage (watchOutage) a silent node is left as it is.
+// when it speaks. During a heartbeat outage (facts.outage) a silent node is left as it is.
 func (r *round) watchReachability(n *store.Node) error {
-	agents := r.c.cfg.Agents
+	agents, a := r.c.cfg.Agents, r.agent(n.InstanceID)
 	switch {
-	case !n.Details.Unreachable && agents.Silent(n.InstanceID) && r.outage:
+	case !n.Details.Unreachable && a.silent && r.outage:
 		return nil
-	case !n.Details.Unreachable && agents.Silent(n.InstanceID):
+	case !n.Details.Unreachable && a.silent:
 		n.Details.Unreachable = true
 		why := fmt.Sprintf("no heartbeat from its agent for more than %s", agents.SilenceThreshold())
 		if g := agents.Goodbye(n.InstanceID); g != "" {
 			why = "its agent stopped cleanly (" + g + ") and has not come back"
-		} else if !agents.Connected(n.InstanceID) {
+		} else if !a.connected {
 			why = "its agent's connection is gone and has not come back"
 		}
 		if err := r.setPhase(n, store.PhaseReady, "Node unreachable: "+why+"."); err != nil {
@@ -269,11 +251,12 @@ func (r *round) watchReachability(n *store.Node) error {
 		// A dead node is a health finding of the control plane's own: repaired at once.
 		f := health.Default().FaultFinding("node.heartbeat_lost", "instance "+n.InstanceID+": "+why)
 		return r.c.judge(r.tx, r.cl, n, n.InstanceID, f, "server", "heartbeat", r.now)
-	case n.Details.Unreachable && agents.Reachable(n.InstanceID):
+	case n.Details.Unreachable && a.reachable:
 		n.Details.Unreachable = false
-		if waiting, st := r.or.Lost(n); waiting != "" {
+		if waitingFor, st := r.or.Lost(n); waitingFor != "" {
 			// Its orchestrator lost it too: Running once it takes it back (join.go).
-			if err := r.setPhase(n, store.PhaseJoining, waiting); err != nil {
+			orchestrator.SetWaiting(n, r.orName, waitingFor)
+			if err := r.setPhase(n, store.PhaseJoining, n.StatusMessage); err != nil {
 				return err
 			}
 			return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s is reachable again; waiting for %s to accept it (it has it %s).", n.InstanceID, r.orName, st)

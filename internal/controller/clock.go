@@ -32,7 +32,7 @@ else echo "no chronyd or systemd-timesyncd runs there"; exit 3; fi`
 
 // resyncClock starts the resync of an instance's clock, unless one ran within resyncEvery.
 func (c *Controller) resyncClock(clusterID, instanceID string) {
-	if c.cfg.Provider == nil || c.cfg.Provider.Name() == "local" {
+	if c.cfg.Provider == nil || c.cfg.Provider.Capabilities().SharedClock {
 		return
 	}
 	c.mu.Lock()

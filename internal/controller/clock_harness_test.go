@@ -1,7 +1,9 @@
-package controller
+package controller_test
 
 import (
 	"context"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/harness"
 	"strings"
 	"testing"
 	"time"
@@ -10,23 +12,23 @@ import (
 	"github.com/haleproject/hale/internal/health"
 )
 
-// A node whose clock is off is resynced by its own time daemon, once within resyncEvery, and
+// A node whose clock is off is resynced by its own time daemon, once within controller.ResyncEvery, and
 // never rebooted or replaced for it; the event says what was done.
 func TestClockSkewIsResyncedNeverRepaired(t *testing.T) {
 	h := newHarness(t)
-	id := h.create("c", spec("workers", 2))
-	h.until(id, 20, "InService", h.running(id, 2))
-	launches := h.m.launches
-	inst := h.node(id, "workers-1").InstanceID
+	id := h.Create("c", harness.Spec("workers", 2))
+	h.Until(id, 20, "InService", h.Running(id, 2))
+	launches := h.M.Launches
+	inst := h.Node(id, "workers-1").InstanceID
 	skew := func() {
-		f := health.Default().FaultFinding(clockSkewFault, "the node's clock is 7m0s ahead of the server's (heartbeat sent at ...)")
-		h.c.HandleFinding(context.Background(), id, inst, agentproto.NewFinding(f, "server-clock", h.clock.Now()))
+		f := health.Default().FaultFinding(controller.ClockSkewFault, "the node's clock is 7m0s ahead of the server's (heartbeat sent at ...)")
+		h.C.HandleFinding(context.Background(), id, inst, agentproto.NewFinding(f, "server-clock", h.Clock.Now()))
 	}
 	resyncs := func() int {
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
+		h.M.Mu.Lock()
+		defer h.M.Mu.Unlock()
 		n := 0
-		for _, argv := range h.m.live[inst].ran {
+		for _, argv := range h.M.Live[inst].Ran {
 			if strings.Contains(strings.Join(argv, " "), "chronyc -a makestep") {
 				n++
 			}
@@ -34,21 +36,21 @@ func TestClockSkewIsResyncedNeverRepaired(t *testing.T) {
 		return n
 	}
 	skew()
-	h.until(id, 20, "the resync said", func() bool { return strings.Contains(h.events(id), "Clock of instance "+inst+" resynced") })
+	h.Until(id, 20, "the resync said", func() bool { return strings.Contains(h.Events(id), "Clock of instance "+inst+" resynced") })
 	if n := resyncs(); n != 1 {
 		t.Fatalf("%d resyncs, want 1", n)
 	}
-	h.clock.Advance(time.Minute)
-	skew() // it comes back within resyncEvery: left to the operator, not resynced in a loop
+	h.Clock.Advance(time.Minute)
+	skew() // it comes back within controller.ResyncEvery: left to the operator, not resynced in a loop
 	for i := 0; i < 10; i++ {
-		h.round(id)
-		h.clock.Advance(time.Second)
+		h.Round(id)
+		h.Clock.Advance(time.Second)
 	}
-	h.c.Wait()
+	h.C.Wait()
 	if n := resyncs(); n != 1 {
-		t.Errorf("%d resyncs within %s, want 1", n, resyncEvery)
+		t.Errorf("%d resyncs within %s, want 1", n, controller.ResyncEvery)
 	}
-	if h.m.launches != launches || h.m.reboots != 0 || len(h.openRepairs(id)) != 0 {
-		t.Errorf("a skewed clock was repaired: %d launches, %d reboots, %d repairs:\n%s", h.m.launches-launches, h.m.reboots, len(h.openRepairs(id)), h.events(id))
+	if h.M.Launches != launches || h.M.Reboots != 0 || len(h.OpenRepairs(id)) != 0 {
+		t.Errorf("a skewed clock was repaired: %d launches, %d reboots, %d repairs:\n%s", h.M.Launches-launches, h.M.Reboots, len(h.OpenRepairs(id)), h.Events(id))
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/controllertest"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmtest"
 	"github.com/haleproject/hale/internal/store"
 )
 
 // runningProvider sees every agent running: heartbeats that stop are lost on the way.
-type runningProvider struct{ controllertest.NoProvider }
+type runningProvider struct{ slurmtest.NoProvider }
 
 func (runningProvider) AgentRunning(context.Context, string) (bool, error) { return true, nil }
 

@@ -146,7 +146,8 @@ type Agents interface {
 	Reachable(instanceID string) bool
 	Silent(instanceID string) bool
 	SilenceThreshold() time.Duration
-	// Send sends a command to the node's agent; its result arrives on the channel
+	// Send sends a command to the node's agent; its result arrives on the channel, which is
+	// closed without one when the session the command went out on ends first
 	// (agentserver.ErrNotConnected when the agent has no session).
 	Send(instanceID string, cmd *agentproto.Command) (<-chan *agentproto.CommandResult, error)
 	// Disconnect ends the node's session (its instance is going away).
@@ -233,7 +234,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
 		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, resynced: map[string]time.Time{}, ctx: context.Background()}
 	for _, o := range cfg.Orchestrators {
-		o.Bind(host{c})
+		o.Bind(host{c: c, kind: o.Name()})
 	}
 	return c
 }
@@ -291,8 +292,28 @@ func (c *Controller) Reconcile(ctx context.Context, clusterID string) error {
 	return err
 }
 
+// Step reconciles the cluster once, now, as Run does with each cluster it takes off its queue:
+// it returns once the round's decisions are committed and its background work has started,
+// which goes on (Busy says whether any does; Wait waits for it). A harness that reconciles
+// again while work runs, as a server does, steps rather than Reconciles.
+func (c *Controller) Step(ctx context.Context, clusterID string) error {
+	return c.reconcile(ctx, clusterID)
+}
+
+// Busy reports whether background work runs. Work is no longer busy once it has done what it
+// does: only its return remains, which Wait waits for.
+func (c *Controller) Busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inflight) > 0
+}
+
 // Wait waits until the controller's background work has ended.
 func (c *Controller) Wait() { c.wg.Wait() }
+
+// Adopt matches the provider's instances with the store's nodes and terminates those no node
+// knows, as Run does first; a harness that drives rounds itself calls it in place of Run.
+func (c *Controller) Adopt(ctx context.Context) error { return c.adopt(ctx) }
 
 // resync enqueues every cluster.
 func (c *Controller) resync(ctx context.Context) error {

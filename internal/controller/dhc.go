@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/health"
@@ -88,7 +87,7 @@ func (r *round) deepHealthCheck(a *store.Action, n *store.Node) error {
 			return err
 		}
 	}
-	if !r.c.cfg.Agents.Connected(n.InstanceID) {
+	if !r.agent(n.InstanceID).connected {
 		return nil
 	}
 	var peers []string
@@ -119,7 +118,7 @@ func (r *round) ringPeer(n *store.Node) []string {
 	})
 	for i, ip := range ips {
 		if ip == n.Details.PrivateIP && len(ips) > 1 {
-			return []string{net.JoinHostPort(ips[(i+1)%len(ips)], strconv.Itoa(agent.DefaultDHCPort))}
+			return []string{net.JoinHostPort(ips[(i+1)%len(ips)], strconv.Itoa(agentproto.DHCPort))}
 		}
 	}
 	return nil

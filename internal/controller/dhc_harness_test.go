@@ -1,7 +1,9 @@
-package controller
+package controller_test
 
 import (
 	"context"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/harness"
 	"strings"
 	"testing"
 
@@ -17,39 +19,39 @@ import (
 // in the node's deep health check log stream, and the node is Running once the repair is done.
 func TestOnStartDeepHealthChecks(t *testing.T) {
 	h := newHarness(t)
-	g := spec("gpu", 2)
+	g := harness.Spec("gpu", 2)
 	g.OnStartDeepHealthChecks = []api.DeepHealthCheckType{api.DeepHealthCheckTypeInstanceStress, api.DeepHealthCheckTypeInstanceConnectivity}
-	id := h.create("c", g)
+	id := h.Create("c", g)
 	var failing string
-	h.until(id, 20, "the first node launched", func() bool {
-		for _, n := range h.nodes(id) {
+	h.Until(id, 20, "the first node launched", func() bool {
+		for _, n := range h.Nodes(id) {
 			if n.LogicalID == "gpu-2" && n.InstanceID != "" {
-				h.m.mu.Lock()
-				if mc := h.m.live[n.InstanceID]; mc != nil {
+				h.M.Mu.Lock()
+				if mc := h.M.Live[n.InstanceID]; mc != nil {
 					failing = n.InstanceID
 					f := health.Default().FaultFinding("dhc.fail", "stress: GPU 0 failed, rebootRequired: true")
-					mc.deep = []*agentproto.Finding{agentproto.NewFinding(f, "dhc", h.clock.Now())}
+					mc.Deep = []*agentproto.Finding{agentproto.NewFinding(f, "dhc", h.Clock.Now())}
 				}
-				h.m.mu.Unlock()
+				h.M.Mu.Unlock()
 			}
 		}
 		return failing != ""
 	})
-	h.until(id, 60, "both nodes Running after their checks", func() bool {
-		return h.running(id, 2)() && len(h.openRepairs(id)) == 0 && len(h.repairs(id)) == 1
+	h.Until(id, 60, "both nodes Running after their checks", func() bool {
+		return h.Running(id, 2)() && len(h.OpenRepairs(id)) == 0 && len(h.Repairs(id)) == 1
 	})
-	rs := h.repairs(id)
+	rs := h.Repairs(id)
 	if rs[0].Fault != "dhc.fail" || rs[0].InstanceID != failing {
 		t.Errorf("repair %+v, want dhc.fail on %s", rs[0], failing)
 	}
-	ev := h.events(id)
+	ev := h.Events(id)
 	if strings.Count(ev, "Deep health check (InstanceStress, InstanceConnectivity) of instance") < 4 || !strings.Contains(ev, "FAILED") ||
 		strings.Count(ev, "started; the node is reserved for it") != 2 {
 		t.Errorf("events:\n%s", ev)
 	}
 	var lines int
-	h.st.Read(context.Background(), func(tx store.Tx) error {
-		evs, _ := tx.LogEvents("/aws/sagemaker/Clusters/c/"+id, DeepHealthStream(failing), 0, 100)
+	h.Store.Read(context.Background(), func(tx store.Tx) error {
+		evs, _ := tx.LogEvents("/aws/sagemaker/Clusters/c/"+id, controller.DeepHealthStream(failing), 0, 100)
 		lines = len(evs)
 		return nil
 	})
@@ -64,18 +66,18 @@ func TestOnStartDeepHealthChecks(t *testing.T) {
 // repaired after a failing connectivity check).
 func TestConnectivityWaitsForItsPeer(t *testing.T) {
 	h := newHarness(t)
-	id := h.create("c", spec("gpu", 2))
-	h.until(id, 20, "InService", h.running(id, 2))
-	a := h.node(id, "gpu-1")
-	if _, err := h.svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{a.InstanceID}}); err != nil {
+	id := h.Create("c", harness.Spec("gpu", 2))
+	h.Until(id, 20, "InService", h.Running(id, 2))
+	a := h.Node(id, "gpu-1")
+	if _, err := h.Svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{a.InstanceID}}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 10, "gpu-1 being replaced", func() bool { return h.node(id, "gpu-1").Status != api.ClusterInstanceStatusRunning })
+	h.Until(id, 10, "gpu-1 being replaced", func() bool { return h.Node(id, "gpu-1").Status != api.ClusterInstanceStatusRunning })
 	// The check of gpu-2 as StartClusterHealthCheck records it when both nodes were Running
 	// (the API refuses a group with fewer), reaching the round after gpu-1 left.
-	b := h.node(id, "gpu-2")
-	now := h.clock.Now()
-	err := h.st.Write(context.Background(), func(tx store.Tx) error {
+	b := h.Node(id, "gpu-2")
+	now := h.Clock.Now()
+	err := h.Store.Write(context.Background(), func(tx store.Tx) error {
 		return tx.InsertAction(&store.Action{ClusterID: id, NodeSeq: b.Seq, InstanceID: b.InstanceID, LogicalID: b.LogicalID,
 			Kind: store.ActionDeepHealthCheck, Params: map[string]any{"DeepHealthChecks": []string{"InstanceConnectivity"}, "Trigger": "StartClusterHealthCheck"},
 			State: store.ActionPending, CreatedAt: now, UpdatedAt: now})
@@ -85,8 +87,8 @@ func TestConnectivityWaitsForItsPeer(t *testing.T) {
 	}
 	stream := func() string {
 		var out strings.Builder
-		h.st.Read(context.Background(), func(tx store.Tx) error {
-			evs, _ := tx.LogEvents("/aws/sagemaker/Clusters/c/"+id, DeepHealthStream(b.InstanceID), 0, 100)
+		h.Store.Read(context.Background(), func(tx store.Tx) error {
+			evs, _ := tx.LogEvents("/aws/sagemaker/Clusters/c/"+id, controller.DeepHealthStream(b.InstanceID), 0, 100)
 			for _, e := range evs {
 				out.WriteString(e.Message + "\n")
 			}
@@ -94,7 +96,7 @@ func TestConnectivityWaitsForItsPeer(t *testing.T) {
 		})
 		return out.String()
 	}
-	h.until(id, 40, "gpu-2's check ran", func() bool { return strings.Contains(stream(), "Deep health check (InstanceConnectivity) passed") })
+	h.Until(id, 40, "gpu-2's check ran", func() bool { return strings.Contains(stream(), "Deep health check (InstanceConnectivity) passed") })
 	if out := stream(); strings.Contains(out, "skipped") || !strings.Contains(out, "Executing InstanceConnectivity check") {
 		t.Errorf("gpu-2's check did not run against its peer:\n%s", out)
 	}

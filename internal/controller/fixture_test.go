@@ -6,23 +6,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/controllertest"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmtest"
 	"github.com/haleproject/hale/internal/store"
 )
 
 const (
-	joinCluster = controllertest.Cluster
-	joinHost    = controllertest.Host
+	joinCluster = slurmtest.Cluster
+	joinHost    = slurmtest.Host
 )
 
-// joinFixture is the seeded cluster of controllertest (a Running controller node, and a compute
+// joinFixture is the seeded cluster of slurmtest (a Running controller node, and a compute
 // node gpu-1 in the phase the test gives it) under a controller without an orchestrator; the
 // Slurm orchestrator's tests run the same cluster with Slurm.
-func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*Controller, *controllertest.Agents) {
+func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*Controller, *slurmtest.Agents) {
 	t.Helper()
-	st := controllertest.Seed(t, phase, statusOf(&store.Node{Details: store.NodeDetails{Phase: phase}}), since)
-	agents := &controllertest.Agents{}
-	c := New(Config{Store: st, Provider: controllertest.NoProvider{}, Agents: agents, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st := slurmtest.Seed(t, phase, statusOf(&store.Node{Details: store.NodeDetails{Phase: phase}}), since)
+	agents := &slurmtest.Agents{}
+	c := New(Config{Store: st, Provider: slurmtest.NoProvider{}, Agents: agents, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(c.wg.Wait)
 	return c, agents
 }
@@ -30,11 +30,11 @@ func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*Control
 // gpu1 reads the compute node and the cluster's events.
 func gpu1(t *testing.T, c *Controller) (*store.Node, string) {
 	t.Helper()
-	return controllertest.GPU1(t, c.st)
+	return slurmtest.GPU1(t, c.st)
 }
 
 // findingsAndRepairs reads gpu-1's findings and the cluster's open repairs.
 func findingsAndRepairs(t *testing.T, c *Controller) ([]*store.Finding, []*store.Repair) {
 	t.Helper()
-	return controllertest.Repairs(t, c.st)
+	return slurmtest.Repairs(t, c.st)
 }

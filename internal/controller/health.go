@@ -42,7 +42,7 @@ func (c *Controller) HandleFinding(ctx context.Context, clusterID, instanceID st
 }
 
 // recordFinding records a finding about the node with that instance id and acts on it.
-func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID string, f health.Finding, monitor, source string, observed time.Time) {
+func (c *Controller) recordFinding(ctx context.Context, clusterID, instanceID string, f health.Finding, monitor string, source store.RepairSource, observed time.Time) {
 	err := c.st.Write(ctx, func(tx store.Tx) error {
 		cl, n, err := clusterNodeOf(tx, clusterID, instanceID)
 		if err != nil {
@@ -79,7 +79,7 @@ func clusterNodeOf(tx store.Tx, clusterID, instanceID string) (*store.Cluster, *
 // NVML event for the same Xid: health.JoinsEpisode) is added to that episode's record, with
 // no event of its own; the episode is judged again, since a line may name the process the
 // first did not, and only a decision more severe than before acts.
-func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instanceID string, f health.Finding, monitor, source string, observed time.Time) error {
+func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instanceID string, f health.Finding, monitor string, source store.RepairSource, observed time.Time) error {
 	cat := health.Default()
 	cat.Complete(&f)
 	clusterID := cl.ID
@@ -106,9 +106,9 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 	fresh := rec == nil
 	before := health.Ignore
 	if fresh {
-		rec = &store.Finding{ClusterID: clusterID, LogicalID: n.LogicalID, InstanceID: instanceID, At: observed, Fault: f.Fault,
-			Action: string(f.Action), Xid: f.Xid, PCI: f.PCI, GPU: f.GPU, Meaning: f.Meaning, Source: f.Source, Evidence: f.Evidence,
-			Monitor: monitor, Lines: max(f.Lines, 1), LastAt: observed, PID: f.PID, Process: f.Process, Job: f.Job}
+		rec = &store.Finding{ClusterID: clusterID, LogicalID: n.LogicalID, InstanceID: instanceID, At: observed, Finding: f,
+			Monitor: monitor, LastAt: observed}
+		rec.Lines = max(f.Lines, 1)
 	} else {
 		before = decided(rec)
 		addToEpisode(rec, f, observed)
@@ -128,7 +128,7 @@ func (c *Controller) judge(tx store.Tx, cl *store.Cluster, n *store.Node, instan
 			fh = append(fh, health.Past{Fault: p.Fault, PCI: p.PCI, At: p.At, Process: processKey(p)})
 		}
 	}
-	ep := health.Finding{Fault: rec.Fault, Action: health.Action(rec.Action), Xid: rec.Xid, PCI: rec.PCI, GPU: rec.GPU,
+	ep := health.Finding{Fault: rec.Fault, Action: rec.Action, Xid: rec.Xid, PCI: rec.PCI, GPU: rec.GPU,
 		PID: rec.PID, Process: rec.Process, Job: rec.Job}
 	cat.Complete(&ep)
 	d := cat.Decide(ep, fh, rh, now)
@@ -190,7 +190,7 @@ func episodeOf(past []*store.Finding, instanceID string, boot time.Time, f healt
 		if f.Time.Sub(p.At) > window || p.At.Before(boot) { // older episodes began earlier still
 			break
 		}
-		ep := health.Finding{Fault: p.Fault, Action: health.Action(p.Action), PCI: p.PCI, GPU: p.GPU, Time: p.At, PID: p.PID, Job: p.Job}
+		ep := health.Finding{Fault: p.Fault, Action: p.Action, PCI: p.PCI, GPU: p.GPU, Time: p.At, PID: p.PID, Job: p.Job}
 		if p.InstanceID == instanceID && health.JoinsEpisode(ep, f, window) {
 			return p
 		}
@@ -219,7 +219,7 @@ func decided(rec *store.Finding) health.Action {
 }
 
 func processKey(p *store.Finding) string {
-	return health.Finding{PID: p.PID, Job: p.Job}.ProcessKey()
+	return p.ProcessKey()
 }
 
 // findingLevel is a finding's event level: Info when it asks for no node action, Warn when it
@@ -313,21 +313,21 @@ func hmaRecord(f *store.Finding, d health.Decision) map[string]any {
 // openRepair opens a repair of the node for a decision, or makes the node's open repair more
 // severe (a Reboot not yet under way becomes a Replace). It returns the repair that answers
 // the finding, nil when there is none to open.
-func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f health.Finding, d health.Decision, source string, now time.Time) (*store.Repair, error) {
+func (c *Controller) openRepair(tx store.Tx, cl *store.Cluster, n *store.Node, f health.Finding, d health.Decision, source store.RepairSource, now time.Time) (*store.Repair, error) {
 	rp, err := openRepairOf(tx, cl.ID, n.LogicalID)
 	if err != nil {
 		return nil, err
 	}
 	if rp != nil {
 		if was := health.Action(rp.Action); (was == health.Reboot || was == health.ResetGPU) && d.Action.Severity() > was.Severity() && rp.State.BeforeRepairing() {
-			rp.Action, rp.Fault, rp.GPU, rp.PCI = string(d.Action), f.Fault, f.GPU, f.PCI
+			rp.Action, rp.Fault, rp.GPU, rp.PCI = store.RepairAction(d.Action), f.Fault, f.GPU, f.PCI
 			rp.Timeline = append(rp.Timeline, store.RepairStep{At: now, What: fmt.Sprintf("%s found: the %s becomes a %s", f.Fault, was.Noun(), d.Action.Noun())})
 			rp.UpdatedAt = now
 			return rp, tx.PutRepair(rp)
 		}
 		return rp, nil // already being repaired
 	}
-	rp, err = newRepair(tx, cl, n, string(d.Action), f.Fault, source, reasonOf(f, d), f.Evidence, d.Quarantine, now)
+	rp, err = newRepair(tx, cl, n, store.RepairAction(d.Action), f.Fault, source, reasonOf(f, d), f.Evidence, d.Quarantine, now)
 	if err != nil || d.Action != health.ResetGPU {
 		return rp, err
 	}
@@ -362,7 +362,7 @@ func reasonOf(f health.Finding, d health.Decision) string {
 }
 
 // newRepair records a repair of the node, Draining.
-func newRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, fault, source, reason, evidence string, quarantine bool, now time.Time) (*store.Repair, error) {
+func newRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action store.RepairAction, fault string, source store.RepairSource, reason, evidence string, quarantine bool, now time.Time) (*store.Repair, error) {
 	rp := &store.Repair{ID: "repair-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12], ClusterID: cl.ID, LogicalID: n.LogicalID,
 		InstanceID: n.InstanceID, Action: action, Fault: fault, Source: source, Reason: reason, Evidence: evidence,
 		State: store.RepairDraining, Quarantine: quarantine, CreatedAt: now, UpdatedAt: now,

@@ -15,10 +15,10 @@ type RepairRecord struct {
 	ID            string
 	Node          string // logical id, e.g. gpu-2
 	InstanceID    string
-	NewInstanceID string `json:",omitempty"`
-	Action        string // ResetGPU, Reboot or Replace
+	NewInstanceID string             `json:",omitempty"`
+	Action        store.RepairAction // ResetGPU, Reboot or Replace
 	Fault         string
-	Source        string // health, an orchestrator's name, api or heartbeat (store.Repair.Source)
+	Source        store.RepairSource // health, an orchestrator's name, api or heartbeat
 	State         store.RepairState
 	Reason        string
 	Message       string `json:",omitempty"`
@@ -32,7 +32,7 @@ type RepairRecord struct {
 func (c *Controller) RepairHistory(ctx context.Context, cluster string, since time.Time) ([]RepairRecord, error) {
 	out := []RepairRecord{}
 	err := c.st.Read(ctx, func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, cluster)
+		cl, err := store.ClusterOrNotFound(tx, cluster)
 		if err != nil {
 			return err
 		}

@@ -1,9 +1,11 @@
-package controller
+package controller_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/harness"
 	"strings"
 	"testing"
 
@@ -47,16 +49,16 @@ func TestLaunchBootsTheGroupsImage(t *testing.T) {
 		"ami-0fedcba9876543210": "/images/gone/rootfs", "ami-0aaaaaaaaaaaaaaaa": "/images/ami-0aaaaaaaaaaaaaaaa/rootfs",
 		"default": "/var/lib/hale/images/default/rootfs"},
 		broken: map[string]bool{"ami-0fedcba9876543210": true}}
-	h.svc = service.New(h.st, service.Config{Provider: "fake", Now: h.clock.Now, Images: imgs})
-	h.configure = func(c *Config) { c.ImageRoot = imgs.Root }
-	h.start()
+	h.Svc = service.New(h.Store, service.Config{Provider: "fake", Capabilities: h.M.Capabilities(), Now: h.Clock.Now, Images: imgs})
+	h.Configure = func(c *controller.Config) { c.ImageRoot = imgs.Root }
+	h.Start()
 
-	img, plain := spec("img", 2), spec("plain", 1)
+	img, plain := harness.Spec("img", 2), harness.Spec("plain", 1)
 	img.ImageId = new("ami-0123456789abcdef0")
-	id := h.create("c", img, plain)
-	h.until(id, 20, "InService", func() bool { return h.status(id) == api.ClusterStatusInService })
-	for _, n := range h.nodes(id) {
-		got := h.m.live[n.InstanceID].spec
+	id := h.Create("c", img, plain)
+	h.Until(id, 20, "InService", func() bool { return h.Status(id) == api.ClusterStatusInService })
+	for _, n := range h.Nodes(id) {
+		got := h.M.Live[n.InstanceID].Spec
 		switch n.GroupName {
 		case "img":
 			if got.ImageID != "ami-0123456789abcdef0" || got.ImageRoot != "/images/ami-0123456789abcdef0/rootfs" {
@@ -68,16 +70,16 @@ func TestLaunchBootsTheGroupsImage(t *testing.T) {
 			}
 		}
 	}
-	if ev := h.events(id); strings.Contains(ev, "host's root") {
+	if ev := h.Events(id); strings.Contains(ev, "host's root") {
 		t.Errorf("a warning of the host's root with the default image built:\n%s", ev)
 	}
 
 	// The default image not built: its nodes run on the provider's own root, and say so.
 	delete(imgs.roots, image.Default)
-	hostRoot := h.create("hostroot", spec("plain", 1))
-	h.until(hostRoot, 20, "InService", func() bool { return h.status(hostRoot) == api.ClusterStatusInService })
-	n := h.nodes(hostRoot)[0]
-	if got := h.m.live[n.InstanceID].spec; got.ImageRoot != "" {
+	hostRoot := h.Create("hostroot", harness.Spec("plain", 1))
+	h.Until(hostRoot, 20, "InService", func() bool { return h.Status(hostRoot) == api.ClusterStatusInService })
+	n := h.Nodes(hostRoot)[0]
+	if got := h.M.Live[n.InstanceID].Spec; got.ImageRoot != "" {
 		t.Errorf("node of a default group without the default image launched on root %q", got.ImageRoot)
 	}
 	if warns := strings.Join(h.eventsAt(hostRoot, api.ClusterEventLevelWarn), "\n"); !strings.Contains(warns, n.InstanceID+" runs on the host's root file system") ||
@@ -85,36 +87,36 @@ func TestLaunchBootsTheGroupsImage(t *testing.T) {
 		t.Errorf("Warn events of a node on the host's root: %q", warns)
 	}
 
-	broken := spec("broken", 1)
+	broken := harness.Spec("broken", 1)
 	broken.ImageId = new("ami-0fedcba9876543210")
-	bad := h.create("bad", broken)
-	h.until(bad, 20, "a failed node", func() bool {
-		ns := h.nodes(bad)
+	bad := h.Create("bad", broken)
+	h.Until(bad, 20, "a failed node", func() bool {
+		ns := h.Nodes(bad)
 		return len(ns) == 1 && ns[0].Details.Phase == store.PhaseFailed
 	})
-	if n := h.nodes(bad)[0]; !strings.Contains(n.StatusMessage, "ami-0fedcba9876543210") || h.m.live[n.InstanceID] != nil {
-		t.Errorf("node of a broken image: %q, launched %v", n.StatusMessage, h.m.live[n.InstanceID] != nil)
+	if n := h.Nodes(bad)[0]; !strings.Contains(n.StatusMessage, "ami-0fedcba9876543210") || h.M.Live[n.InstanceID] != nil {
+		t.Errorf("node of a broken image: %q, launched %v", n.StatusMessage, h.M.Live[n.InstanceID] != nil)
 	}
 
 	// UpdateClusterSoftware onto another image: every node is replaced by one booting from it.
 	before := map[string]string{}
-	for _, n := range h.nodes(id) {
+	for _, n := range h.Nodes(id) {
 		before[n.LogicalID] = n.InstanceID
 	}
-	if _, err := h.svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
+	if _, err := h.Svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
 		ImageId: new("ami-0aaaaaaaaaaaaaaaa")}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 60, "every node re-imaged", func() bool {
-		for _, n := range h.nodes(id) {
+	h.Until(id, 60, "every node re-imaged", func() bool {
+		for _, n := range h.Nodes(id) {
 			if n.InstanceID == before[n.LogicalID] {
 				return false
 			}
 		}
-		return h.running(id, 3)()
+		return h.Running(id, 3)()
 	})
-	for _, n := range h.nodes(id) {
-		if got := h.m.live[n.InstanceID].spec; got.ImageRoot != "/images/ami-0aaaaaaaaaaaaaaaa/rootfs" {
+	for _, n := range h.Nodes(id) {
+		if got := h.M.Live[n.InstanceID].Spec; got.ImageRoot != "/images/ami-0aaaaaaaaaaaaaaaa/rootfs" {
 			t.Errorf("%s re-imaged onto root %q", n.LogicalID, got.ImageRoot)
 		}
 	}

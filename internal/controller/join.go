@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
-	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -26,7 +25,7 @@ const DefaultJoinTimeout = 60 * time.Second
 // its orchestrator does not hold it back, else the orchestrator decides.
 func (r *round) join(n *store.Node) error {
 	if r.now.Sub(n.Details.PhaseSince) > r.c.cfg.JoinTimeout {
-		why := orchestrator.WaitingWhy(r.orName, n.StatusMessage)
+		why := n.Details.WaitingFor
 		if why == "" {
 			why = "it never said why"
 		}

@@ -1,7 +1,9 @@
-package controller
+package controller_test
 
 import (
 	"context"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/harness"
 	"strings"
 	"testing"
 	"time"
@@ -20,60 +22,60 @@ import (
 // cured it once, it is held at once. Bug report class 14 (shared/research/bug-reports).
 func TestKeptStateIsRebootedNeverReplaced(t *testing.T) {
 	h := newHarness(t)
-	h.orchestrators = []orchestrator.Orchestrator{&toy{keepsState: "ctl"}}
-	h.start()
-	id := h.create("c", spec("ctl", 1), spec("workers", 1))
-	h.until(id, 20, "InService", h.running(id, 2))
-	ctl := h.node(id, "ctl-1").InstanceID
-	launches := h.m.launches
+	h.Orchestrators = []orchestrator.Orchestrator{&toy{keepsState: "ctl"}}
+	h.Start()
+	id := h.Create("c", harness.Spec("ctl", 1), harness.Spec("workers", 1))
+	h.Until(id, 20, "InService", h.Running(id, 2))
+	ctl := h.Node(id, "ctl-1").InstanceID
+	launches := h.M.Launches
 	setMachine := func(down bool, checks []*agentproto.Finding) {
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
-		h.m.live[ctl].down, h.m.live[ctl].checks = down, checks
+		h.M.Mu.Lock()
+		defer h.M.Mu.Unlock()
+		h.M.Live[ctl].Down, h.M.Live[ctl].Checks = down, checks
 	}
 
 	// Dead, and its basic checks fail after the reboot: rebooted once, then held.
 	f := health.Default().FaultFinding("gpu.count_mismatch", "expected 8 GPUs, found 7")
 	setMachine(true, []*agentproto.Finding{agentproto.NewFinding(f, "checks", time.Time{})})
-	h.until(id, 60, "the repair held", func() bool {
-		rs := h.openRepairs(id)
+	h.Until(id, 60, "the repair held", func() bool {
+		rs := h.OpenRepairs(id)
 		return len(rs) == 1 && rs[0].State == store.RepairHeld
 	})
-	if h.m.reboots != 1 {
-		t.Errorf("%d reboots, want the one on its own root", h.m.reboots)
+	if h.M.Reboots != 1 {
+		t.Errorf("%d reboots, want the one on its own root", h.M.Reboots)
 	}
-	ev := h.events(id)
+	ev := h.Events(id)
 	for _, want := range []string{"rebooting instance " + ctl + " on its own root instead", "a reboot did not cure it, but hale does not replace it: it keeps the toy's queue"} {
-		if !strings.Contains(ev+timeline(h.openRepairs(id)[0]), want) {
+		if !strings.Contains(ev+controller.Timeline(h.OpenRepairs(id)[0]), want) {
 			t.Errorf("no %q in the events and the repair's timeline:\n%s", want, ev)
 		}
 	}
 	for i := 0; i < 10; i++ { // held: nothing more happens
-		h.round(id)
-		h.clock.Advance(time.Minute)
+		h.Round(id)
+		h.Clock.Advance(time.Minute)
 	}
 
 	// The operator fixes it and reboots it: the hold ends, the node is back.
 	setMachine(false, nil)
-	if _, err := h.svc.BatchRebootClusterNodes(context.Background(), &api.BatchRebootClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{ctl}}); err != nil {
+	if _, err := h.Svc.BatchRebootClusterNodes(context.Background(), &api.BatchRebootClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{ctl}}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 40, "ctl-1 back", func() bool { return h.running(id, 2)() && len(h.openRepairs(id)) == 0 })
+	h.Until(id, 40, "ctl-1 back", func() bool { return h.Running(id, 2)() && len(h.OpenRepairs(id)) == 0 })
 
 	// Dead again: a reboot cured this fault once today, so it is held at once.
 	setMachine(true, nil)
-	reboots := h.m.reboots
-	h.until(id, 60, "held again", func() bool {
-		rs := h.openRepairs(id)
+	reboots := h.M.Reboots
+	h.Until(id, 60, "held again", func() bool {
+		rs := h.OpenRepairs(id)
 		return len(rs) == 1 && rs[0].State == store.RepairHeld
 	})
-	if h.m.reboots != reboots {
-		t.Errorf("rebooted again (%d -> %d), want held at once", reboots, h.m.reboots)
+	if h.M.Reboots != reboots {
+		t.Errorf("rebooted again (%d -> %d), want held at once", reboots, h.M.Reboots)
 	}
-	if got := h.node(id, "ctl-1").InstanceID; got != ctl || h.m.launches != launches {
-		t.Errorf("the node was replaced: instance %s -> %s, launches %d -> %d", ctl, got, launches, h.m.launches)
+	if got := h.Node(id, "ctl-1").InstanceID; got != ctl || h.M.Launches != launches {
+		t.Errorf("the node was replaced: instance %s -> %s, launches %d -> %d", ctl, got, launches, h.M.Launches)
 	}
-	if n := strings.Count(h.events(id), "hale does not replace it"); n != 2 {
-		t.Errorf("%d Error events for the holds, want 2:\n%s", n, h.events(id))
+	if n := strings.Count(h.Events(id), "hale does not replace it"); n != 2 {
+		t.Errorf("%d Error events for the holds, want 2:\n%s", n, h.Events(id))
 	}
 }

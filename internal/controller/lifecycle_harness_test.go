@@ -1,7 +1,8 @@
-package controller
+package controller_test
 
 import (
 	"context"
+	"github.com/haleproject/hale/internal/harness"
 	"strings"
 	"testing"
 
@@ -12,36 +13,36 @@ import (
 // and down through UpdateCluster (the newest node goes), and deleted (every instance gone).
 func TestCreateScaleDelete(t *testing.T) {
 	h := newHarness(t)
-	id := h.create("c", spec("workers", 3), spec("head", 1))
-	h.until(id, 20, "InService", h.running(id, 4))
-	h.noDuplicates(id)
-	if ev := h.events(id); !strings.Contains(ev, "Cluster c is InService: 4 instances Running.") {
+	id := h.Create("c", harness.Spec("workers", 3), harness.Spec("head", 1))
+	h.Until(id, 20, "InService", h.Running(id, 4))
+	h.NoDuplicates(id)
+	if ev := h.Events(id); !strings.Contains(ev, "Cluster c is InService: 4 instances Running.") {
 		t.Errorf("events:\n%s", ev)
 	}
 
-	first := h.node(id, "workers-1").InstanceID
-	if _, err := h.svc.UpdateCluster(context.Background(), &api.UpdateClusterRequest{ClusterName: new("c"),
-		InstanceGroups: []api.ClusterInstanceGroupSpecification{spec("workers", 5), spec("head", 1)}}); err != nil {
+	first := h.Node(id, "workers-1").InstanceID
+	if _, err := h.Svc.UpdateCluster(context.Background(), &api.UpdateClusterRequest{ClusterName: new("c"),
+		InstanceGroups: []api.ClusterInstanceGroupSpecification{harness.Spec("workers", 5), harness.Spec("head", 1)}}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 20, "scaled up to 6", h.running(id, 6))
-	h.noDuplicates(id)
+	h.Until(id, 20, "scaled up to 6", h.Running(id, 6))
+	h.NoDuplicates(id)
 
-	if _, err := h.svc.UpdateCluster(context.Background(), &api.UpdateClusterRequest{ClusterName: new("c"),
-		InstanceGroups: []api.ClusterInstanceGroupSpecification{spec("workers", 2), spec("head", 1)}}); err != nil {
+	if _, err := h.Svc.UpdateCluster(context.Background(), &api.UpdateClusterRequest{ClusterName: new("c"),
+		InstanceGroups: []api.ClusterInstanceGroupSpecification{harness.Spec("workers", 2), harness.Spec("head", 1)}}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 20, "scaled down to 3", h.running(id, 3))
-	h.noDuplicates(id)
-	if got := h.node(id, "workers-1").InstanceID; got != first {
+	h.Until(id, 20, "scaled down to 3", h.Running(id, 3))
+	h.NoDuplicates(id)
+	if got := h.Node(id, "workers-1").InstanceID; got != first {
 		t.Errorf("the scale-down removed the longest-serving node workers-1 (%s, now %s)", first, got)
 	}
 
-	if _, err := h.svc.DeleteCluster(context.Background(), &api.DeleteClusterRequest{ClusterName: new("c")}); err != nil {
+	if _, err := h.Svc.DeleteCluster(context.Background(), &api.DeleteClusterRequest{ClusterName: new("c")}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 20, "deleted", func() bool { return h.status(id) == "" })
-	if n := len(h.m.live); n != 0 {
+	h.Until(id, 20, "deleted", func() bool { return h.Status(id) == "" })
+	if n := len(h.M.Live); n != 0 {
 		t.Errorf("%d instances left after the deletion", n)
 	}
 }
@@ -51,16 +52,16 @@ func TestCreateScaleDelete(t *testing.T) {
 // provider's message.
 func TestFailedCreateRollsBack(t *testing.T) {
 	h := newHarness(t)
-	h.m.launchFails["gpu"] = true
-	id := h.create("c", spec("cpu", 2), spec("gpu", 1))
-	h.until(id, 20, "Failed", func() bool { return h.status(id) == api.ClusterStatusFailed })
-	if msg := h.cluster(id).FailureMessage; !strings.Contains(msg, "InsufficientInstanceCapacity") {
+	h.M.LaunchFails["gpu"] = true
+	id := h.Create("c", harness.Spec("cpu", 2), harness.Spec("gpu", 1))
+	h.Until(id, 20, "Failed", func() bool { return h.Status(id) == api.ClusterStatusFailed })
+	if msg := h.Cluster(id).FailureMessage; !strings.Contains(msg, "InsufficientInstanceCapacity") {
 		t.Errorf("failure message %q", msg)
 	}
-	if n := len(h.m.live); n != 0 {
+	if n := len(h.M.Live); n != 0 {
 		t.Errorf("%d instances left after the rollback", n)
 	}
-	if ev := h.events(id); !strings.Contains(ev, "rolling back every instance of the attempt") {
+	if ev := h.Events(id); !strings.Contains(ev, "rolling back every instance of the attempt") {
 		t.Errorf("events:\n%s", ev)
 	}
 }
@@ -69,10 +70,10 @@ func TestFailedCreateRollsBack(t *testing.T) {
 // the script and its exit code, and the creation rolls back.
 func TestFailedScriptFailsTheNode(t *testing.T) {
 	h := newHarness(t)
-	h.m.scriptFails["gpu"] = true
-	id := h.create("c", spec("gpu", 1))
-	h.until(id, 20, "Failed", func() bool { return h.status(id) == api.ClusterStatusFailed })
-	msg := h.cluster(id).FailureMessage
+	h.M.ScriptFails["gpu"] = true
+	id := h.Create("c", harness.Spec("gpu", 1))
+	h.Until(id, 20, "Failed", func() bool { return h.Status(id) == api.ClusterStatusFailed })
+	msg := h.Cluster(id).FailureMessage
 	for _, want := range []string{"Lifecycle script on_create.sh of group gpu", "exited with code 1", "mount failed"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("failure message %q lacks %q", msg, want)
@@ -85,19 +86,19 @@ func TestFailedScriptFailsTheNode(t *testing.T) {
 // each script run once, no event twice.
 func TestRestartAfterEveryRoundOfACreate(t *testing.T) {
 	h := newHarness(t)
-	id := h.create("c", spec("workers", 3))
-	for i := 0; i < 30 && !h.running(id, 3)(); i++ {
-		h.round(id)
-		h.start()
+	id := h.Create("c", harness.Spec("workers", 3))
+	for i := 0; i < 30 && !h.Running(id, 3)(); i++ {
+		h.Round(id)
+		h.Start()
 	}
-	if !h.running(id, 3)() {
-		t.Fatalf("not converged: %s", h.nodeSummary(id))
+	if !h.Running(id, 3)() {
+		t.Fatalf("not converged: %s", h.NodeSummary(id))
 	}
-	h.noDuplicates(id)
-	if h.m.launches != 3 {
-		t.Errorf("%d launches for 3 nodes", h.m.launches)
+	h.NoDuplicates(id)
+	if h.M.Launches != 3 {
+		t.Errorf("%d launches for 3 nodes", h.M.Launches)
 	}
-	ev := h.events(id)
+	ev := h.Events(id)
 	seen := map[string]bool{}
 	for _, l := range strings.Split(ev, "\n") {
 		if l != "" && seen[l] {

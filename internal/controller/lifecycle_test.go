@@ -94,9 +94,9 @@ func TestLifecycleDoneJoinsWhatTheOrchestratorHoldsBack(t *testing.T) {
 	c, _ := joinFixture(t, store.PhaseConfiguring, time.Now())
 	ok := &agentproto.CommandResult{ExitCode: 0, DurationMs: 100}
 	n, _ := gpu1(t, c)
-	c.lifecycleDone(context.Background(), n, "", "on_create.sh", ok, orchestrator.BringUp{Joins: true, Waiting: "Waiting for the scheduler"}, "the scheduler")
+	c.lifecycleDone(context.Background(), n, "", "on_create.sh", ok, orchestrator.BringUp{Joins: true, WaitingFor: "its daemon to register"}, "the scheduler")
 	n, ev := gpu1(t, c)
-	if n.Details.Phase != store.PhaseJoining || n.Status != api.ClusterInstanceStatusPending || n.StatusMessage != "Waiting for the scheduler" {
+	if n.Details.Phase != store.PhaseJoining || n.Status != api.ClusterInstanceStatusPending || n.StatusMessage != "Waiting for the scheduler to accept the node (its daemon to register)" || n.Details.WaitingFor != "its daemon to register" {
 		t.Errorf("a held-back node after its setup: %s %s %q", n.Details.Phase, n.Status, n.StatusMessage)
 	}
 	if !strings.Contains(ev, "is set up; waiting for the scheduler to accept it (") || strings.Contains(ev, "is Running") {

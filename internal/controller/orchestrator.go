@@ -97,7 +97,11 @@ func (r *round) Go(kind, id string, fn func(ctx context.Context)) {
 }
 
 // host is the controller as an orchestrator's host.
-type host struct{ c *Controller }
+// host is the controller as orchestrator kind sees it (orchestrator.Host).
+type host struct {
+	c    *Controller
+	kind orchestrator.Kind
+}
 
 var _ orchestrator.Host = host{}
 
@@ -159,8 +163,8 @@ func (h host) JobResumed(ctx context.Context, clusterID, job string) error {
 	return err
 }
 
-func (h host) RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error {
-	_, err := requestRepair(tx, cl, n, action, source, why, h.c.now())
+func (h host) RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action store.RepairAction, why string) error {
+	_, err := requestRepair(tx, cl, n, action, store.RepairSource(h.kind), why, h.c.now())
 	return err
 }
 

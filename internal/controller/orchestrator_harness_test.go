@@ -1,8 +1,10 @@
-package controller
+package controller_test
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/harness"
 	"slices"
 	"strings"
 	"sync"
@@ -28,11 +30,17 @@ type toy struct {
 	log        []string
 }
 
-func (o *toy) Name() string                                    { return "toy" }
-func (o *toy) Display() string                                 { return "Toy" }
-func (o *toy) Bind(h orchestrator.Host)                        { o.h = h }
-func (o *toy) Manages(*api.CreateClusterRequest) bool          { return true }
-func (o *toy) Drift(context.Context, string) ([]string, error) { return nil, nil }
+func (o *toy) Name() orchestrator.Kind                               { return "toy" }
+func (o *toy) Display() string                                       { return "Toy" }
+func (o *toy) Bind(h orchestrator.Host)                              { o.h = h }
+func (o *toy) Manages(*api.CreateClusterRequest) bool                { return true }
+func (o *toy) Drift(context.Context, string) ([]string, error)       { return nil, nil }
+func (o *toy) CheckCreate(store.Tx, *api.CreateClusterRequest) error { return nil }
+func (o *toy) CheckImages(map[string]string) error                   { return nil }
+func (o *toy) CheckUpdate(context.Context, *store.Cluster, *api.UpdateClusterRequest) error {
+	return nil
+}
+func (o *toy) NodeRefusal(*store.Group, string) string { return "" }
 func (o *toy) AutoResume(context.Context, string, *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	return &agentproto.AutoResumeResponse{Action: "NONE"}, nil
 }
@@ -103,17 +111,16 @@ func (t *toyRound) BringUp(n *store.Node) orchestrator.BringUp {
 			o.say("before", logical)
 			return err
 		},
-		After:   func(ctx context.Context) error { o.say("after", logical); return nil },
-		Joins:   true,
-		Waiting: orchestrator.Waiting("Toy", "its daemon is registering"),
+		After:      func(ctx context.Context) error { o.say("after", logical); return nil },
+		Joins:      true,
+		WaitingFor: "its daemon is registering",
 	}
 }
 
 // Join admits the node from a job of its own, as a scheduler's answer would.
 func (t *toyRound) Join(n *store.Node) (bool, error) {
 	if t.o.holdBack {
-		if msg := orchestrator.Waiting("Toy", "it has no room"); n.StatusMessage != msg {
-			n.StatusMessage = msg
+		if orchestrator.SetWaiting(n, "Toy", "it has no room") {
 			return false, t.r.Tx().UpdateNode(n)
 		}
 		return false, nil
@@ -169,11 +176,11 @@ func (t *toyRound) Undrain(*store.Repair, *store.Node) {}
 func TestASecondOrchestrator(t *testing.T) {
 	h := newHarness(t)
 	toyOrch := &toy{}
-	h.orchestrators = []orchestrator.Orchestrator{toyOrch}
-	h.start()
-	id := h.create("c", spec("workers", 2))
-	h.until(id, 20, "both nodes Running", h.running(id, 2))
-	ev := h.events(id)
+	h.Orchestrators = []orchestrator.Orchestrator{toyOrch}
+	h.Start()
+	id := h.Create("c", harness.Spec("workers", 2))
+	h.Until(id, 20, "both nodes Running", h.Running(id, 2))
+	ev := h.Events(id)
 	for _, want := range []string{"is set up; waiting for Toy to accept it (", "is Running: Toy accepts work on it."} {
 		if strings.Count(ev, want) != 2 {
 			t.Errorf("events: want %q twice:\n%s", want, ev)
@@ -186,7 +193,7 @@ func TestASecondOrchestrator(t *testing.T) {
 		}
 	}
 	var members []string
-	h.st.Read(context.Background(), func(tx store.Tx) error {
+	h.Store.Read(context.Background(), func(tx store.Tx) error {
 		rec, err := tx.OrchestratorRecord(id, "")
 		if err != nil {
 			return err
@@ -197,20 +204,20 @@ func TestASecondOrchestrator(t *testing.T) {
 		t.Errorf("the toy's record of members: %q", members)
 	}
 
-	if resp, err := h.c.AutoResume(context.Background(), id, &agentproto.AutoResumeRequest{JobId: "1"}); err != nil || resp.Action != "NONE" {
+	if resp, err := h.C.AutoResume(context.Background(), id, &agentproto.AutoResumeRequest{JobId: "1"}); err != nil || resp.Action != "NONE" {
 		t.Errorf("the cluster's AutoResume calls go to its orchestrator: %v %v", resp, err)
 	}
-	if drift, err := h.c.Drift(context.Background(), id); err != nil || drift != nil {
+	if drift, err := h.C.Drift(context.Background(), id); err != nil || drift != nil {
 		t.Errorf("drift: %q %v", drift, err)
 	}
 
-	old := h.node(id, "workers-1").InstanceID
-	if _, err := h.svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{old}}); err != nil {
+	old := h.Node(id, "workers-1").InstanceID
+	if _, err := h.Svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"), NodeIds: []string{old}}); err != nil {
 		t.Fatal(err)
 	}
-	h.until(id, 30, "the replacement Running", func() bool {
-		n := h.node(id, "workers-1")
-		return n.InstanceID != old && n.Status == api.ClusterInstanceStatusRunning && len(h.repairs(id)) == 1 && h.repairs(id)[0].State == store.RepairDone
+	h.Until(id, 30, "the replacement Running", func() bool {
+		n := h.Node(id, "workers-1")
+		return n.InstanceID != old && n.Status == api.ClusterInstanceStatusRunning && len(h.Repairs(id)) == 1 && h.Repairs(id)[0].State == store.RepairDone
 	})
 	said = toyOrch.said()
 	for _, want := range []string{"drain workers-1", "leave workers-1 1", "resume workers-1"} {
@@ -218,8 +225,8 @@ func TestASecondOrchestrator(t *testing.T) {
 			t.Errorf("hooks: want %q in %q", want, said)
 		}
 	}
-	rp := h.repairs(id)[0]
-	if tl := timeline(rp); !strings.Contains(tl, "drained in Toy") || !strings.Contains(tl, "back in Toy") {
+	rp := h.Repairs(id)[0]
+	if tl := controller.Timeline(rp); !strings.Contains(tl, "drained in Toy") || !strings.Contains(tl, "back in Toy") {
 		t.Errorf("the repair's timeline: %s", tl)
 	}
 	if strings.Count(strings.Join(said, "\n"), "admit workers-1") != 2 {
@@ -237,13 +244,13 @@ func BenchmarkRound(b *testing.B) {
 	}{{"none", nil}, {"toy", []orchestrator.Orchestrator{&toy{}}}} {
 		b.Run(c.name, func(b *testing.B) {
 			h := newHarness(b)
-			h.orchestrators = c.orch
-			h.start()
-			id := h.create("c", spec("workers", 32))
-			h.until(id, 40, "32 nodes Running", h.running(id, 32))
+			h.Orchestrators = c.orch
+			h.Start()
+			id := h.Create("c", harness.Spec("workers", 32))
+			h.Until(id, 40, "32 nodes Running", h.Running(id, 32))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				h.round(id)
+				h.Round(id)
 			}
 		})
 	}
@@ -253,14 +260,14 @@ func BenchmarkRound(b *testing.B) {
 // what its status message said it waited for.
 func TestJoinTimesOutForAnyOrchestrator(t *testing.T) {
 	h := newHarness(t)
-	h.orchestrators = []orchestrator.Orchestrator{&toy{holdBack: true}}
-	h.start()
-	id := h.create("c", spec("workers", 1))
-	h.until(id, 10, "the node held back", func() bool { return h.node(id, "workers-1").Details.Phase == store.PhaseJoining })
-	h.round(id) // the toy says why it waits
-	h.clock.Advance(DefaultJoinTimeout + time.Second)
-	h.round(id)
-	n := h.node(id, "workers-1")
+	h.Orchestrators = []orchestrator.Orchestrator{&toy{holdBack: true}}
+	h.Start()
+	id := h.Create("c", harness.Spec("workers", 1))
+	h.Until(id, 10, "the node held back", func() bool { return h.Node(id, "workers-1").Details.Phase == store.PhaseJoining })
+	h.Round(id) // the toy says why it waits
+	h.Clock.Advance(controller.DefaultJoinTimeout + time.Second)
+	h.Round(id)
+	n := h.Node(id, "workers-1")
 	want := "Toy did not accept host " + n.Details.PrivateDNSHostname + " (instance " + n.InstanceID + ", group workers) within 1m0s: it has no room."
 	if n.Status != api.ClusterInstanceStatusFailure || n.StatusMessage != want {
 		t.Errorf("the node: %s %q, want Failure %q", n.Status, n.StatusMessage, want)

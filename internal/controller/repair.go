@@ -93,7 +93,7 @@ func (r *round) repairTo(rp *store.Repair, n *store.Node, state store.RepairStat
 	if o := r.c.cfg.Observer; o != nil {
 		// Told once the round's transaction is committed (r.work), so a round that is rolled
 		// back and run again counts nothing twice.
-		action, since := rp.Action, r.now.Sub(rp.CreatedAt)
+		action, since := string(rp.Action), r.now.Sub(rp.CreatedAt)
 		if rp.State == store.RepairDraining && state != store.RepairDraining {
 			r.work = append(r.work, func() { o.RepairDrained(action, since) })
 		}
@@ -140,18 +140,18 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		}
 		next := store.RepairWaitingForJobs
 		switch {
-		case rp.Quarantine && rp.Source != "heartbeat":
+		case rp.Quarantine && rp.Source != store.SourceHeartbeat:
 			// A health finding is the hardware's own evidence; a silence must first be
 			// confirmed as a death, as for a replacement (WaitingForJobs below).
 			return r.quarantine(rp, n, what)
-		case r.cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && (rp.Source == "health" || rp.Source == "heartbeat"):
+		case r.cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && rp.Source.Automatic():
 			rp.Message = "NodeRecovery is None"
 			if err := r.repairTo(rp, n, store.RepairHeld, what+"; held: NodeRecovery is None"); err != nil {
 				return err
 			}
 			return r.nodeEvent(n, api.ClusterEventLevelWarn, "Node %s (instance %s) needs a %s for %s, and the cluster's NodeRecovery is None: hale drained it and does nothing more (repair %s). Repair it with BatchRebootClusterNodes or BatchReplaceClusterNodes, or resume it in %s if it is fine.",
-				n.LogicalID, n.InstanceID, strings.ToLower(rp.Action), rp.Fault, rp.ID, r.orName)
-		case rp.Source == "api":
+				n.LogicalID, n.InstanceID, strings.ToLower(string(rp.Action)), rp.Fault, rp.ID, r.orName)
+		case rp.Source == store.SourceAPI:
 			next = store.RepairRepairing // an explicit request does not wait for jobs
 		case automatic(rp):
 			if ok, why := r.repairTurn(); !ok {
@@ -164,7 +164,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if released, why := r.or.Released(rp, n); released {
 			return r.repairCancel(rp, n, why)
 		}
-		if rp.Source == "heartbeat" && !r.outage && !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID) {
+		if rp.Source == store.SourceHeartbeat && !r.outage && !n.Details.Unreachable && r.agent(n.InstanceID).reachable {
 			return r.repairCancel(rp, n, "the node answers again")
 		}
 		if ok, _ := r.repairTurn(); !ok {
@@ -181,7 +181,7 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		}
 		// A node held because it keeps state (keepState) that stopped answering and answers
 		// again, set up, is cured of what it was held for.
-		if rp.Source == "heartbeat" && n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID) {
+		if rp.Source == store.SourceHeartbeat && n.Details.Phase == store.PhaseReady && !n.Details.Unreachable && r.agent(n.InstanceID).reachable {
 			return r.repairCancel(rp, n, "the node answers again")
 		}
 		return nil
@@ -196,13 +196,13 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if r.burstHeld(rp) {
 			return nil // the rest of a burst may be on its way (DefaultBurstHold)
 		}
-		dead := n.Details.Unreachable || !r.c.cfg.Agents.Connected(n.InstanceID) || n.Details.Phase == store.PhaseFailed
-		if rp.Source == "heartbeat" {
+		dead := n.Details.Unreachable || !r.agent(n.InstanceID).connected || n.Details.Phase == store.PhaseFailed
+		if rp.Source == store.SourceHeartbeat {
 			// A node that went quiet for a moment is not replaced: it must stay silent a while.
 			switch {
 			case r.outage:
 				return nil // most nodes are silent: the fault is not this node's
-			case !n.Details.Unreachable && r.c.cfg.Agents.Reachable(n.InstanceID):
+			case !n.Details.Unreachable && r.agent(n.InstanceID).reachable:
 				return r.repairCancel(rp, n, "the node answers again")
 			case r.now.Sub(rp.CreatedAt) < heartbeatConfirm:
 				return nil
@@ -230,13 +230,19 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairRepairing, what)
 
 	case store.RepairRepairing:
-		if rp.Action == string(health.ResetGPU) {
+		if rp.Action == store.RepairResetGPU {
 			return r.resetGPU(rp, n)
 		}
 		if r.or.TakeOutWaits(n) {
 			return nil
 		}
-		if rp.Action == string(health.Replace) {
+		if rp.Action == store.RepairReboot && !r.c.cfg.Provider.Capabilities().Reboot {
+			// A machine its provider cannot reboot in place is repaired by a new one.
+			rp.Action = store.RepairReplace
+			rp.Timeline = append(rp.Timeline, store.RepairStep{At: r.now,
+				What: fmt.Sprintf("the %s provider cannot reboot an instance in place: replacing instead", r.c.cfg.Provider.Name())})
+		}
+		if rp.Action == store.RepairReplace {
 			if why := r.or.KeepsState(n); why != "" {
 				return r.keepState(rp, n, why)
 			}
@@ -254,10 +260,10 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		return r.repairTo(rp, n, store.RepairChecking, "rebooting instance "+n.InstanceID)
 
 	case store.RepairChecking:
-		replaced := rp.Action == string(health.Replace)
+		replaced := rp.Action == store.RepairReplace
 		if n.Details.Phase == store.PhaseFailed {
 			if !replaced {
-				rp.Action = string(health.Replace)
+				rp.Action = store.RepairReplace
 				return r.repairTo(rp, n, store.RepairRepairing, "not healthy after the reboot ("+n.StatusMessage+"): replacing")
 			}
 			rp.Message = n.StatusMessage
@@ -307,8 +313,8 @@ func (r *round) repairStep(rp *store.Repair, n *store.Node) error {
 		if err := r.repairTo(rp, n, store.RepairDone, what); err != nil {
 			return err
 		}
-		did := strings.ToLower(rp.Action) + " instance " + rp.InstanceID
-		if rp.Action == string(health.ResetGPU) {
+		did := strings.ToLower(string(rp.Action)) + " instance " + rp.InstanceID
+		if rp.Action == store.RepairResetGPU {
 			did = "reset " + gpuName(rp) + " of instance " + rp.InstanceID
 		}
 		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s done in %s (%s for %s). Timeline: %s",
@@ -364,7 +370,7 @@ func (r *round) keepState(rp *store.Repair, n *store.Node, why string) error {
 		return err
 	}
 	if !rebooted {
-		rp.Action = string(health.Reboot)
+		rp.Action = store.RepairReboot
 		rp.BootBefore, rp.RebootAt = n.Details.BootTime, r.now
 		if err := r.reboot(n, "repair "+rp.ID+": "+rp.Fault); err != nil {
 			return err
@@ -391,7 +397,7 @@ func (r *round) rebootedFor(rp *store.Repair) (bool, error) {
 		return false, err
 	}
 	for _, p := range past {
-		if p.ID != rp.ID && p.Fault == rp.Fault && p.Action == string(health.Reboot) && p.State == store.RepairDone {
+		if p.ID != rp.ID && p.Fault == rp.Fault && p.Action == store.RepairReboot && p.State == store.RepairDone {
 			return true, nil
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
-	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -59,7 +58,7 @@ func (r *round) resetGPU(rp *store.Repair, n *store.Node) error {
 		return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s: %s (%s); the node was not rebooted.", rp.ID, n.LogicalID, what, rp.Fault)
 	}
 	why := strings.TrimPrefix(rp.Reset, resetFailed)
-	rp.Action = string(health.Reboot) // a reset that did not cure the node is a reboot (health.Action.EffectiveOn)
+	rp.Action = store.RepairReboot // a reset that did not cure the node is a reboot (health.Action.EffectiveOn)
 	if err := r.repairTo(rp, n, store.RepairRepairing, "ResetGPU failed: "+why+"; rebooting"); err != nil {
 		return err
 	}
@@ -86,7 +85,7 @@ func (c *Controller) askReset(clusterID, repairID, instanceID string, gpu int, p
 		}
 		err = c.st.Write(ctx, func(tx store.Tx) error {
 			rp, err := tx.Repair(repairID)
-			if err != nil || rp.State != store.RepairRepairing || rp.Action != string(health.ResetGPU) || rp.Reset != "" {
+			if err != nil || rp.State != store.RepairRepairing || rp.Action != store.RepairResetGPU || rp.Reset != "" {
 				return err
 			}
 			rp.Reset, rp.UpdatedAt = outcome, c.now()

@@ -60,7 +60,7 @@ func (c *Controller) jobResumed(ctx context.Context, clusterID string, req *agen
 			if err := tx.PutRepair(rp); err != nil {
 				return err
 			}
-			observed = append(observed, seen{rp.Action, now.Sub(rp.CreatedAt)})
+			observed = append(observed, seen{string(rp.Action), now.Sub(rp.CreatedAt)})
 			// An event too: the repair's own ("done in ...") was recorded before the job ran again.
 			if n, err := tx.NodeByLogicalID(clusterID, rp.LogicalID); err == nil {
 				if err := c.appendEvent(tx, cl, n, api.ClusterEventLevelInfo, "Repair %s of node %s: %s, %s after the fault (%s).",
@@ -70,7 +70,7 @@ func (c *Controller) jobResumed(ctx context.Context, clusterID string, req *agen
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			resp.Repairs = append(resp.Repairs, &agentproto.NodeRepair{Node: rp.NodeName, State: string(rp.State), Action: rp.Action, Fault: rp.Fault, InService: rp.InService})
+			resp.Repairs = append(resp.Repairs, &agentproto.NodeRepair{Node: rp.NodeName, State: string(rp.State), Action: string(rp.Action), Fault: rp.Fault, InService: rp.InService})
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/haleproject/hale/api"
@@ -21,8 +22,8 @@ type round struct {
 	actions []*store.Action
 	now     time.Time
 	work    []func()
-	// outage: the heartbeats of most nodes are missing at once (watchOutage).
-	outage bool
+	// facts are read once, before any step runs (facts.go).
+	facts
 	// rebooting are nodes this round started rebooting: their agent is still connected until
 	// the reboot runs, and must not be taken for a newly registered one.
 	rebooting map[int64]bool
@@ -49,9 +50,10 @@ func (c *Controller) newRound(tx store.Tx, cl *store.Cluster) (*round, error) {
 	if r.actions, err = tx.OpenActions(cl.ID); err != nil {
 		return nil, err
 	}
+	r.facts = c.readFacts(r.nodes)
 	r.or, r.orName = none{}, "its orchestrator"
 	if o := c.orchestratorOf(cl); o != nil {
-		r.orName, r.orKind = o.Display(), o.Name() // before Begin, which may start jobs
+		r.orName, r.orKind = o.Display(), string(o.Name()) // before Begin, which may start jobs
 		if r.or, err = o.Begin(r); err != nil {
 			return nil, err
 		}
@@ -66,7 +68,7 @@ func (r *round) run() error {
 	case api.ClusterStatusFailed:
 		return r.teardown(false)
 	case api.ClusterStatusRollingBack:
-		if r.cl.State.Extra["RollbackOf"] != "update" {
+		if !r.cl.State.RollingBackUpdate {
 			return r.teardown(false)
 		}
 	}
@@ -76,15 +78,53 @@ func (r *round) run() error {
 			return err
 		}
 	}
-	// The orchestrator prepares its membership first, and again once this round changed the
-	// nodes, so bring-up sees it current; its own work starts once the nodes were driven. A
-	// heartbeat outage is judged before anything acts on a silent node: the repairs' steps
-	// hold for it as the reachability verdicts do.
-	steps := []func() error{r.or.Prepare, r.watchOutage, r.doActions, r.repairs, r.softwareUpdate, r.converge, r.or.Prepare, r.drive, r.or.Steps, r.aggregate}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return err
+	for _, s := range r.steps() {
+		if err := s.run(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
 	return nil
+}
+
+// roundState is a part of a round's state that one step sets and later steps read, beyond the
+// node and repair records every step may change; the facts (facts.go) are set before the first
+// step and are not among them.
+type roundState string
+
+// The round's states.
+const (
+	// stMembership: the orchestrator's view of who is in the cluster (Round.Prepare).
+	stMembership roundState = "membership"
+	// stRebooting: r.rebooting, the nodes this round started rebooting.
+	stRebooting roundState = "rebooting"
+	// stOpenRepairs: r.open, the cluster's open repairs as the repair step drove them.
+	stOpenRepairs roundState = "open repairs"
+)
+
+// roundStep is one step of a round, with what it reads and sets of the round's state: every state a
+// step reads is set by an earlier step (TestRoundStepsReadWhatEarlierStepsSet), so no step acts
+// on a value a later step has yet to compute.
+type roundStep struct {
+	name        string
+	reads, sets []roundState
+	run         func() error
+}
+
+// steps are a round's steps in order. The orchestrator prepares its membership first, and
+// again once this round changed the nodes, so bring-up sees it current; its own work starts
+// once the nodes were driven. A heartbeat outage was judged before any step (facts), so the
+// repairs hold for it as the reachability verdicts do.
+func (r *round) steps() []roundStep {
+	return []roundStep{
+		{name: "membership", sets: []roundState{stMembership}, run: r.or.Prepare},
+		{name: "outage", run: r.recordOutage},
+		{name: "node actions", reads: []roundState{stMembership}, sets: []roundState{stRebooting}, run: r.doActions},
+		{name: "repairs", reads: []roundState{stMembership}, sets: []roundState{stOpenRepairs, stRebooting}, run: r.repairs},
+		{name: "software update", reads: []roundState{stOpenRepairs}, sets: []roundState{stRebooting}, run: r.softwareUpdate},
+		{name: "scale", run: r.converge},
+		{name: "membership again", sets: []roundState{stMembership}, run: r.or.Prepare},
+		{name: "bring-up", reads: []roundState{stMembership, stRebooting}, run: r.drive},
+		{name: "orchestrator", reads: []roundState{stMembership}, run: r.or.Steps},
+		{name: "status", run: r.aggregate},
+	}
 }

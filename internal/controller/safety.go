@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -57,7 +56,7 @@ const (
 // automatic reports whether hale started the repair itself (a health finding, a node that
 // stopped answering), as opposed to an operator.
 func automatic(rp *store.Repair) bool {
-	return rp.Source == "health" || rp.Source == "heartbeat"
+	return rp.Source.Automatic()
 }
 
 // repairCap is how many of the cluster's nodes may be in repair at once.
@@ -93,7 +92,7 @@ func (r *round) repairTurn() (bool, string) {
 // burstHeld says whether an automatic repair for a health finding is still within its hold
 // (Config.BurstHold), and asks for a round when the hold ends.
 func (r *round) burstHeld(rp *store.Repair) bool {
-	if rp.Source != "health" {
+	if rp.Source != store.SourceHealth {
 		return false
 	}
 	wait := r.c.cfg.BurstHold - r.now.Sub(rp.CreatedAt)
@@ -113,7 +112,7 @@ func (r *round) repairWait(rp *store.Repair, n *store.Node, drained, why string)
 		return err
 	}
 	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Repair %s of node %s (%s for %s) waits, the node drained: %s.",
-		rp.ID, n.LogicalID, strings.ToLower(rp.Action), rp.Fault, why)
+		rp.ID, n.LogicalID, strings.ToLower(string(rp.Action)), rp.Fault, why)
 }
 
 // burstKey is what counts as the same fault across nodes: its fault type, and its Xid when it
@@ -235,7 +234,7 @@ func (r *round) announcePause() error {
 }
 
 // endPartition lifts a pause of silent nodes once every one of them answers again, with an Info
-// event, and keeps the partition (partitionKey): what the cut made the nodes themselves report
+// event, and keeps the partition (State.LastPartition): what the cut made the nodes themselves report
 // (their link down, sent when they are back) is judged part of it, not a fault of theirs.
 func (r *round) endPartition(p *store.RepairPause) error {
 	byLogical := map[string]*store.Node{}
@@ -244,17 +243,12 @@ func (r *round) endPartition(p *store.RepairPause) error {
 	}
 	for _, l := range p.Nodes {
 		n := byLogical[l]
-		if n != nil && (n.Details.Unreachable || !r.c.cfg.Agents.Reachable(n.InstanceID)) {
+		if n != nil && (n.Details.Unreachable || !r.agent(n.InstanceID).reachable) {
 			return nil
 		}
 	}
 	r.cl.State.RepairPause, r.cl.State.RepairsResumedAt = nil, r.now
-	if b, err := json.Marshal(partition{Nodes: p.Nodes, Since: p.Since, Ended: r.now}); err == nil {
-		if r.cl.State.Extra == nil {
-			r.cl.State.Extra = map[string]string{}
-		}
-		r.cl.State.Extra[partitionKey] = string(b)
-	}
+	r.cl.State.LastPartition = &store.Partition{Nodes: p.Nodes, Since: p.Since, Ended: r.now}
 	if err := r.saveCluster(); err != nil {
 		return err
 	}
@@ -262,31 +256,17 @@ func (r *round) endPartition(p *store.RepairPause) error {
 		strings.Join(p.Nodes, ", "), r.now.Sub(p.Since).Round(time.Second))
 }
 
-// partitionKey keeps, in the cluster's State.Extra, the last network fault that ended (a
-// partition): its nodes' own reports of it (their link down while cut, sent when they are back)
-// can arrive after it ended.
-const partitionKey = "last-partition"
-
-// partition is a network fault's nodes (logical ids) and span.
-type partition struct {
-	Nodes []string
-	Since time.Time
-	Ended time.Time
-}
-
 // partitionOf says which network fault cut node logical when it observed something at observed
 // ("nodes A, B, C at 10:00:03Z" of the pause under way or the last that ended), "" for none. A
 // node's report of the cut starts within the burst window before the pause (the first silence)
 // and comes before its end.
 func partitionOf(cl *store.Cluster, logical string, observed, now time.Time) string {
-	var p partition
+	var p store.Partition
 	switch rp := cl.State.RepairPause; {
 	case rp != nil && rp.Fault == heartbeatFault:
-		p = partition{Nodes: rp.Nodes, Since: rp.Since, Ended: now}
-	case cl.State.Extra[partitionKey] != "":
-		if json.Unmarshal([]byte(cl.State.Extra[partitionKey]), &p) != nil {
-			return ""
-		}
+		p = store.Partition{Nodes: rp.Nodes, Since: rp.Since, Ended: now}
+	case cl.State.LastPartition != nil:
+		p = *cl.State.LastPartition
 	default:
 		return ""
 	}
@@ -359,7 +339,7 @@ var ErrNotPaused = errors.New("the cluster's automatic repairs are not paused")
 func (c *Controller) RepairsStatusOf(ctx context.Context, cluster string) (*RepairsStatus, error) {
 	var out *RepairsStatus
 	err := c.st.Read(ctx, func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, cluster)
+		cl, err := store.ClusterOrNotFound(tx, cluster)
 		if err != nil {
 			return err
 		}
@@ -375,7 +355,7 @@ func (c *Controller) ResumeRepairs(ctx context.Context, cluster string) (*Repair
 	var out *RepairsStatus
 	var id string
 	err := c.st.Write(ctx, func(tx store.Tx) error {
-		cl, err := clusterNamed(tx, cluster)
+		cl, err := store.ClusterOrNotFound(tx, cluster)
 		if err != nil {
 			return err
 		}
@@ -418,13 +398,4 @@ func (c *Controller) repairsStatus(tx store.Tx, cl *store.Cluster) (*RepairsStat
 		}
 	}
 	return out, nil
-}
-
-// clusterNamed is the cluster with that name or ARN, as a ResourceNotFound the API's way.
-func clusterNamed(tx store.Tx, ref string) (*store.Cluster, error) {
-	cl, err := tx.Cluster(ref)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.Errorf(api.CodeResourceNotFound, "Cluster %s not found", ref)
-	}
-	return cl, err
 }

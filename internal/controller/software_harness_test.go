@@ -1,7 +1,9 @@
-package controller
+package controller_test
 
 import (
 	"context"
+	"github.com/haleproject/hale/internal/controller"
+	"github.com/haleproject/hale/internal/harness"
 	"slices"
 	"strings"
 	"testing"
@@ -24,34 +26,34 @@ const (
 
 // imageHarness is a harness whose registry has images A, B and C, with a cluster "c" of one
 // group "workers" of n nodes on image A, InService. continuous chooses Continuous provisioning.
-func imageHarness(t *testing.T, n int32, continuous bool) (*harness, string) {
+func imageHarness(t *testing.T, n int32, continuous bool) (*rig, string) {
 	t.Helper()
 	h := newHarness(t)
 	imgs := fakeImages{roots: map[string]string{imageA: "/images/a/rootfs", imageB: "/images/b/rootfs", imageC: "/images/c/rootfs"}}
-	h.svc = service.New(h.st, service.Config{Provider: "fake", Now: h.clock.Now, Images: imgs})
-	h.configure = func(c *Config) { c.ImageRoot = imgs.Root }
-	h.start()
-	g := spec("workers", n)
+	h.Svc = service.New(h.Store, service.Config{Provider: "fake", Capabilities: h.M.Capabilities(), Now: h.Clock.Now, Images: imgs})
+	h.Configure = func(c *controller.Config) { c.ImageRoot = imgs.Root }
+	h.Start()
+	g := harness.Spec("workers", n)
 	g.ImageId = new(imageA)
 	in := &api.CreateClusterRequest{ClusterName: new("c"), InstanceGroups: []api.ClusterInstanceGroupSpecification{g}}
 	if continuous {
 		in.NodeProvisioningMode = new(api.ClusterNodeProvisioningModeContinuous)
 	}
-	out, err := h.svc.CreateCluster(context.Background(), in)
+	out, err := h.Svc.CreateCluster(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := out.GetClusterArn()[strings.LastIndex(out.GetClusterArn(), "/")+1:]
-	h.until(id, 20, "InService", h.running(id, int(n)))
+	h.Until(id, 20, "InService", h.Running(id, int(n)))
 	return h, id
 }
 
 // updateTo asks for the group's re-image onto image with the deployment configuration.
-func (h *harness) updateTo(image string, cfg *api.DeploymentConfiguration) {
-	h.t.Helper()
-	if _, err := h.svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
+func (h *rig) updateTo(image string, cfg *api.DeploymentConfiguration) {
+	h.T.Helper()
+	if _, err := h.Svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
 		ImageId: new(image), DeploymentConfig: cfg}); err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 }
 
@@ -80,23 +82,23 @@ type step struct {
 
 // watch runs rounds (the clock a second apart; the controller restarted after each when
 // restart is set) until done, recording each round's step.
-func (h *harness) watch(id string, max int, restart bool, what string, done func() bool) []step {
-	h.t.Helper()
+func (h *rig) watch(id string, max int, restart bool, what string, done func() bool) []step {
+	h.T.Helper()
 	var steps []step
 	for i := 0; i < max; i++ {
 		before := map[string]string{}
-		s := step{at: h.clock.Now(), runningBefore: map[string]bool{}, running: map[string]bool{}}
-		for _, n := range h.nodes(id) {
+		s := step{at: h.Clock.Now(), runningBefore: map[string]bool{}, running: map[string]bool{}}
+		for _, n := range h.Nodes(id) {
 			before[n.LogicalID] = n.InstanceID
 			if n.Status == api.ClusterInstanceStatusRunning {
 				s.runningBefore[n.LogicalID] = true
 			}
 		}
-		h.round(id)
+		h.Round(id)
 		if restart {
-			h.start()
+			h.Start()
 		}
-		for _, n := range h.nodes(id) {
+		for _, n := range h.Nodes(id) {
 			if n.InstanceID != before[n.LogicalID] {
 				s.replaced = append(s.replaced, n.LogicalID)
 				s.image = h.launchedImage(n.InstanceID)
@@ -114,38 +116,38 @@ func (h *harness) watch(id string, max int, restart bool, what string, done func
 		if done() {
 			return steps
 		}
-		h.clock.Advance(time.Second)
+		h.Clock.Advance(time.Second)
 	}
-	h.t.Fatalf("%s: not so after %d rounds; nodes: %s; events:\n%s", what, max, h.nodeSummary(id), h.events(id))
+	h.T.Fatalf("%s: not so after %d rounds; nodes: %s; events:\n%s", what, max, h.NodeSummary(id), h.Events(id))
 	return nil
 }
 
 // launchedImage is the image the provider launched the instance with ("" when it did not).
-func (h *harness) launchedImage(instanceID string) string {
-	h.m.mu.Lock()
-	defer h.m.mu.Unlock()
-	if mc := h.m.live[instanceID]; mc != nil {
-		return mc.spec.ImageID
+func (h *rig) launchedImage(instanceID string) string {
+	h.M.Mu.Lock()
+	defer h.M.Mu.Unlock()
+	if mc := h.M.Live[instanceID]; mc != nil {
+		return mc.Spec.ImageID
 	}
-	if mc := h.m.gone[instanceID]; mc != nil {
-		return mc.spec.ImageID
+	if mc := h.M.Gone[instanceID]; mc != nil {
+		return mc.Spec.ImageID
 	}
 	return ""
 }
 
 // describeGroup is DescribeCluster's view of the group.
-func (h *harness) describeGroup(name string) *api.ClusterInstanceGroupDetails {
-	h.t.Helper()
-	d, err := h.svc.DescribeCluster(context.Background(), &api.DescribeClusterRequest{ClusterName: new("c")})
+func (h *rig) describeGroup(name string) *api.ClusterInstanceGroupDetails {
+	h.T.Helper()
+	d, err := h.Svc.DescribeCluster(context.Background(), &api.DescribeClusterRequest{ClusterName: new("c")})
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	for i := range d.InstanceGroups {
 		if d.InstanceGroups[i].GetInstanceGroupName() == name {
 			return &d.InstanceGroups[i]
 		}
 	}
-	h.t.Fatalf("DescribeCluster has no group %s", name)
+	h.T.Fatalf("DescribeCluster has no group %s", name)
 	return nil
 }
 
@@ -161,20 +163,20 @@ func batches(steps []step) []step {
 }
 
 // imagesOnNodes maps each node to the image its instance was launched with.
-func (h *harness) imagesOnNodes(id string) map[string]string {
+func (h *rig) imagesOnNodes(id string) map[string]string {
 	out := map[string]string{}
-	for _, n := range h.nodes(id) {
+	for _, n := range h.Nodes(id) {
 		out[n.LogicalID] = h.launchedImage(n.InstanceID)
 	}
 	return out
 }
 
-func (h *harness) updateStatus() api.SoftwareUpdateStatus {
+func (h *rig) updateStatus() api.SoftwareUpdateStatus {
 	return h.describeGroup("workers").GetSoftwareUpdateStatus()
 }
 
-func (h *harness) updateEnded(id string, status api.SoftwareUpdateStatus, n int) func() bool {
-	return func() bool { return h.updateStatus() == status && h.running(id, n)() }
+func (h *rig) updateEnded(id string, status api.SoftwareUpdateStatus, n int) func() bool {
+	return func() bool { return h.updateStatus() == status && h.Running(id, n)() }
 }
 
 // A group is re-imaged in batches of MaximumBatchSize, INSTANCE_COUNT nodes or
@@ -228,10 +230,10 @@ func TestSoftwareUpdateBatchSizes(t *testing.T) {
 			if g.GetCurrentImageId() != imageB || g.GetDesiredImageId() != imageB || g.ActiveSoftwareUpdateConfig != nil || g.GetStatus() != api.InstanceGroupStatusInService {
 				t.Errorf("after the update: current %s desired %s config %v status %s", g.GetCurrentImageId(), g.GetDesiredImageId(), g.ActiveSoftwareUpdateConfig, g.GetStatus())
 			}
-			if h.status(id) != api.ClusterStatusInService {
-				t.Errorf("cluster %s after the update", h.status(id))
+			if h.Status(id) != api.ClusterStatusInService {
+				t.Errorf("cluster %s after the update", h.Status(id))
 			}
-			h.noDuplicates(id)
+			h.NoDuplicates(id)
 		})
 	}
 }
@@ -299,7 +301,7 @@ func TestSoftwareUpdateRollsBackAFailedBatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h, id := imageHarness(t, 4, false)
 			// C breaks the lifecycle scripts of the nodes of the second batch.
-			h.m.scriptFailsOn = func(s provider.LaunchSpec) bool {
+			h.M.ScriptFailsOn = func(s provider.LaunchSpec) bool {
 				return s.ImageID == imageC && (s.LogicalID == "workers-3" || s.LogicalID == "workers-4")
 			}
 			h.updateTo(imageC, rolling(api.NodeUnavailabilityTypeInstanceCount, 2, 1, 5))
@@ -349,17 +351,17 @@ func TestSoftwareUpdateRollsBackAFailedBatch(t *testing.T) {
 			if g.GetCurrentImageId() != imageA || g.GetDesiredImageId() != imageA || g.ActiveSoftwareUpdateConfig != nil || g.GetStatus() != api.InstanceGroupStatusInService {
 				t.Errorf("after the rollback: current %s desired %s config %v status %s", g.GetCurrentImageId(), g.GetDesiredImageId(), g.ActiveSoftwareUpdateConfig, g.GetStatus())
 			}
-			if h.status(id) != api.ClusterStatusInService {
-				t.Errorf("cluster %s after the rollback", h.status(id))
+			if h.Status(id) != api.ClusterStatusInService {
+				t.Errorf("cluster %s after the rollback", h.Status(id))
 			}
-			ev := h.events(id)
+			ev := h.Events(id)
 			if !strings.Contains(ev, "rolled back") || !strings.Contains(ev, "did not come back on image "+imageC) || !strings.Contains(ev, "on_create.sh: mount failed") {
 				t.Errorf("the events do not say why:\n%s", ev)
 			}
 			if onC := h.launchesOn(imageC); onC != 4 {
 				t.Errorf("%d instances launched on image C, want 4 (no failed node replaced on it again)", onC)
 			}
-			h.noDuplicates(id)
+			h.NoDuplicates(id)
 		})
 	}
 }
@@ -378,25 +380,25 @@ func TestSoftwareUpdateSurvivesRestarts(t *testing.T) {
 	if gap := bs[1].at.Sub(bs[0].at); gap < wait*time.Second {
 		t.Errorf("the second batch started %s after the first, within the wait of %ds", gap, wait)
 	}
-	if h.m.launches != 8 {
-		t.Errorf("%d launches, want 8 (4 nodes, each re-imaged once)", h.m.launches)
+	if h.M.Launches != 8 {
+		t.Errorf("%d launches, want 8 (4 nodes, each re-imaged once)", h.M.Launches)
 	}
 	for node, img := range h.imagesOnNodes(id) {
 		if img != imageB {
 			t.Errorf("%s runs %q after the update", node, img)
 		}
 	}
-	h.noDuplicates(id)
+	h.NoDuplicates(id)
 }
 
 // launchesOn counts the instances the provider launched with the image.
-func (h *harness) launchesOn(image string) int {
-	h.m.mu.Lock()
-	defer h.m.mu.Unlock()
+func (h *rig) launchesOn(image string) int {
+	h.M.Mu.Lock()
+	defer h.M.Mu.Unlock()
 	n := 0
-	for _, m := range []map[string]*machine{h.m.live, h.m.gone} {
+	for _, m := range []map[string]*harness.Machine{h.M.Live, h.M.Gone} {
 		for _, mc := range m {
-			if mc.spec.ImageID == image {
+			if mc.Spec.ImageID == image {
 				n++
 			}
 		}
@@ -404,19 +406,19 @@ func (h *harness) launchesOn(image string) int {
 	return n
 }
 
-// Continuous provisioning retries a failed node after ContinuousRetryDelay; a node that failed
+// Continuous provisioning retries a failed node after controller.ContinuousRetryDelay; a node that failed
 // on the new image waits for its rollback instead, however long that takes: the whole group
 // fails on image C at once and is rolled back one node at a time, each node launched on C
 // once.
 func TestSoftwareUpdateFailedNodesWaitForTheRollback(t *testing.T) {
 	h, id := imageHarness(t, 8, true)
-	h.m.scriptFailsOn = func(s provider.LaunchSpec) bool { return s.ImageID == imageC }
+	h.M.ScriptFailsOn = func(s provider.LaunchSpec) bool { return s.ImageID == imageC }
 	h.updateTo(imageC, rolling(api.NodeUnavailabilityTypeCapacityPercentage, 100, 1, 0))
 	steps := h.watch(id, 300, false, "the update rolled back", h.updateEnded(id, api.SoftwareUpdateStatusRollbackComplete, 8))
 	if onC := h.launchesOn(imageC); onC != 8 {
 		t.Errorf("%d instances launched on image C, want 8 (no failed node retried on it)", onC)
 	}
-	if last, first := steps[len(steps)-1].at, steps[0].at; last.Sub(first) <= ContinuousRetryDelay {
+	if last, first := steps[len(steps)-1].at, steps[0].at; last.Sub(first) <= controller.ContinuousRetryDelay {
 		t.Fatalf("the rollback took %s, not more than ContinuousRetryDelay: the test proves nothing", last.Sub(first))
 	}
 	for node, img := range h.imagesOnNodes(id) {
@@ -424,7 +426,7 @@ func TestSoftwareUpdateFailedNodesWaitForTheRollback(t *testing.T) {
 			t.Errorf("%s runs %q after the rollback", node, img)
 		}
 	}
-	h.noDuplicates(id)
+	h.NoDuplicates(id)
 }
 
 // A node that fails on the new image and again on the previous one ends the rollback: the
@@ -433,31 +435,31 @@ func TestSoftwareUpdateFailedNodesWaitForTheRollback(t *testing.T) {
 // are untouched and no node is launched again after that.
 func TestSoftwareUpdateFailedRollback(t *testing.T) {
 	h, id := imageHarness(t, 3, false)
-	h.m.scriptFailsOn = func(s provider.LaunchSpec) bool { return s.LogicalID == "workers-1" } // from now on, on any image
-	untouched := h.node(id, "workers-2").InstanceID
+	h.M.ScriptFailsOn = func(s provider.LaunchSpec) bool { return s.LogicalID == "workers-1" } // from now on, on any image
+	untouched := h.Node(id, "workers-2").InstanceID
 	h.updateTo(imageC, rolling(api.NodeUnavailabilityTypeInstanceCount, 1, 0, 0))
 	h.watch(id, 100, false, "the update failed", func() bool {
-		return h.updateStatus() == api.SoftwareUpdateStatusFailed && h.status(id) == api.ClusterStatusInService
+		return h.updateStatus() == api.SoftwareUpdateStatusFailed && h.Status(id) == api.ClusterStatusInService
 	})
-	launches := h.m.launches
+	launches := h.M.Launches
 	for i := 0; i < 30; i++ {
-		h.round(id)
-		h.clock.Advance(time.Second)
+		h.Round(id)
+		h.Clock.Advance(time.Second)
 	}
-	if h.m.launches != launches {
-		t.Errorf("%d more launches after the update failed", h.m.launches-launches)
+	if h.M.Launches != launches {
+		t.Errorf("%d more launches after the update failed", h.M.Launches-launches)
 	}
 	g := h.describeGroup("workers")
 	if g.GetStatus() != api.InstanceGroupStatusDegraded || g.GetCurrentImageId() != imageA || g.GetDesiredImageId() != imageA || g.ActiveSoftwareUpdateConfig != nil {
 		t.Errorf("after the failed rollback: group %s current %s desired %s config %v", g.GetStatus(), g.GetCurrentImageId(), g.GetDesiredImageId(), g.ActiveSoftwareUpdateConfig)
 	}
-	if n := h.node(id, "workers-1"); n.Status != api.ClusterInstanceStatusFailure || h.launchedImage(n.InstanceID) != imageA {
+	if n := h.Node(id, "workers-1"); n.Status != api.ClusterInstanceStatusFailure || h.launchedImage(n.InstanceID) != imageA {
 		t.Errorf("workers-1 is %s on %q, want Failure on the previous image", n.Status, h.launchedImage(n.InstanceID))
 	}
-	if h.node(id, "workers-2").InstanceID != untouched {
+	if h.Node(id, "workers-2").InstanceID != untouched {
 		t.Error("workers-2, never reached, was re-imaged")
 	}
-	if ev := h.events(id); !strings.Contains(ev, "failed and so did its rollback") || !strings.Contains(ev, "did not come back on the previous image "+imageA) {
+	if ev := h.Events(id); !strings.Contains(ev, "failed and so did its rollback") || !strings.Contains(ev, "did not come back on the previous image "+imageA) {
 		t.Errorf("the events do not say the rollback failed:\n%s", ev)
 	}
 }

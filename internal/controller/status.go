@@ -153,7 +153,7 @@ func (r *round) clusterStatus(converged, healthy bool, failed *store.Node) error
 	case api.ClusterStatusRollingBack: // of an update: back in service once the old shape is restored
 		if converged {
 			r.cl.Status = api.ClusterStatusInService
-			delete(r.cl.State.Extra, "RollbackOf")
+			r.cl.State.RollingBackUpdate = false
 			if err := r.saveCluster(); err != nil {
 				return err
 			}
@@ -197,10 +197,7 @@ func (r *round) updateFailed(n *store.Node) bool {
 func (r *round) rollbackUpdate(failed *store.Node) error {
 	r.cl.FailureMessage = fmt.Sprintf("The update was rolled back: instance %s failed to provision: %s", failed.InstanceID, failed.StatusMessage)
 	r.cl.Status = api.ClusterStatusRollingBack
-	if r.cl.State.Extra == nil {
-		r.cl.State.Extra = map[string]string{}
-	}
-	r.cl.State.Extra["RollbackOf"] = "update"
+	r.cl.State.RollingBackUpdate = true
 	for _, g := range r.groups {
 		switch {
 		case g.State.AddedByUpdate:

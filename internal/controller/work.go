@@ -171,16 +171,16 @@ func (r *round) sendLifecycle(n *store.Node) {
 			members = append(members, lifecycle.Member{Group: m.GroupName, InstanceID: m.InstanceID, IP: m.Details.PrivateIP, Ordinal: m.Details.Ordinal})
 		}
 	}
+	up, display := r.or.BringUp(n), r.orName
 	cmd := &agentproto.RunLifecycle{
 		ResourceConfig:         lifecycle.BuildResourceConfig(r.cl.ARN, r.cl.Name, specs, members),
-		ProvisioningParameters: lifecycle.BuildProvisioningParameters(specs),
+		ProvisioningParameters: up.ProvisioningParameters,
 		TimeoutSeconds:         uint32(c.cfg.LifecycleTimeout / time.Second),
 		LogStream:              "LifecycleConfig/" + n.GroupName + "/" + n.InstanceID,
 	}
 	lc := g.Spec.LifeCycleConfig
 	node := *n
 	clusterID, createStream := r.cl.ID, r.cl.State.CreateLogStream
-	up, display := r.or.BringUp(n), r.orName
 	r.work = append(r.work, c.background(k, clusterID, func(ctx context.Context) {
 		if up.Before != nil {
 			if err := up.Before(ctx); err != nil {
@@ -212,7 +212,10 @@ func (r *round) sendLifecycle(n *store.Node) {
 		defer tick.Stop()
 		for {
 			select {
-			case result := <-res:
+			case result, answered := <-res:
+				if !answered {
+					return // its session ended first: the command is sent again on the next
+				}
 				if fetchErr != nil && !result.Replayed {
 					result = &agentproto.CommandResult{ExitCode: -1, Error: fetchErr.Error()}
 				}
@@ -294,7 +297,7 @@ func (c *Controller) lifecycleDone(ctx context.Context, node *store.Node, create
 		switch {
 		case join:
 			enterPhase(n, store.PhaseJoining, now) // Running once its orchestrator accepts work on it (join.go)
-			n.StatusMessage = up.Waiting
+			orchestrator.SetWaiting(n, display, up.WaitingFor)
 		case ok:
 			enterPhase(n, store.PhaseReady, now)
 		default:

@@ -106,19 +106,19 @@ func nodeHealth(cl *store.Cluster, before, after *store.Repair, nodeGone bool) *
 	}
 	switch {
 	case before == nil:
-		hs := &HealthSummary{HealthStatus: "Unhealthy", HealthStatusReason: detected(after), RepairAction: after.Action,
+		hs := &HealthSummary{HealthStatus: "Unhealthy", HealthStatusReason: detected(after), RepairAction: string(after.Action),
 			Recommendation: fmt.Sprintf("No action needed: hale will %s the node by itself (repair %s).", actionVerb(after.Action), after.ID)}
 		switch {
 		case after.Quarantine:
 			hs.RepairAction = "None"
 			hs.Recommendation = fmt.Sprintf("Replace the node by hand (BatchReplaceClusterNodes) once its hardware is looked at: it was replaced too often for this fault, so hale keeps it drained (repair %s).", after.ID)
-		case cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && (after.Source == "health" || after.Source == "heartbeat"):
+		case cl.Spec.GetNodeRecovery() == api.ClusterNodeRecoveryNone && after.Source.Automatic():
 			hs.RepairAction = "None"
 			hs.Recommendation = fmt.Sprintf("%s the node (BatchRebootClusterNodes or BatchReplaceClusterNodes): NodeRecovery is None, so hale keeps it drained (repair %s).", actionVerbCap(after.Action), after.ID)
 		}
 		return hs
 	case before.State.Open() && after.State.Open() && before.Action != after.Action:
-		return &HealthSummary{HealthStatus: "Unhealthy", HealthStatusReason: detected(after), RepairAction: after.Action,
+		return &HealthSummary{HealthStatus: "Unhealthy", HealthStatusReason: detected(after), RepairAction: string(after.Action),
 			Recommendation: fmt.Sprintf("No action needed: the %s becomes a %s; hale will %s the node by itself (repair %s).",
 				actionNoun(before.Action), actionNoun(after.Action), actionVerb(after.Action), after.ID)}
 	case !before.State.Open() || after.State.Open():
@@ -160,33 +160,33 @@ func detected(rp *store.Repair) string {
 	return fmt.Sprintf("An operator marked the node unhealthy in %s (%s).", rp.Source, rp.Reason)
 }
 
-func actionNoun(action string) string {
+func actionNoun(action store.RepairAction) string {
 	switch action {
-	case "Reboot":
+	case store.RepairReboot:
 		return "reboot"
-	case "Replace":
+	case store.RepairReplace:
 		return "replacement"
-	case "ResetGPU":
+	case store.RepairResetGPU:
 		return "GPU reset"
 	}
-	return action
+	return string(action)
 }
 
-func actionVerb(action string) string {
+func actionVerb(action store.RepairAction) string {
 	switch action {
-	case "Reboot":
+	case store.RepairReboot:
 		return "reboot"
-	case "Replace":
+	case store.RepairReplace:
 		return "replace"
-	case "ResetGPU":
+	case store.RepairResetGPU:
 		return "reset the GPU of"
 	}
-	return action
+	return string(action)
 }
 
-func actionVerbCap(action string) string {
+func actionVerbCap(action store.RepairAction) string {
 	switch action {
-	case "Replace":
+	case store.RepairReplace:
 		return "Replace"
 	}
 	return "Reboot" // a GPU reset by hand is a reboot through the API

@@ -96,7 +96,7 @@ func TestClusterStateChangeOncePerCommit(t *testing.T) {
 func TestNodeHealthFromRepairs(t *testing.T) {
 	auto := &store.Cluster{Spec: api.CreateClusterRequest{NodeRecovery: new(api.ClusterNodeRecoveryAutomatic)}}
 	manual := &store.Cluster{Spec: api.CreateClusterRequest{NodeRecovery: new(api.ClusterNodeRecoveryNone)}}
-	rp := func(action, source string, state store.RepairState) *store.Repair {
+	rp := func(action store.RepairAction, source store.RepairSource, state store.RepairState) *store.Repair {
 		fault := "gpu.bus_lost"
 		if source == "api" {
 			fault = "api.repair_request"

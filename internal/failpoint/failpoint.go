@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 var (
+	trap  atomic.Pointer[func(point string)]
 	mu    sync.Mutex
 	name  string // the armed point, "" for none
 	after int    // the call of Hit(name) that exits, from 1
@@ -41,6 +43,9 @@ func init() {
 // each before its round commits, and "committed" (after a reconcile round committed, before
 // its background work starts).
 func Hit(point string) {
+	if t := trap.Load(); t != nil {
+		(*t)(point)
+	}
 	if name == "" || point != name {
 		return
 	}
@@ -52,4 +57,13 @@ func Hit(point string) {
 		fmt.Fprintf(os.Stderr, "failpoint %s: exiting\n", point)
 		os.Exit(137)
 	}
+}
+
+// Trap calls f at every Hit, in the goroutine that hit the point, until the returned function
+// removes it. It is for tests that crash a server in-process: internal/harness ends the
+// goroutine in f (runtime.Goexit) and starts a new controller on the same store. One trap at a
+// time, so such tests do not run in parallel.
+func Trap(f func(point string)) (remove func()) {
+	trap.Store(&f)
+	return func() { trap.Store(nil) }
 }

@@ -12,33 +12,34 @@ import (
 // A finding is one log line (or one reading of a monitor); an episode (Episodes) is the
 // findings of one fault on one GPU, merged into one Finding with all its lines as evidence.
 type Finding struct {
-	Fault   string // fault type, e.g. gpu.bus_lost
-	Action  Action // the catalog's action (before escalation; see Policy)
-	Xid     int    // the Xid, for Xid findings
-	PCI     string // the GPU's PCI address from an Xid line, e.g. 0000:a1:00
+	Fault   string `json:",omitempty"` // fault type, e.g. gpu.bus_lost
+	Action  Action `json:",omitempty"` // the catalog's action (before escalation; see Policy)
+	Xid     int    `json:",omitempty"` // the Xid, for Xid findings
+	PCI     string `json:",omitempty"` // the GPU's PCI address from an Xid line, e.g. 0000:a1:00
 	GPU     int    // the GPU index when known (monitors), else -1
-	Meaning string
-	Source  string
+	Meaning string `json:",omitempty"`
+	Source  string `json:",omitempty"`
 	// Evidence is the raw log line (or the monitor's reading) the finding comes from; an
 	// episode's lines, one per line.
-	Evidence string
+	Evidence string `json:",omitempty"`
 	// Lines is how many lines Evidence holds (1 for a line, more for a multi-line message or
 	// an episode).
-	Lines int
-	Time  time.Time // when the line says it happened; zero when it does not say
+	Lines int       `json:",omitempty"`
+	Time  time.Time `json:"-"` // when the line says it happened; zero when it does not say
 	// Uptime is the line's time since boot (dmesg's "[ 1843.308145]", kmsg's microseconds);
 	// zero when it does not say. Episodes of a log without wall-clock times use it.
-	Uptime time.Duration
+	Uptime time.Duration `json:"-"`
 	// Cause is the Xid a secondary error (Xid 45) names as its cause.
-	Cause int
+	Cause int `json:",omitempty"`
 	// PID and Process are the process an Xid line names ("pid=2924364, name=pt_main_thread");
 	// PID is 0 when the driver printed '<unknown>'. Job is the batch job that process belonged
 	// to, when the agent could tell (Slurm's job id).
-	PID     int
-	Process string
-	Job     string
-	// Repeat is the catalog's escalation for a fault that keeps coming, if any.
-	Repeat *Repeat
+	PID     int    `json:",omitempty"`
+	Process string `json:",omitempty"`
+	Job     string `json:",omitempty"`
+	// Repeat is the catalog's escalation for a fault that keeps coming, if any (the server's
+	// own catalog decides it; it is not recorded).
+	Repeat *Repeat `json:"-"`
 }
 
 // ProcessKey names the process (or job) a finding came from, for the rule that application

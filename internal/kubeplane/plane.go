@@ -44,7 +44,14 @@ type Config struct {
 	// the controller manager gives each Node a pod CIDR from ClusterCIDR, and an OCI registry
 	// runs there (RegistryPort) for the nodes' images.
 	Address string
-	Logger  *slog.Logger
+	// Kwok: kwok runs too, playing the kubelets of the Nodes annotated kwok.x-k8s.io/node=fake
+	// (simulated kubelets: the scale benchmark's 1,000 Nodes, --kubelets simulated); a plane
+	// whose kubelets are real has no use for it.
+	Kwok bool
+	// NoRegistry: no registry runs with Address (another control plane's serves the nodes, on
+	// the same address and port).
+	NoRegistry bool
+	Logger     *slog.Logger
 }
 
 // ControlPlane is a running control plane.
@@ -73,8 +80,9 @@ func (cp *ControlPlane) AdminKubeconfig() string { return cp.kubeconfig }
 // ErrNotBuilt: the binaries are not in Config.Bin.
 var ErrNotBuilt = errors.New("the Kubernetes binaries are not built: run scripts/k8s-tools.sh (once per machine, 10-20 minutes)")
 
-// Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, and
-// returns once the API server is ready. On an error nothing it started is left running.
+// Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the training
+// operator, kwok (Config.Kwok), and with Config.Address CoreDNS and the registry, and returns once
+// the API server is ready. On an error nothing it started is left running.
 func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -212,14 +220,16 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	// kwok plays the kubelet of the Nodes annotated kwok.x-k8s.io/node=fake, which the local
-	// provider's nodes are: they report Ready with a lease heartbeat, and their pods run no
-	// process.
-	if err := cp.run("kwok", "-c", filepath.Join(cfg.Bin, "kwok-stages.yaml"), "--kubeconfig", kubeconfigs["kwok"],
-		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
-		"--node-lease-duration-seconds", "40", "--server-address", "127.0.0.1:"+strconv.Itoa(kwokPort),
-		"--node-ip", "127.0.0.1", "--cidr", "10.244.0.0/16"); err != nil {
-		cp.Stop()
-		return nil, err
+	// provider's nodes are with simulated kubelets: they report Ready with a lease heartbeat, and
+	// their pods run no process.
+	if cfg.Kwok {
+		if err := cp.run("kwok", "-c", filepath.Join(cfg.Bin, "kwok-stages.yaml"), "--kubeconfig", kubeconfigs["kwok"],
+			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+			"--node-lease-duration-seconds", "40", "--server-address", "127.0.0.1:"+strconv.Itoa(kwokPort),
+			"--node-ip", "127.0.0.1", "--cidr", "10.244.0.0/16"); err != nil {
+			cp.Stop()
+			return nil, err
+		}
 	}
 	if err := cp.startTrainingOperator(ctx, webhookPort, probePort); err != nil {
 		cp.Stop()
@@ -230,9 +240,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			cp.Stop()
 			return nil, err
 		}
-		if err := cp.startRegistry(ctx); err != nil {
-			cp.Stop()
-			return nil, err
+		if !cfg.NoRegistry {
+			if err := cp.startRegistry(ctx); err != nil {
+				cp.Stop()
+				return nil, err
+			}
 		}
 	}
 	cfg.Logger.Info("Kubernetes control plane ready", "server", cp.server, "version", Version, "dir", cfg.Dir, "registry", cp.registry)

@@ -35,7 +35,7 @@ func bin(t *testing.T) string {
 func TestControlPlane(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cp, err := Start(ctx, Config{Bin: bin(t), Dir: dir})
+	cp, err := Start(ctx, Config{Bin: bin(t), Dir: dir, Kwok: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestControlPlane(t *testing.T) {
 		}
 	}
 	ca, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
-	cp2, err := Start(ctx, Config{Bin: bin(t), Dir: dir})
+	cp2, err := Start(ctx, Config{Bin: bin(t), Dir: dir, Kwok: true})
 	if err != nil {
 		t.Fatal(err)
 	}

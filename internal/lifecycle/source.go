@@ -1,7 +1,7 @@
 // Package lifecycle prepares what HyperPod hands a node before its lifecycle scripts run: the
-// script bundle fetched from LifeCycleConfig.SourceS3Uri, /opt/ml/config/resource_config.json
-// listing every node of the cluster, and provisioning_parameters.json (research
-// hyperpod-api-slurm.md §2.2-2.3).
+// script bundle fetched from LifeCycleConfig.SourceS3Uri and /opt/ml/config/resource_config.json
+// listing every node of the cluster (research hyperpod-api-slurm.md §2.2-2.3). The Slurm roles'
+// provisioning_parameters.json is the Slurm orchestrator's (slurmconf.BuildProvisioningParameters).
 package lifecycle
 
 import (

@@ -14,7 +14,6 @@ import (
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/agentserver"
-	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -202,7 +201,7 @@ func nodeHealth(n *store.Node, open *store.Repair) string {
 	switch {
 	case open != nil && open.State == store.RepairHeld:
 		return "Unschedulable"
-	case open != nil && open.Action == string(health.Replace):
+	case open != nil && open.Action == store.RepairReplace:
 		return "UnschedulablePendingReplacement"
 	case open != nil:
 		return "UnschedulablePendingReboot"

@@ -74,7 +74,13 @@ type Credentials struct {
 	ClientCert, ClientKey   []byte
 	ServingCert, ServingKey []byte
 	ProxyCert, ProxyKey     []byte
-	ClusterCIDR             string
+	// ProxyToken, when set, is kube-proxy's bearer token (a ServiceAccount's, on a registered
+	// cluster whose CA hale does not hold) instead of ProxyCert and ProxyKey.
+	ProxyToken  string
+	ClusterCIDR string
+	// ClusterDNS is cluster DNS's Service address, pods' nameserver: DNSServiceIP when empty
+	// (the control plane hale runs); none when "-" (a registered cluster without kube-dns).
+	ClusterDNS string
 	// Registry is hale's OCI registry (host:port, plain HTTP on hale's bridge), which the
 	// node's containerd pulls RegistryName's images from; empty when none runs.
 	Registry string
@@ -100,12 +106,9 @@ func Files(n Node, c Credentials) map[string]File {
 	files := map[string]File{
 		ContainerdConfig:               {[]byte(containerdConfig), 0o644},
 		CNITemplate:                    {[]byte(cniTemplate), 0o644},
-		KubeletConfig:                  {[]byte(kubeletConfig), 0o644},
+		KubeletConfig:                  {[]byte(kubeletConfig(c.ClusterDNS)), 0o644},
 		KubeletKubeconf:                {[]byte(kubeconfig(c.Server, "system:node:"+n.Name, "kubelet-client")), 0o600},
-		ProxyKubeconf:                  {[]byte(kubeconfig(c.Server, "system:kube-proxy", "kube-proxy")), 0o600},
 		ProxyConfig:                    {[]byte(proxyConfig(n.Name, c.ClusterCIDR)), 0o644},
-		PKIDir + "/kube-proxy.crt":     {c.ProxyCert, 0o644},
-		PKIDir + "/kube-proxy.key":     {c.ProxyKey, 0o600},
 		PKIDir + "/ca.crt":             {c.CA, 0o644},
 		PKIDir + "/kubelet-client.crt": {c.ClientCert, 0o644},
 		PKIDir + "/kubelet-client.key": {c.ClientKey, 0o600},
@@ -113,6 +116,13 @@ func Files(n Node, c Credentials) map[string]File {
 		PKIDir + "/kubelet.key":        {c.ServingKey, 0o600},
 		ResolvConf:                     {nil, 0o644},
 		PodEgress:                      {[]byte(podEgress(c.ClusterCIDR)), 0o644},
+	}
+	if c.ProxyToken != "" {
+		files[ProxyKubeconf] = File{[]byte(tokenKubeconfig(c.Server, "system:kube-proxy", c.ProxyToken)), 0o600}
+	} else {
+		files[ProxyKubeconf] = File{[]byte(kubeconfig(c.Server, "system:kube-proxy", "kube-proxy")), 0o600}
+		files[PKIDir+"/kube-proxy.crt"] = File{c.ProxyCert, 0o644}
+		files[PKIDir+"/kube-proxy.key"] = File{c.ProxyKey, 0o600}
 	}
 	if c.Registry != "" {
 		// By its name, and by its address (what a user pushed to from the host).
@@ -212,8 +222,16 @@ const cniTemplate = `{
 }
 `
 
-// kubeletConfig is the kubelet's configuration: see the package's comment for why each setting.
-var kubeletConfig = strings.TrimLeft(fmt.Sprintf(`
+// kubeletConfig is the kubelet's configuration with cluster DNS at dns (Credentials.ClusterDNS):
+// see the package's comment for why each setting.
+func kubeletConfig(dns string) string {
+	switch dns {
+	case "":
+		dns = DNSServiceIP
+	case "-":
+		dns = ""
+	}
+	return strings.TrimLeft(fmt.Sprintf(`
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -240,7 +258,8 @@ tlsCertFile: %s/kubelet.crt
 tlsPrivateKeyFile: %s/kubelet.key
 readOnlyPort: 0
 serializeImagePulls: false
-`, ContainerdSocket, DNSServiceIP, ResolvConf, PKIDir, PKIDir, PKIDir), "\n")
+`, ContainerdSocket, dns, ResolvConf, PKIDir, PKIDir, PKIDir), "\n")
+}
 
 // DNSServiceIP is cluster DNS's Service address (kubeplane runs CoreDNS behind it), pods'
 // nameserver.
@@ -248,6 +267,16 @@ const DNSServiceIP = "10.0.0.10"
 
 // kubeconfig is a kubeconfig for user, whose client certificate is PKIDir/<cert>.crt.
 func kubeconfig(server, user, cert string) string {
+	return kubeconfigAs(server, user, fmt.Sprintf("client-certificate: %s/%s.crt, client-key: %s/%s.key", PKIDir, cert, PKIDir, cert))
+}
+
+// tokenKubeconfig is a kubeconfig for user, who authenticates with a bearer token.
+func tokenKubeconfig(server, user, token string) string {
+	return kubeconfigAs(server, user, fmt.Sprintf("token: %q", token))
+}
+
+// kubeconfigAs is a kubeconfig for user with credentials auth (the user's fields, YAML).
+func kubeconfigAs(server, user, auth string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -255,12 +284,12 @@ clusters:
   cluster: {server: %q, certificate-authority: %s/ca.crt}
 users:
 - name: %q
-  user: {client-certificate: %s/%s.crt, client-key: %s/%s.key}
+  user: {%s}
 contexts:
 - name: hale
   context: {cluster: hale, user: %q}
 current-context: hale
-`, server, PKIDir, user, PKIDir, cert, PKIDir, cert, user)
+`, server, PKIDir, user, auth, user)
 }
 
 // proxyConfig is kube-proxy's configuration: nftables (over netlink: no nft program needed;

@@ -90,3 +90,23 @@ func TestRegistryHosts(t *testing.T) {
 		}
 	}
 }
+
+// On a registered cluster kube-proxy authenticates with its ServiceAccount's token (no
+// certificate of its own is written), and cluster DNS is the cluster's kube-dns address, or
+// none; on hale's own control plane it is DNSServiceIP.
+func TestRegisteredClusterFiles(t *testing.T) {
+	n := Node{Name: "hyperpod-i-0123", IP: "10.200.0.10", ProviderID: "hale://i-0123"}
+	files := Files(n, Credentials{Server: "https://10.200.0.1:6443", ProxyToken: "tok", ClusterDNS: "10.96.0.10"})
+	if kc := string(files[ProxyKubeconf].Content); !strings.Contains(kc, `user: {token: "tok"}`) || strings.Contains(kc, "client-certificate") {
+		t.Errorf("kube-proxy's kubeconfig:\n%s", kc)
+	}
+	if _, ok := files[PKIDir+"/kube-proxy.key"]; ok {
+		t.Error("a kube-proxy key was written beside its token")
+	}
+	for dns, want := range map[string]string{"10.96.0.10": "clusterDNS: [10.96.0.10]", "-": "clusterDNS: []", "": "clusterDNS: [" + DNSServiceIP + "]"} {
+		files := Files(n, Credentials{ClusterDNS: dns})
+		if c := string(files[KubeletConfig].Content); !strings.Contains(c, want+"\n") {
+			t.Errorf("ClusterDNS %q: the kubelet's configuration lacks %q:\n%s", dns, want, c)
+		}
+	}
+}

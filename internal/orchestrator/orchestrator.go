@@ -1,6 +1,6 @@
 // Package orchestrator is the boundary between hale's generic reconciler (internal/controller)
-// and the workload orchestrator a cluster runs: Slurm (internal/orchestrator/slurm) today,
-// Kubernetes next, as HyperPod clusters are orchestrated by Slurm or EKS.
+// and the workload orchestrator a cluster runs: Slurm (internal/orchestrator/slurm) or
+// Kubernetes (internal/orchestrator/eks), as HyperPod clusters are orchestrated by Slurm or EKS.
 //
 // The controller owns instances, phases, repairs and events; an orchestrator owns what its
 // scheduler needs of them: membership (who is in the cluster, and the files that say so), the
@@ -44,17 +44,41 @@ import (
 // runs again when the agent is back, and the node is not failed for it.
 var ErrAgentGone = errors.New("the agent disconnected")
 
+// Kind is an orchestrator's short name ("slurm", "eks"): the Kind of its store records, the
+// prefix of its background jobs, the Source of repairs an operator asks for in it. Each
+// orchestrator package declares its own; nothing outside that package decides by it.
+type Kind string
+
 // Orchestrator is one kind of orchestrator. The controller binds it once, at its start.
 type Orchestrator interface {
-	// Name is the orchestrator's short name ("slurm"): the Kind of its store records, the
-	// prefix of its background jobs, the Source of repairs an operator asks for in it.
-	Name() string
+	// Name is the orchestrator's Kind.
+	Name() Kind
 	// Display is its name in sentences ("Slurm").
 	Display() string
 	// Bind gives the orchestrator the controller's services; called once before any Begin.
 	Bind(h Host)
 	// Manages reports whether a cluster's specification is for this orchestrator.
 	Manages(spec *api.CreateClusterRequest) bool
+
+	// The API's checks of the orchestrator's part of a request, beyond the model's own rules
+	// (api.Validate*). Each returns the error the API answers with (an *api.Error naming the
+	// field and the rule), or nil; the service asks the orchestrator that manages the cluster,
+	// before it stores anything.
+
+	// CheckCreate checks a CreateCluster request, inside the transaction that would store it
+	// (it may read the store: registrations, for one).
+	CheckCreate(tx store.Tx, in *api.CreateClusterRequest) error
+	// CheckImages checks the images the cluster's groups will run together (group name →
+	// image id, "default" for hale's own): asked by CreateCluster, UpdateCluster and
+	// UpdateClusterSoftware.
+	CheckImages(images map[string]string) error
+	// CheckUpdate checks an UpdateCluster request of the stored cluster c, before the update's
+	// transaction (it may ask the cluster's nodes: Slurm compares slurm.conf on the controller).
+	CheckUpdate(ctx context.Context, c *store.Cluster, in *api.UpdateClusterRequest) error
+	// NodeRefusal says why the node operation op (BatchRebootClusterNodes,
+	// BatchReplaceClusterNodes, BatchDeleteClusterNodes) may not act on a node of group g, ""
+	// when it may; the API reports it for that node alone.
+	NodeRefusal(g *store.Group, op string) string
 	// Begin reads the orchestrator's records for one round of one cluster, inside the round's
 	// transaction.
 	Begin(r RoundHost) (Round, error)
@@ -88,10 +112,10 @@ type Round interface {
 	// Running (Host.Admit) once work is accepted on it.
 	Join(n *store.Node) (admit bool, err error)
 	// Lost is asked about a Running node whose agent is reachable again: when its scheduler
-	// lost it too (Slurm has it down), it must wait to be taken back. waiting is its status
-	// message meanwhile ("" when it need not wait); state is how the scheduler has it, for the
-	// event.
-	Lost(n *store.Node) (waiting, state string)
+	// lost it too (Slurm has it down), it must wait to be taken back. waitingFor says what it
+	// waits for ("" when it need not wait: SetWaiting's why); state is how the scheduler has it,
+	// for the event.
+	Lost(n *store.Node) (waitingFor, state string)
 	// Steps starts the round's own work: configuration writes and applies, polls.
 	Steps() error
 	// Head reports whether the group's nodes are the cluster's head nodes (controller, login):
@@ -111,7 +135,9 @@ type Round interface {
 	TakeOutWaits(n *store.Node) bool
 	// Leave is called when the controller reboots, replaces or removes n's instance; it
 	// returns work that takes the node out of service at once (its jobs requeued) and runs
-	// before the instance goes, or nil when there is nothing to take out.
+	// before the instance goes, or nil when there is nothing to take out. For a removed node
+	// the work may wait, a bounded time, until the orchestrator no longer has it as a member
+	// (the node's record goes with its instance).
 	Leave(n *store.Node, how Leaving, why string) func(ctx context.Context)
 	// Reserve returns work that keeps new jobs off n while deep health checks run on it
 	// (returning a line for the checks' log, "" when nothing was done) and its undoing, told
@@ -140,12 +166,16 @@ type Round interface {
 
 // BringUp is a node's part of the orchestrator in its bring-up: Before runs before its lifecycle
 // scripts (which find the orchestrator's files in place), After once they succeeded. Either
-// may be nil. Joins: once set up, the node waits in PhaseJoining, with the status message
-// Waiting, until the orchestrator accepts work on it (Round.Join).
+// may be nil. Joins: once set up, the node waits in PhaseJoining, waiting for what WaitingFor
+// says (SetWaiting), until the orchestrator accepts work on it (Round.Join).
 type BringUp struct {
 	Before, After func(ctx context.Context) error
 	Joins         bool
-	Waiting       string
+	WaitingFor    string
+	// ProvisioningParameters is /opt/ml/config/provisioning_parameters.json, the file of the
+	// orchestrator's roles that HyperPod's older lifecycle scripts read (Slurm's), written beside
+	// resource_config.json before the scripts run; nil writes none.
+	ProvisioningParameters []byte
 }
 
 // ContainerNodes is a Round whose nodes run a container runtime and a kubelet of their own (an
@@ -213,9 +243,9 @@ type Host interface {
 	// Admit makes a joining node Running, with an event saying why.
 	Admit(tx store.Tx, cl *store.Cluster, n *store.Node, why string) error
 	// RequestRepair opens a repair ("Reboot" or "Replace") an operator asked for in the
-	// orchestrator (source: its Name), or returns the node's open one, as
-	// BatchReplaceClusterNodes does by the API.
-	RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action, source, why string) error
+	// orchestrator (the repair's Source is the orchestrator's Kind), or returns the node's open
+	// one, as BatchReplaceClusterNodes does by the API.
+	RequestRepair(tx store.Tx, cl *store.Cluster, n *store.Node, action store.RepairAction, why string) error
 	// Finding records a finding about node n that the orchestrator's scheduler made (Slurm
 	// draining a node for a reason that means the machine is sick): fault is the catalog's,
 	// evidence what the scheduler said. It is judged as an agent's finding is, and may open a
@@ -227,18 +257,21 @@ type Host interface {
 }
 
 // Waiting is the status message of a node waiting for its orchestrator (display) to accept it,
-// why saying what it waits for; the controller quotes why when the node fails to join.
+// why saying what it waits for.
 func Waiting(display, why string) string {
 	return "Waiting for " + display + " to accept the node (" + why + ")"
 }
 
-// WaitingWhy is what a Waiting status message says the node waits for ("" for another message).
-func WaitingWhy(display, msg string) string {
-	prefix := "Waiting for " + display + " to accept the node ("
-	if !strings.HasPrefix(msg, prefix) || !strings.HasSuffix(msg, ")") {
-		return ""
+// SetWaiting makes n wait for its orchestrator (display) to accept it for why: its status
+// message (Waiting) and Details.WaitingFor, which the controller quotes when the node fails to
+// join. It reports whether either changed (the node is then to be stored).
+func SetWaiting(n *store.Node, display, why string) bool {
+	msg := Waiting(display, why)
+	if n.StatusMessage == msg && n.Details.WaitingFor == why {
+		return false
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(msg, prefix), ")")
+	n.StatusMessage, n.Details.WaitingFor = msg, why
+	return true
 }
 
 // NodeName is the node's name in its orchestrator: the one recorded at its first launch (its

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // A step whose agent went away runs again (ErrAgentGone); any other error says what was done.
@@ -42,13 +43,15 @@ func TestEvery(t *testing.T) {
 	}
 }
 
-// The controller quotes what a Waiting message says, and nothing of another message.
-func TestWaitingWhy(t *testing.T) {
-	msg := Waiting("Slurm", "slurmctld has it down (reason: x)")
-	if msg != "Waiting for Slurm to accept the node (slurmctld has it down (reason: x))" || WaitingWhy("Slurm", msg) != "slurmctld has it down (reason: x)" {
-		t.Errorf("%q -> %q", msg, WaitingWhy("Slurm", msg))
+// A waiting node's status message names its orchestrator and what it waits for, which its
+// details keep for the controller to quote; setting the same wait again changes nothing.
+func TestSetWaiting(t *testing.T) {
+	n := &store.Node{StatusMessage: "Rebooting"}
+	if !SetWaiting(n, "Slurm", "slurmctld has it down (reason: x)") ||
+		n.StatusMessage != "Waiting for Slurm to accept the node (slurmctld has it down (reason: x))" || n.Details.WaitingFor != "slurmctld has it down (reason: x)" {
+		t.Errorf("%q, waiting for %q", n.StatusMessage, n.Details.WaitingFor)
 	}
-	if WaitingWhy("Slurm", "Rebooting") != "" || WaitingWhy("Kubernetes", msg) != "" {
-		t.Error("another message was read as a wait")
+	if SetWaiting(n, "Slurm", "slurmctld has it down (reason: x)") {
+		t.Error("the same wait set again was a change")
 	}
 }

@@ -1,7 +1,9 @@
 // Package provider turns nodes into machines. A Provider launches, terminates, reboots and
 // describes instances; the reconcilers (internal/controller) decide when. Implementations:
-// local/ (each instance a set of Linux namespaces on this machine). A static (SSH hosts) or
-// cloud provider fits behind the same interface.
+// local/ (each instance a set of Linux namespaces on this machine) and static/ (machines of
+// one's own, reached over SSH). A cloud provider fits behind the same interface: what the rest
+// of hale needs to know of a provider is its Capabilities and the optional interfaces below
+// (Quarantiner, PodRoutes, ...), never its Name.
 package provider
 
 import (
@@ -111,14 +113,51 @@ type PodRoute struct {
 	Via        string
 }
 
+// Kind is a provider's name, as hale server --provider spells it ("local", "static"). It names
+// the provider in logs and messages; nothing outside a provider's own package decides by it.
+type Kind string
+
+// Capabilities is what a provider can do, declared so that the API, the controller and the
+// server ask for a capability instead of naming a provider.
+type Capabilities struct {
+	// Images: instances boot from node images (LaunchSpec.ImageRoot). Without it every
+	// instance runs the machine's own operating system and only the image "default" can be
+	// named (the static provider borrows hosts it cannot re-image).
+	Images bool
+	// SharedClock: instances read the server machine's own clock (namespaces on it), so their
+	// clocks cannot drift from the server's and are never resynced.
+	SharedClock bool
+	// Reboot: Reboot restarts the instance on its own root, keeping its disks (both providers;
+	// a provider without it has Reboot fail, and the controller replaces instead).
+	Reboot bool
+	// ReplaceKeepsAddress: a replacement gets the address of the instance it replaces (the
+	// local provider, as HyperPod does); without it the new instance is another machine with
+	// its own address and the node's name follows it (the static provider's spares).
+	ReplaceKeepsAddress bool
+	// SparePool: instances are drawn from a pool of machines that outlive them; a machine that
+	// failed is quarantined instead of going back (the provider implements Quarantiner).
+	SparePool bool
+	// RealKubelets: an Eks node can run the node stack (containerd, a kubelet and kube-proxy of
+	// its own: LaunchSpec.Containers).
+	RealKubelets bool
+	// SimulatedKubelets: an Eks node's kubelet may be simulated by kwok on the server's machine
+	// instead (a test and benchmark setting; only instances on the server's own machine, whose
+	// capacity is that machine's anyway, take it).
+	SimulatedKubelets bool
+}
+
 // Provider launches and manages instances.
 type Provider interface {
-	// Name is the provider's name, as hale server --provider spells it.
-	Name() string
+	// Name is the provider's name (see Kind).
+	Name() Kind
+	// Capabilities says what the provider can do.
+	Capabilities() Capabilities
 	// AgentAddress is the address the server must listen on for agents so that the provider's
 	// instances reach it (for the local provider, the bridge's address).
 	AgentAddress() string
-	// Launch creates the instance and starts its agent.
+	// Launch creates the instance and starts its agent. Launching an id the provider runs
+	// already (a launch a server restart interrupted, repeated with a new agent token) returns
+	// that instance, set up again where needed, and never makes a second one.
 	Launch(ctx context.Context, spec LaunchSpec) (*Instance, error)
 	// Terminate ends the instance and every process on it; terminating an unknown id is not an error.
 	Terminate(ctx context.Context, id string) error

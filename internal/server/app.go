@@ -35,8 +35,6 @@ import (
 	"github.com/haleproject/hale/internal/image"
 	"github.com/haleproject/hale/internal/lifecycle"
 	"github.com/haleproject/hale/internal/provider"
-	"github.com/haleproject/hale/internal/provider/local"
-	"github.com/haleproject/hale/internal/provider/static"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/store/sqlite"
@@ -289,7 +287,7 @@ func Start(o Options) (*App, error) {
 		return fail(err)
 	}
 	defaultDir := ""
-	if o.Provider == "local" && o.DefaultImage != DefaultImageHost {
+	if providerCaps(o).Images && o.DefaultImage != DefaultImageHost {
 		defaultDir = cmp.Or(o.DefaultImage, image.DefaultDir)
 		if _, err := image.ReadDefault(defaultDir); err != nil {
 			log.Warn("the nodes of default groups will run on the host's root file system, not on their own", "error", err)
@@ -322,51 +320,8 @@ func Start(o Options) (*App, error) {
 		OnAutoResume: onAutoResume, Logger: log})
 	a.Metrics = metrics.New(st, a.Agents)
 	var agentLn net.Listener
-	switch o.Provider {
-	case "":
-	case "local":
-		if o.AgentPort == 0 {
-			o.AgentPort = DefaultAgentPort
-		}
-		lc := local.Config{Root: filepath.Join(o.DataDir, "local"), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
-			AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Logger: log}
-		if lc.NodeStack, lc.NodeImages, err = nodeStackDirs(o); err != nil {
-			return fail(err)
-		}
-		p, err := local.New(lc)
-		if err != nil {
-			return fail(err)
-		}
-		a.Provider = p
-		// Agents an older hale started speak in clear: restart them with this build's (and the CA).
-		if n, err := p.UpgradeAgents(a.AgentCA.CertPEM()); err != nil {
-			log.Error("restart the agents of an older hale", "error", err)
-		} else if n > 0 {
-			log.Info("restarted the agents an older hale started, with this build and the agent CA", "agents", n)
-		}
-	case "static":
-		if o.AgentListen == "" {
-			return fail(errors.New("the static provider needs --agent-listen HOST:PORT: an address of this machine the hosts reach, where their agents connect"))
-		}
-		if o.Hosts == "" {
-			return fail(errors.New("the static provider needs --hosts FILE: the machines it may use (docs/own-machines.md)"))
-		}
-		inv, err := static.Load(o.Hosts)
-		if err != nil {
-			return fail(err)
-		}
-		sc := static.Config{Root: filepath.Join(o.DataDir, "static"), Inventory: inv, KnownHosts: o.KnownHosts,
-			AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: o.AgentListen, AgentBinary: o.AgentBinary, Logger: log}
-		if sc.NodeStack, sc.NodeImages, err = nodeStackDirs(o); err != nil {
-			return fail(err)
-		}
-		p, err := static.New(sc)
-		if err != nil {
-			return fail(err)
-		}
-		a.Provider = p
-	default:
-		return fail(fmt.Errorf("unknown provider %q (hale has: local, static)", o.Provider))
+	if a.Provider, err = a.openProvider(&o); err != nil {
+		return fail(err)
 	}
 	agentListen := o.AgentListen
 	if agentListen == "" && a.Provider != nil {
@@ -412,22 +367,26 @@ func Start(o Options) (*App, error) {
 		a.Agents.Disconnect(instanceID)
 	}
 	var imageRoot func(string) (string, error)
+	var releases slurm.ImageReleases
 	if a.Images != nil {
-		imageRoot = a.Images.Root
+		imageRoot, releases = a.Images.Root, a.Images
+	}
+	// The orchestrators, in the order a cluster's is chosen: the controller binds them, and the
+	// API asks the same ones to check their part of each request.
+	orchestrators := []orchestrator.Orchestrator{
+		eks.New(a.eksConfig(o)),                   // Eks clusters (local nodes' kubelets: kwok plays them, or real ones)
+		slurm.New(slurm.Config{Images: releases}), // every other cluster
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
 		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics, ImageRoot: imageRoot,
-		Lifecycle: source, Logger: log, Orchestrators: []orchestrator.Orchestrator{
-			eks.New(a.eksConfig(o)), // Eks clusters (local nodes' kubelets: kwok plays them, or real ones)
-			slurm.New(),             // every other cluster
-		},
+		Lifecycle: source, Logger: log, Orchestrators: orchestrators,
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout, RebootTimeout: o.RebootTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
 		RepairMaxShare: o.RepairMaxShare, BurstNodes: o.RepairBurstNodes, Alarms: alarmSource, AlarmInterval: o.AlarmInterval})
 	a.Service = service.New(st, service.Config{
 		Region: o.Region, AccountID: o.AccountID, MaxClusters: o.MaxClusters,
-		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: o.Provider, RealKubelets: realKubelets(o), Notify: ctl.Enqueue,
-		Drift: ctl.Drift, Images: a.Images,
+		MaxInstancesPerCluster: o.MaxInstancesPerCluster, Provider: provider.Kind(o.Provider), Capabilities: providerCaps(o), RealKubelets: realKubelets(o), Notify: ctl.Enqueue,
+		Orchestrators: orchestrators, Images: a.Images,
 	})
 	cfg := a.Service.Config()
 	if err := a.ensureAdminKey(cfg.Region); err != nil {

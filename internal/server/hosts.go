@@ -47,7 +47,7 @@ func pool(p provider.Provider) (*static.Provider, error) {
 	if sp, ok := p.(*static.Provider); ok {
 		return sp, nil
 	}
-	name := "none"
+	name := provider.Kind("none")
 	if p != nil {
 		name = p.Name()
 	}

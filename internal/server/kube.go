@@ -31,11 +31,14 @@ const KubePath = "/hale/kube/clusters"
 const DefaultKubernetesName = "hale-local"
 
 // KubeRegistration is a registration request: the cluster's name (its EKS name, in the ARN)
-// and a kubeconfig with the rights to create hale's ServiceAccount, ClusterRole and binding.
-// hale keeps only the ServiceAccount's credentials.
+// and a kubeconfig with the rights to create hale's ServiceAccounts, ClusterRole and bindings,
+// and optionally the pods' network the cluster's controller manager gives Nodes ranges of (its
+// --cluster-cidr; eks.DefaultPodCIDR when empty), which real kubelets' nodes route. hale keeps
+// only the ServiceAccounts' credentials.
 type KubeRegistration struct {
 	Name       string
 	Kubeconfig string
+	PodCIDR    string `json:",omitempty"`
 }
 
 // KubeClusterInfo is a registered cluster as the endpoint shows it.
@@ -93,7 +96,7 @@ func (h *Handler) serveKube(w http.ResponseWriter, r *http.Request, st store.Sto
 			return
 		}
 		var k *store.KubeCluster
-		k, err = registerKube(r.Context(), st, []byte(in.Kubeconfig), in.Name, region, account, false)
+		k, err = registerKube(r.Context(), st, []byte(in.Kubeconfig), in.Name, region, account, in.PodCIDR, false)
 		if err == nil {
 			ans = KubeClusterInfo{Name: k.Name, ClusterArn: k.ARN, Server: k.Server}
 		}
@@ -115,12 +118,12 @@ func writeJSON(w http.ResponseWriter, h *Handler, ans any, err error) {
 
 // registerKube registers the cluster an administrator's kubeconfig reaches (eks.Register) and
 // stores the registration; a bad kubeconfig or name is a ValidationException.
-func registerKube(ctx context.Context, st store.Store, adminKubeconfig []byte, name, region, account string, local bool) (*store.KubeCluster, error) {
+func registerKube(ctx context.Context, st store.Store, adminKubeconfig []byte, name, region, account, podCIDR string, local bool) (*store.KubeCluster, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(adminKubeconfig)
 	if err != nil {
 		return nil, api.Errorf(api.CodeValidationException, "Kubeconfig: not a kubeconfig hale can use: %v", err)
 	}
-	k, err := eks.Register(ctx, cfg, name, region, account)
+	k, err := eks.Register(ctx, cfg, name, region, account, podCIDR)
 	if err != nil {
 		return nil, api.Errorf(api.CodeValidationException, "Registering the Kubernetes cluster %s failed: %v", name, err)
 	}
@@ -153,7 +156,9 @@ func (a *App) startKubernetes(o Options, region, account string) error {
 	if name == "" {
 		name = DefaultKubernetesName
 	}
-	kc := kubeplane.Config{Bin: bin, Dir: filepath.Join(o.DataDir, "kubernetes"), Logger: a.log}
+	// kwok plays the nodes' kubelets only where they are simulated: never for a server without
+	// a provider (no node to play) or one whose nodes run real kubelets.
+	kc := kubeplane.Config{Bin: bin, Dir: filepath.Join(o.DataDir, "kubernetes"), Logger: a.log, Kwok: !realKubelets(o) && providerCaps(o).SimulatedKubelets}
 	if realKubelets(o) {
 		gw, ok := a.Provider.(interface{ Gateway() string })
 		if !ok {
@@ -171,7 +176,7 @@ func (a *App) startKubernetes(o Options, region, account string) error {
 	if err != nil {
 		return err
 	}
-	k, err := registerKube(context.Background(), a.Store, admin, name, region, account, true)
+	k, err := registerKube(context.Background(), a.Store, admin, name, region, account, kubeplane.ClusterCIDR, true)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	authzv1 "k8s.io/api/authorization/v1"
+	certv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -131,5 +133,20 @@ func narrow(t *testing.T, e *servertest.Env, name string) {
 	}
 	if err := cs.CoreV1().Namespaces().Delete(ctx, "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("%s: deleting a namespace: %v, want Forbidden", name, err)
+	}
+	// It may approve certificate requests for the two node signers (system:node:<name> only),
+	// never for the signer of any other user's client certificate.
+	for signer, want := range map[string]bool{certv1.KubeAPIServerClientKubeletSignerName: true, certv1.KubeletServingSignerName: true,
+		certv1.KubeAPIServerClientSignerName: false} {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authzv1.ResourceAttributes{Group: "certificates.k8s.io", Resource: "signers", Verb: "approve", Name: signer}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("%s: asking whether hale may approve for %s: %v", name, signer, err)
+		} else if r.Status.Allowed != want {
+			t.Errorf("%s: hale may approve for %s: %v, want %v", name, signer, r.Status.Allowed, want)
+		}
+	}
+	if k.NodeJoin == nil || k.NodeJoin.ProxyToken == "" || k.NodeJoin.PodCIDR == "" {
+		t.Errorf("%s: the registration has no node join settings: %+v", name, k.NodeJoin)
 	}
 }

@@ -24,19 +24,21 @@ const (
 	KubeletsReal      = "real"
 )
 
-// realKubelets reports whether the provider's Eks nodes run real kubelets: the local provider's
-// nodes, or the static provider's hosts (which have no simulated ones).
+// realKubelets reports whether the provider's Eks nodes run real kubelets: asked for, with a
+// control plane of the server's own, on a provider whose nodes can run them
+// (provider.Capabilities.RealKubelets).
 func realKubelets(o Options) bool {
-	return o.Kubelets == KubeletsReal && (o.Provider == "local" || o.Provider == "static") && o.Kubernetes != ""
+	return o.Kubelets == KubeletsReal && providerCaps(o).RealKubelets && o.Kubernetes != ""
 }
 
-// eksConfig is the Eks orchestrator's configuration: kwok plays the local provider's kubelets,
-// unless they are real (Options.Kubelets).
+// eksConfig is the Eks orchestrator's configuration: kwok plays the nodes' kubelets where the
+// provider allows it (provider.Capabilities.SimulatedKubelets), unless they are real
+// (Options.Kubelets).
 func (a *App) eksConfig(o Options) eks.Config {
 	if realKubelets(o) {
 		return eks.Config{NodeStack: &nodeStack{a: a}, EvictTimeout: o.EksEvictTimeout}
 	}
-	return eks.Config{SimulatedKubelets: o.Provider == "local", EvictTimeout: o.EksEvictTimeout}
+	return eks.Config{SimulatedKubelets: providerCaps(o).SimulatedKubelets, EvictTimeout: o.EksEvictTimeout}
 }
 
 // nodeStack gives Eks nodes their kubelets' files from the local control plane (eks.NodeStack).
@@ -56,6 +58,14 @@ func (s *nodeStack) NodeFiles(n nodestack.Node, hostname string) (map[string]nod
 		return nil, err
 	}
 	return nodestack.Files(n, *c), nil
+}
+
+// Registry implements eks.NodeStack: the local control plane's registry.
+func (s *nodeStack) Registry() string {
+	if s.a.kube == nil {
+		return ""
+	}
+	return s.a.kube.Registry()
 }
 
 // nodeStackDirs are the node stack's programs (bin/k8s) and the images' directory a provider

@@ -42,16 +42,18 @@ func (s *Service) CreateCluster(ctx context.Context, in *api.CreateClusterReques
 			return "", api.Errorf(api.CodeResourceLimitExceeded,
 				"This hale server already has %s, its limit (--max-clusters); delete one first.", plural.Count(n, "cluster", "clusters"))
 		}
-		if err := registeredKube(tx, in.Orchestrator, s.cfg.RealKubelets); err != nil {
-			return "", err
+		if o := s.orchestratorFor(in); o != nil {
+			if err := o.CheckCreate(tx, in); err != nil {
+				return "", err
+			}
 		}
 		if err := s.checkImages(in.InstanceGroups); err != nil {
 			return "", err
 		}
-		if err := s.checkSlurmRelease(in.Orchestrator != nil && in.Orchestrator.Eks != nil, specImages(in.InstanceGroups)); err != nil {
+		if err := s.checkGroupImages(in, specImages(in.InstanceGroups)); err != nil {
 			return "", err
 		}
-		if s.cfg.Provider == "static" && !s.cfg.RealKubelets && in.Orchestrator != nil && in.Orchestrator.Eks != nil {
+		if s.cfg.Provider != "" && !s.cfg.RealKubelets && !s.cfg.Capabilities.SimulatedKubelets && in.Orchestrator != nil && in.Orchestrator.Eks != nil {
 			// Nothing would run the nodes' kubelets: they would never join (docs/own-machines.md).
 			return "", api.Errorf(api.CodeValidationException, "orchestrator.eks: this server installs no kubelet on its hosts (it runs no Kubernetes control plane with real kubelets: hale server --kubernetes local --kubelets real), so its nodes cannot join a Kubernetes cluster")
 		}
@@ -209,7 +211,7 @@ func (s *Service) ListClusters(ctx context.Context, in *api.ListClustersRequest)
 // Errors: ValidationException, ResourceNotFound, ConflictException (the cluster is not
 // InService), ResourceLimitExceeded.
 func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterRequest) (*api.UpdateClusterResponse, error) {
-	if err := s.checkSlurmDrift(ctx, in); err != nil {
+	if err := s.checkUpdate(ctx, in); err != nil {
 		return nil, err
 	}
 	var arn string
@@ -249,7 +251,7 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 				images[name] = groupImage(g) // an existing group keeps its image (UpdateClusterSoftware moves it)
 			}
 		}
-		if err := s.checkSlurmRelease(c.Spec.Orchestrator != nil && c.Spec.Orchestrator.Eks != nil, images); err != nil {
+		if err := s.checkGroupImages(&c.Spec, images); err != nil {
 			return "", err
 		}
 		if n := totalInstances(next.InstanceGroups); n > s.cfg.MaxInstancesPerCluster {
@@ -328,14 +330,10 @@ func (s *Service) UpdateCluster(ctx context.Context, in *api.UpdateClusterReques
 	return &api.UpdateClusterResponse{ClusterArn: &arn}, nil
 }
 
-// checkSlurmDrift refuses an update of a Slurm cluster whose slurm.conf was edited on the
-// controller outside hale while its SlurmConfigStrategy (the request's, else the cluster's) is
-// Managed: the ConflictException names the drifting lines. Merge keeps such edits, Overwrite
-// discards them (research hyperpod-api-slurm.md §2.4). Only a Slurm cluster is checked.
-func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequest) error {
-	if s.cfg.Drift == nil {
-		return nil
-	}
+// checkUpdate asks the cluster's orchestrator whether the update may proceed
+// (orchestrator.Orchestrator.CheckUpdate), before the update's transaction: the orchestrator may
+// ask the cluster's nodes.
+func (s *Service) checkUpdate(ctx context.Context, in *api.UpdateClusterRequest) error {
 	var c *store.Cluster
 	err := s.read(ctx, func(tx store.Tx) error {
 		var err error
@@ -345,34 +343,10 @@ func (s *Service) checkSlurmDrift(ctx context.Context, in *api.UpdateClusterRequ
 	if err != nil {
 		return err
 	}
-	if o := c.Spec.Orchestrator; o != nil && o.Eks != nil {
-		return nil // SlurmConfigStrategy is Slurm's: an EKS cluster has none
+	if o := s.orchestratorFor(&c.Spec); o != nil {
+		return o.CheckUpdate(ctx, c, in)
 	}
-	strategy := api.ClusterSlurmConfigStrategyManaged
-	if o := c.Spec.Orchestrator; o != nil && o.Slurm != nil && o.Slurm.SlurmConfigStrategy != nil {
-		strategy = *o.Slurm.SlurmConfigStrategy
-	}
-	if o := in.Orchestrator; o != nil && o.Slurm != nil && o.Slurm.SlurmConfigStrategy != nil {
-		strategy = *o.Slurm.SlurmConfigStrategy
-	}
-	if strategy != api.ClusterSlurmConfigStrategyManaged {
-		return nil
-	}
-	drift, err := s.cfg.Drift(ctx, c.ID)
-	if err != nil {
-		return api.Errorf(api.CodeConflictException, "Cluster %s: slurm.conf on the controller could not be read to check it for changes made outside hale (SlurmConfigStrategy Managed): %v. Retry, or set Orchestrator.Slurm.SlurmConfigStrategy to Overwrite or Merge.", c.Name, err)
-	}
-	if len(drift) == 0 {
-		return nil
-	}
-	const most = 20
-	shown := drift
-	if len(shown) > most {
-		shown = append(shown[:most:most], fmt.Sprintf("... and %d more", len(drift)-most))
-	}
-	return api.Errorf(api.CodeConflictException, "Cluster %s: slurm.conf on the controller was changed outside hale, and SlurmConfigStrategy is Managed, which does not proceed over drift. "+
-		"Drifting lines (+ added on the controller, - removed or changed): %s. Undo the changes, or update with Orchestrator.Slurm.SlurmConfigStrategy "+
-		"Merge (keep them) or Overwrite (discard them).", c.Name, strings.Join(shown, "; "))
+	return nil
 }
 
 // noOpenDeepHealthChecks: UpdateCluster is refused while deep health checks run (research §6
@@ -427,29 +401,4 @@ func (s *Service) DeleteCluster(ctx context.Context, in *api.DeleteClusterReques
 		return nil, err
 	}
 	return &api.DeleteClusterResponse{ClusterArn: &arn}, nil
-}
-
-// registeredKube refuses an Eks cluster whose Orchestrator.Eks.ClusterArn names no Kubernetes
-// cluster registered with hale: hale attaches a cluster to a control plane it can reach, as
-// HyperPod attaches one to an existing EKS cluster.
-func registeredKube(tx store.Tx, o *api.ClusterOrchestrator, realKubelets bool) error {
-	if o == nil || o.Eks == nil {
-		return nil
-	}
-	arn := o.Eks.GetClusterArn()
-	k, err := tx.KubeCluster(arn)
-	if errors.Is(err, store.ErrNotFound) {
-		return api.Errorf(api.CodeValidationException, "1 validation error detected: Value '%s' at 'orchestrator.eks.clusterArn' failed to satisfy constraint: "+
-			"the ARN of a Kubernetes cluster registered with this hale server (hale kube register --name NAME --kubeconfig FILE, or hale server --kubernetes local)", arn)
-	} else if err != nil {
-		return err
-	}
-	if realKubelets && !k.Local {
-		// The nodes' kubelets get their credentials from the control plane hale runs: on a
-		// registered cluster's ARN they would join that one instead, and never show here.
-		return api.Errorf(api.CodeValidationException, "1 validation error detected: Value '%s' at 'orchestrator.eks.clusterArn' failed to satisfy constraint: "+
-			"the control plane this hale server runs: its nodes run real kubelets, whose credentials hale issues only for its own control plane, not for the registered cluster %s "+
-			"(start the server with --kubelets simulated to use a registered cluster)", arn, k.Name)
-	}
-	return nil
 }

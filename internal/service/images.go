@@ -16,11 +16,11 @@ type Images interface {
 }
 
 // usableImage checks an ImageId against Config.Images; without a registry only "default" is.
-// The static provider runs each host's own operating system (docs/own-machines.md): it cannot
-// re-image a machine it borrows, so there too only "default" is.
+// A provider without images (the static provider runs each host's own operating system, and
+// cannot re-image a machine it borrows: docs/own-machines.md) takes only "default" too.
 func (s *Service) usableImage(id string) error {
-	if s.cfg.Provider == "static" && id != "default" {
-		return fmt.Errorf("the static provider runs each host's own operating system and cannot boot it from an image, so only %q can be used", "default")
+	if s.cfg.Provider != "" && !s.cfg.Capabilities.Images && id != "default" {
+		return fmt.Errorf("the %s provider runs each host's own operating system and cannot boot it from an image, so only %q can be used", s.cfg.Provider, "default")
 	}
 	if s.cfg.Images != nil {
 		return s.cfg.Images.Usable(id)

@@ -112,15 +112,14 @@ type nodeOp struct {
 	kind                     store.ActionKind
 	notFound, invalid, inUse string // per-node error codes of the operation's enum
 	allowed                  func(api.ClusterInstanceStatus) bool
-	refuseController         bool
 	decrementTarget          bool
 }
 
 var (
 	deleteOp = nodeOp{action: "BatchDeleteClusterNodes", kind: store.ActionDelete,
 		notFound: string(api.BatchDeleteClusterNodesErrorCodeNodeIdNotFound), invalid: string(api.BatchDeleteClusterNodesErrorCodeInvalidNodeStatus), inUse: string(api.BatchDeleteClusterNodesErrorCodeNodeIdInUse),
-		allowed:          func(s api.ClusterInstanceStatus) bool { return s != api.ClusterInstanceStatusShuttingDown },
-		refuseController: true, decrementTarget: true}
+		allowed:         func(s api.ClusterInstanceStatus) bool { return s != api.ClusterInstanceStatusShuttingDown },
+		decrementTarget: true}
 	rebootOp = nodeOp{action: "BatchRebootClusterNodes", kind: store.ActionReboot,
 		notFound: string(api.BatchRebootClusterNodesErrorCodeInstanceIdNotFound), invalid: string(api.BatchRebootClusterNodesErrorCodeInvalidInstanceStatus), inUse: string(api.BatchRebootClusterNodesErrorCodeInstanceIdInUse),
 		allowed: func(s api.ClusterInstanceStatus) bool {
@@ -130,8 +129,7 @@ var (
 		notFound: string(api.BatchReplaceClusterNodesErrorCodeInstanceIdNotFound), invalid: string(api.BatchReplaceClusterNodesErrorCodeInvalidInstanceStatus), inUse: string(api.BatchReplaceClusterNodesErrorCodeInstanceIdInUse),
 		allowed: func(s api.ClusterInstanceStatus) bool {
 			return s == api.ClusterInstanceStatusRunning || s == api.ClusterInstanceStatusFailure
-		},
-		refuseController: true}
+		}}
 )
 
 // nodeFailure is one node the operation did not act on.
@@ -170,6 +168,7 @@ func (s *Service) batch(ctx context.Context, ref string, ids, logical []string, 
 			return "", err
 		}
 		acted := false
+		or := s.orchestratorFor(&c.Spec)
 		// judge returns "" when op may act on n, else the failure.
 		judge := func(n *store.Node, name string) *nodeFailure {
 			switch {
@@ -177,8 +176,8 @@ func (s *Service) batch(ctx context.Context, ref string, ids, logical []string, 
 				return &nodeFailure{name, op.invalid, fmt.Sprintf("Cluster %s is being deleted.", c.Name)}
 			case busy[n.Seq] != "":
 				return &nodeFailure{name, op.inUse, fmt.Sprintf("Node %s already has a %s operation in progress.", name, busy[n.Seq])}
-			case op.refuseController && isController(byName[n.GroupName]):
-				return &nodeFailure{name, op.invalid, fmt.Sprintf("Node %s is in the Slurm Controller group %s; %s does not act on controller nodes.", name, n.GroupName, op.action)}
+			case or != nil && or.NodeRefusal(byName[n.GroupName], op.action) != "":
+				return &nodeFailure{name, op.invalid, fmt.Sprintf("Node %s %s.", name, or.NodeRefusal(byName[n.GroupName], op.action))}
 			case !op.allowed(n.Status):
 				return &nodeFailure{name, op.invalid, fmt.Sprintf("Node %s is %s; %s cannot act on it now.", name, n.Status, op.action)}
 			}
@@ -280,10 +279,6 @@ func nodeName(n *store.Node) string {
 		return n.InstanceID
 	}
 	return n.LogicalID
-}
-
-func isController(g *store.Group) bool {
-	return g != nil && g.Spec.SlurmConfig != nil && g.Spec.SlurmConfig.GetNodeType() == api.ClusterSlurmNodeTypeController
 }
 
 // BatchDeleteClusterNodes removes the named nodes and lowers their groups' target counts, so

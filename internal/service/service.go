@@ -8,7 +8,6 @@ package service
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/auth"
+	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -37,18 +38,19 @@ type Config struct {
 	MaxInstancesPerCluster int
 	// Provider names the provider that turns groups into machines; "" means none, and new
 	// clusters then stay Creating with a message that says so.
-	Provider string
-	// RealKubelets: the provider's Eks nodes run the node stack (a kubelet of their own). The
-	// static provider has no simulated kubelets, so without it Eks clusters are refused there.
+	Provider provider.Kind
+	// Capabilities is what that provider can do: without Images a group can name no image but
+	// "default"; Eks clusters need RealKubelets (with RealKubelets below) or SimulatedKubelets.
+	Capabilities provider.Capabilities
+	// RealKubelets: the provider's Eks nodes run the node stack (a kubelet of their own).
 	RealKubelets bool
 	// Notify is called after a change to a cluster is committed, so reconcilers can act on it.
 	Notify func(clusterID string)
-	// Drift lists the lines by which the cluster's orchestrator configuration on its nodes
-	// differs from what hale last wrote ("+ line", "- line"; controller.Controller.Drift asks
-	// the cluster's orchestrator). UpdateCluster of a Slurm cluster refuses to proceed over
-	// drift while its SlurmConfigStrategy is Managed; an EKS cluster has no such strategy and
-	// is not asked. Nil skips the check.
-	Drift func(ctx context.Context, clusterID string) ([]string, error)
+	// Orchestrators are the orchestrators clusters may have, as the controller has them (bound
+	// to it): a cluster's is the first whose Manages accepts its specification, and it checks
+	// its part of each request (orchestrator.Orchestrator's Check* and NodeRefusal). None
+	// skips those checks.
+	Orchestrators []orchestrator.Orchestrator
 	// Images is the server's image registry, which instance groups' ImageId must name (or be
 	// "default"); nil knows no image but "default".
 	Images Images
@@ -95,6 +97,26 @@ func (s *Service) Config() Config { return s.cfg }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
+// orchestratorFor is the orchestrator of a cluster with that specification, nil when none of
+// Config.Orchestrators manages it.
+func (s *Service) orchestratorFor(spec *api.CreateClusterRequest) orchestrator.Orchestrator {
+	for _, o := range s.cfg.Orchestrators {
+		if o.Manages(spec) {
+			return o
+		}
+	}
+	return nil
+}
+
+// checkGroupImages asks the cluster's orchestrator whether its groups may run these images together
+// (group name → image id).
+func (s *Service) checkGroupImages(spec *api.CreateClusterRequest, images map[string]string) error {
+	if o := s.orchestratorFor(spec); o != nil {
+		return o.CheckImages(images)
+	}
+	return nil
+}
+
 func (s *Service) notify(clusterID string) {
 	if s.cfg.Notify != nil {
 		s.cfg.Notify(clusterID)
@@ -128,10 +150,7 @@ func (s *Service) cluster(ctx context.Context, tx store.Tx, ref, action string) 
 			return nil, err
 		}
 	}
-	c, err := tx.Cluster(ref)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.Errorf(api.CodeResourceNotFound, "Cluster %s not found.", ref)
-	}
+	c, err := store.ClusterOrNotFound(tx, ref)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func (s *Service) UpdateClusterSoftware(ctx context.Context, in *api.UpdateClust
 				after[g.Name] = cmp.Or(in.GetImageId(), "default")
 			}
 		}
-		if err := s.checkSlurmRelease(c.Spec.Orchestrator != nil && c.Spec.Orchestrator.Eks != nil, after); err != nil {
+		if err := s.checkGroupImages(&c.Spec, after); err != nil {
 			return "", err
 		}
 		now := s.now()

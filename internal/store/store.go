@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/health"
 )
 
 // Sentinel errors. Callers test them with errors.Is; the API layer turns them into SageMaker codes.
@@ -200,8 +201,15 @@ type ClusterState struct {
 	CreateLogStream string `json:",omitempty"`
 	// RollbackReason is the failure a RollingBack cluster rolls back from.
 	RollbackReason string `json:",omitempty"`
-	// Extra is free-form bookkeeping of the reconcilers.
-	Extra map[string]string `json:",omitempty"`
+	// RollingBackUpdate: the cluster is RollingBack an UpdateCluster whose new nodes failed
+	// (it goes back to InService), not a creation (whose instances are torn down).
+	RollingBackUpdate bool `json:",omitempty"`
+	// HeartbeatOutageSince is when the heartbeat outage under way began (most serving nodes
+	// silent at once: a control-plane or network fault); zero when there is none.
+	HeartbeatOutageSince time.Time `json:",omitzero"`
+	// LastPartition is the last network fault that ended without a repair: the nodes' own
+	// reports of it (their link down while cut, sent once they are back) can arrive after it.
+	LastPartition *Partition `json:",omitempty"`
 	// UpdateGeneration goes up with every accepted UpdateCluster, so an orchestrator writes its
 	// files again (and merges or overwrites an operator's edits).
 	UpdateGeneration int `json:",omitempty"`
@@ -234,6 +242,24 @@ type KubeCluster struct {
 	Local     bool
 	Server    string // the API server's URL, for display
 	CreatedAt time.Time
+	// NodeJoin is what real kubelets need to join a cluster whose CA hale does not hold, set
+	// at its registration; nil for a registration made before hale joined real kubelets to
+	// registered clusters.
+	NodeJoin *KubeNodeJoin
+}
+
+// KubeNodeJoin is what an Eks node's kubelet and kube-proxy need from a registered cluster
+// beyond the certificates hale obtains for each node from the cluster's own signers.
+type KubeNodeJoin struct {
+	// ProxyToken is kube-proxy's credential: the token of a ServiceAccount bound to the
+	// bootstrap role system:node-proxier.
+	ProxyToken string
+	// ClusterDNS is the kube-dns Service's ClusterIP, pods' nameserver; "" when the cluster
+	// has none.
+	ClusterDNS string
+	// PodCIDR is the pods' network, of which the controller manager gives each Node a range
+	// (its --cluster-cidr).
+	PodCIDR string
 }
 
 // OrchestratorRecord is what a cluster's orchestrator keeps about the cluster (Scope "") or one
@@ -293,7 +319,6 @@ type GroupState struct {
 	// marks a group that update created: a failed update rolls back to them.
 	Previous      *api.ClusterInstanceGroupSpecification `json:",omitempty"`
 	AddedByUpdate bool                                   `json:",omitempty"`
-	Extra         map[string]string                      `json:",omitempty"` // for reconcilers' bookkeeping
 }
 
 // SoftwareRollout is where a group's rolling re-image stands (internal/controller/software.go).
@@ -343,7 +368,10 @@ type NodeDetails struct {
 	// instance's short hostname. A replacement on the same address keeps it; one on a machine
 	// with a hostname of its own (the static provider's spare host) takes that hostname, and
 	// the orchestrator renames the node (issue 15).
-	OrchestratorName       string     `json:",omitempty"`
+	OrchestratorName string `json:",omitempty"`
+	// WaitingFor is what a joining node waits for in its orchestrator (orchestrator.SetWaiting:
+	// the reason its status message gives), quoted when it fails to join.
+	WaitingFor             string     `json:",omitempty"`
 	AvailabilityZone       string     `json:",omitempty"`
 	AvailabilityZoneID     string     `json:",omitempty"`
 	ImageID                string     `json:",omitempty"`
@@ -581,35 +609,24 @@ type EventCursor struct {
 	Seq  int64     `json:"s"`
 }
 
-// Finding is a health finding about a node, as the agent (or the control plane) reported it
-// and the classifier named it (internal/health).
+// Finding is the record of a health finding about a node: the finding as the agent's monitor
+// (or the control plane) reported it and the catalog named it (health.Finding: one type from
+// the agent's classifier to the repair; agentproto.Finding is only its wire form), and what
+// hale made of it. A record is an episode (health.Episodes): Lines counts its lines of evidence
+// (Evidence keeps the first maxEvidenceLines of them), At is when the first came, LastAt the
+// latest.
 type Finding struct {
 	Seq        int64  `json:"-"`
 	ClusterID  string `json:"-"`
 	LogicalID  string `json:"-"`
 	InstanceID string `json:"-"`
 	At         time.Time
-	Fault      string
-	Action     string // the catalog's action
-	Decision   string // what hale decided: Ignore, Reboot, Replace, Quarantine
-	Escalated  string `json:",omitempty"` // why the decision is more severe than the catalog's
-	Xid        int    `json:",omitempty"`
-	PCI        string `json:",omitempty"`
-	GPU        int    `json:",omitempty"`
-	Meaning    string `json:",omitempty"`
-	Source     string `json:",omitempty"`
-	Evidence   string `json:",omitempty"`
-	Monitor    string `json:",omitempty"`
-	RepairID   string `json:",omitempty"`
-	// A finding is an episode (internal/health Episodes): Lines counts the lines of evidence
-	// (Evidence keeps the first of them), LastAt is when the latest came.
-	Lines  int       `json:",omitempty"`
-	LastAt time.Time `json:",omitzero"`
-	// The process an Xid line named and its job, when known: application errors count only
-	// across different jobs or processes.
-	PID     int    `json:",omitempty"`
-	Process string `json:",omitempty"`
-	Job     string `json:",omitempty"`
+	health.Finding
+	Monitor   string    `json:",omitempty"` // the agent's monitor that made it (kernel-log, nvml, ...)
+	Decision  string    // what hale decided: Ignore, Reboot, Replace, Quarantine
+	Escalated string    `json:",omitempty"` // why the decision is more severe than the catalog's
+	RepairID  string    `json:",omitempty"`
+	LastAt    time.Time `json:",omitzero"`
 }
 
 // RepairState is where a repair stands. Draining, Held, Waiting, WaitingForJobs, Repairing,
@@ -652,20 +669,45 @@ func (s RepairState) Admitted() bool {
 	return s == RepairWaitingForJobs || s == RepairRepairing || s == RepairChecking || s == RepairResuming
 }
 
+// RepairAction is what a repair does to its node's instance.
+type RepairAction string
+
+// Repair actions, the health catalog's (internal/health Action) that act on a node.
+const (
+	RepairResetGPU RepairAction = "ResetGPU" // reset the faulty GPU in place; one that cannot be done becomes a Reboot
+	RepairReboot   RepairAction = "Reboot"
+	RepairReplace  RepairAction = "Replace"
+)
+
+// RepairSource is what started a repair: a health finding, a lost heartbeat, the API
+// (Batch*ClusterNodes), or an operator's request in an orchestrator (its Kind: "slurm", "eks").
+type RepairSource string
+
+// The repair sources that are not an orchestrator.
+const (
+	SourceHealth    RepairSource = "health"
+	SourceHeartbeat RepairSource = "heartbeat"
+	SourceAPI       RepairSource = "api"
+)
+
+// Automatic reports whether a repair from this source was started by hale itself (a finding or
+// a lost heartbeat), not asked for by an operator.
+func (s RepairSource) Automatic() bool { return s == SourceHealth || s == SourceHeartbeat }
+
 // Repair is one repair of one node: what started it, what it does, how far it got.
 type Repair struct {
 	ID         string
 	ClusterID  string `json:"-"`
 	LogicalID  string `json:"-"`
 	InstanceID string // the instance that was repaired
-	Action     string // ResetGPU, Reboot or Replace (a ResetGPU that cannot be done becomes Reboot)
+	Action     RepairAction
 	Fault      string
 	// GPU and PCI name the GPU a ResetGPU resets (the finding's: its index, -1 when unknown,
 	// and its PCI address); Reset is how the reset went, "" until it was tried.
 	GPU        int    `json:",omitempty"`
 	PCI        string `json:",omitempty"`
 	Reset      string `json:",omitempty"`
-	Source     string // health (a finding), an orchestrator's name (an operator's request there, e.g. slurm), api (Batch*), heartbeat
+	Source     RepairSource
 	Reason     string // a sentence: what was found, and any escalation
 	Evidence   string `json:",omitempty"`
 	State      RepairState

@@ -1,6 +1,8 @@
-// Package topology holds what hale knows about instance types and, later, the network topology
-// built from them. The catalog is data (instance_types.json), not code: one entry per ml.*
-// type of the SageMaker ClusterInstanceType enum.
+// Package topology holds what hale knows about instance types and the network topology built
+// from them (EC2's DescribeInstanceTopology: trees of network nodes, UltraServer blocks) with
+// the rules a topology follows; Slurm's files are rendered from it by the Slurm orchestrator
+// (slurmconf). The catalog is data (instance_types.json), not code: one entry per ml.* type of
+// the SageMaker ClusterInstanceType enum.
 package topology
 
 import (

@@ -9,6 +9,14 @@ import (
 // MaxNameLen is Slurm's limit on a switch or block name (topology.conf(5): 64 characters).
 const MaxNameLen = 64
 
+// Rules are what the scheduler that reads a topology accepts beyond the rules every topology
+// follows.
+type Rules struct {
+	// SmallBlocks: a block may have fewer nodes than the smallest block size (Slurm 25.05 and
+	// newer schedule such blocks; older releases cannot).
+	SmallBlocks bool
+}
+
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Validate checks a topology before it is written, so that slurmctld never reads an empty,
@@ -16,8 +24,9 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // one stops slurmctld): every one of nodes is placed exactly once and nothing else is; names
 // are Slurm-safe and at most 64 characters; a tree has one root, no cycle, every switch reaches
 // a node and holds child switches or nodes; block sizes are positive, each a power-of-two
-// multiple of the one before, and before Slurm 25.05 every block has at least the smallest size.
-func Validate(t *Topology, nodes []string, v Version) error {
+// multiple of the one before, and every block has at least the smallest size unless
+// r.SmallBlocks.
+func Validate(t *Topology, nodes []string, r Rules) error {
 	if t == nil {
 		return fmt.Errorf("topology: nothing to validate")
 	}
@@ -54,7 +63,7 @@ func Validate(t *Topology, nodes []string, v Version) error {
 			return err
 		}
 	case Block:
-		if err := validateBlock(t, place, checkName, v); err != nil {
+		if err := validateBlock(t, place, checkName, r); err != nil {
 			return err
 		}
 	default:
@@ -140,7 +149,7 @@ func validateTree(t *Topology, place func(node, where string) error, checkName f
 	return nil
 }
 
-func validateBlock(t *Topology, place func(node, where string) error, checkName func(what, name string) error, v Version) error {
+func validateBlock(t *Topology, place func(node, where string) error, checkName func(what, name string) error, r Rules) error {
 	if len(t.Blocks) == 0 {
 		return fmt.Errorf("topology %s: a block topology without blocks", t.Name)
 	}
@@ -170,7 +179,7 @@ func validateBlock(t *Topology, place func(node, where string) error, checkName 
 		if len(b.Nodes) == 0 {
 			return fmt.Errorf("topology %s: block %s has no nodes", t.Name, b.Name)
 		}
-		if !v.HasYAML() && len(b.Nodes) < t.BlockSizes[0] {
+		if !r.SmallBlocks && len(b.Nodes) < t.BlockSizes[0] {
 			return fmt.Errorf("topology %s: block %s has %d node(s), fewer than BlockSizes' smallest %d, which Slurm before 25.05 cannot schedule", t.Name, b.Name, len(b.Nodes), t.BlockSizes[0])
 		}
 		for _, n := range b.Nodes {

@@ -96,6 +96,7 @@ func TestSlurmAccounting(t *testing.T) {
 	e.waitIdle(t, login, workers...)
 
 	t.Run("sacct lists srun and sbatch jobs", func(t *testing.T) {
+		e := e.in(t)
 		srun := e.jobID(t, login, "srun -N2 hostname >/dev/null && squeue -h -t all -o %i -n hostname | tail -1")
 		gpu := e.jobID(t, login, "srun -p gpu --gres=gpu:1 -J gpujob true && squeue -h -t all -o %i -n gpujob | tail -1")
 		batch := e.jobID(t, login, "sbatch --parsable -N1 -J batchjob -o /dev/null --wrap 'sleep 1'")
@@ -113,6 +114,7 @@ func TestSlurmAccounting(t *testing.T) {
 	}
 
 	t.Run("the cluster is registered", func(t *testing.T) {
+		e := e.in(t)
 		out, err := e.onNode(login, "sacctmgr -n -P list cluster format=Cluster,ControlHost")
 		ctlAddr := aws.ToString(e.describeNode("acct", ctl).PrivatePrimaryIp)
 		if err != nil || strings.TrimSpace(out) != "acct|"+ctlAddr {
@@ -121,6 +123,7 @@ func TestSlurmAccounting(t *testing.T) {
 	})
 
 	t.Run("MariaDB and slurmdbd files are the controller's own", func(t *testing.T) {
+		e := e.in(t)
 		out, err := e.onNode(ctl, "test -S /var/lib/mysql/mysql.sock && stat -c '%a %U' /etc/slurm/slurmdbd.conf && ls /var/log/mysql/error.log /var/log/slurm/slurmdbd.log /var/spool/slurmctld/slurmdbd.pid")
 		if err != nil || !strings.HasPrefix(out, "600 root\n") {
 			t.Errorf("on the controller: %q %v", out, err)
@@ -143,6 +146,7 @@ func TestSlurmAccounting(t *testing.T) {
 	})
 
 	t.Run("jobs run while MariaDB and slurmdbd are down; both come back and the job is recorded", func(t *testing.T) {
+		e := e.in(t)
 		pids := map[string]string{"mariadbd": "/var/lib/mysql/mariadbd.pid", "slurmdbd": "/var/spool/slurmctld/slurmdbd.pid"}
 		pidOf := func(file string) int {
 			out, _ := e.onNode(ctl, "cat "+file+" 2>/dev/null")
@@ -172,6 +176,7 @@ func TestSlurmAccounting(t *testing.T) {
 	})
 
 	t.Run("a slurmdbd alive but not answering is found at run time and restarted; no record is lost", func(t *testing.T) {
+		e := e.in(t)
 		// SIGSTOP: the process is there (the agent's supervision sees nothing wrong) and
 		// accepts connections, but answers none: as a wedged slurmdbd does.
 		out, err := e.onNode(ctl, "cat /var/spool/slurmctld/slurmdbd.pid")

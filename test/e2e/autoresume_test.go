@@ -175,10 +175,12 @@ func TestAutoResume(t *testing.T) {
 	// and a subtest that waited on it ended while its repair went on into the next subtest (a
 	// suite run saw the application-crash subtest count that repair as its own).
 	breakSecond := func(t *testing.T, r *trainRun) (*store.Node, int) {
+		e := e.in(t)
 		return breakSecondOf(t, e, "resume", r)
 	}
 
 	t.Run("an exclusive GPU job is requeued and resumes from its checkpoint", func(t *testing.T) {
+		e := e.in(t)
 		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/requeue sbatch --parsable --exclusive -p gpu /fsx/train/train.sbatch", train))
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
 		bad, before := breakSecond(t, r)
@@ -204,6 +206,7 @@ func TestAutoResume(t *testing.T) {
 	})
 
 	t.Run("a job without GRES shrinks, waits for the replacement and expands", func(t *testing.T) {
+		e := e.in(t)
 		r := e.submit(t, login, fmt.Sprintf("TRAIN_ARGS='%s' CKPT_DIR=/fsx/ckpt/expand sbatch --parsable -p gpu /fsx/train/train.sbatch", train))
 		r.waitFor(t, `checkpoint saved at step 100\b`, 120*time.Second)
 		bad, before := breakSecond(t, r)
@@ -224,6 +227,7 @@ func TestAutoResume(t *testing.T) {
 	})
 
 	t.Run("a step without auto-resume is not retried", func(t *testing.T) {
+		e := e.in(t)
 		r := e.submit(t, login, "sbatch --parsable -p gpu -N2 --ntasks-per-node=1 -o /fsx/train-%j.out --wrap 'srun --kill-on-bad-exit=1 sh -c \"echo started; sleep 120\"'")
 		r.waitFor(t, `started\nstarted`, 60*time.Second)
 		bad, before := breakSecond(t, r)
@@ -238,6 +242,7 @@ func TestAutoResume(t *testing.T) {
 	})
 
 	t.Run("an application crash on healthy nodes is not retried", func(t *testing.T) {
+		e := e.in(t)
 		before := 0
 		for _, n := range byGroup(e.nodes("resume"), "gpu") {
 			before += len(e.repairsOf("resume", e.nodeNamed(t, "resume", host(n)).LogicalID))

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,12 +23,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/haleproject/hale/client"
+	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/kubeplane"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/provider/local"
@@ -36,13 +40,15 @@ import (
 )
 
 // An Eks cluster on the control plane hale runs (--kubernetes local), its nodes on the local
-// provider with kwok as their kubelets: every instance joins as a Node hyperpod-<instance id>
-// with HyperPod's labels and its group's KubernetesConfig; a BatchReplaceClusterNodes drains
-// and labels the Node, deletes it, and a new Node joins Schedulable; an operator's label starts
-// a reboot that keeps the Node's name; a deletion leaves no Node.
+// provider with real kubelets: every instance joins as a Node hyperpod-<instance id> with
+// HyperPod's labels and its group's KubernetesConfig; a BatchReplaceClusterNodes drains and
+// labels the Node, deletes it, and a new Node joins Schedulable while a Deployment keeps its
+// replicas and a PyTorchJob restarts once; an operator's label starts a reboot that keeps the
+// Node's name; a deletion leaves no Node. (A GPU fault's replacement under a training job is
+// TestEksTrainsAndResumes'; a Node deleted by hand, TestEksRealKubelets'.)
 func TestEksClusterNodes(t *testing.T) {
 	parallel(t)
-	e, cs, dyn := startEks(t, server.KubeletsSimulated)
+	e, cs, dyn := startEks(t, server.KubeletsReal)
 	ctx := context.Background()
 	// AWS's own OnCreate for HyperPod on EKS, unmodified (examples/s3/.../eks-base-config).
 	lc := e.exampleScripts("eks-base-config")
@@ -86,13 +92,22 @@ func TestEksClusterNodes(t *testing.T) {
 		if !hasTaint(kn, "dedicated", "training") || kn.Spec.Unschedulable {
 			t.Errorf("%s: taints %v, unschedulable %v", name, kn.Spec.Taints, kn.Spec.Unschedulable)
 		}
-		// Its kubelet's report, as on an ml.g5.2xlarge: 8 vCPUs, 1 GPU, the node's own address.
-		if cpu, gpu := kn.Status.Capacity.Cpu().Value(), kn.Status.Capacity["nvidia.com/gpu"]; cpu != 8 || gpu.Value() != 1 {
-			t.Errorf("%s: capacity %v", name, kn.Status.Capacity)
-		}
 		if ip := nodeIP(kn); ip == "" || ip == "127.0.0.1" {
 			t.Errorf("%s: InternalIP %q, want the node's own", name, ip)
 		}
+	}
+	// Its kubelet's report: the CPUs its node has (a local node has the machine's), and the one
+	// GPU of an ml.g5.2xlarge through the device plugin, once it registered.
+	for _, n := range e.nodes("eks") {
+		cpus := e.must(t, *n.InstanceId, "nproc")
+		eventually(t, 30*time.Second, "the Node's capacity: the node's CPUs and 1 GPU", func() (bool, string) {
+			kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(*n.InstanceId), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			gpu := kn.Status.Capacity["nvidia.com/gpu"]
+			return fmt.Sprint(kn.Status.Capacity.Cpu().Value()) == cpus && gpu.Value() == 1, fmt.Sprintf("%v (nproc %s)", kn.Status.Capacity, cpus)
+		})
 	}
 
 	// DescribeCluster and DescribeClusterNode show the KubernetesConfig as Current and Desired;
@@ -133,7 +148,8 @@ func TestEksClusterNodes(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "serve"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "serve"}},
 				Spec: corev1.PodSpec{NodeSelector: map[string]string{eks.LabelHealth: eks.Schedulable},
-					Containers: []corev1.Container{{Name: "serve", Image: "vllm/vllm-openai"}}}}}}
+					Containers: []corev1.Container{{Name: "serve", Image: containerimage.BusyboxImage,
+						Command: []string{"sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"}}}}}}}
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +161,20 @@ func TestEksClusterNodes(t *testing.T) {
 		return d.Status.AvailableReplicas == 2 && d.Status.UpdatedReplicas == 2, fmt.Sprintf("available %d", d.Status.AvailableReplicas)
 	}
 	eventually(t, 60*time.Second, "the Deployment's 2 replicas available", available)
+	// A DaemonSet, whose pods a drain leaves on the node.
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+				Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{Name: "agent", Image: containerimage.BusyboxImage,
+						Command: []string{"sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"}}}}}}}
+	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the DaemonSet's pod Running on each node", func() (bool, string) {
+		n, nodes := runningPods(cs, "app=agent")
+		return n == 2, fmt.Sprint(nodes)
+	})
 
 	// BatchReplaceClusterNodes: the old Node is labelled and cordoned, then deleted; the new
 	// instance joins as a new Node, Schedulable.
@@ -176,6 +206,12 @@ func TestEksClusterNodes(t *testing.T) {
 	eventually(t, 10*time.Second, "the repair's timeline", func() (bool, string) {
 		ev := e.events("eks")
 		return strings.Contains(ev, "labelled UnschedulablePendingReplacement, tainted and cordoned") && strings.Contains(ev, "done in"), ev
+	})
+	// No pod is left on the deleted Node (the DaemonSet's, which the drain left): hale deleted
+	// them with it, rather than leave them Running on no Node until the pod garbage collector.
+	eventually(t, 5*time.Second, "no pod bound to the deleted Node", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + eks.NodeName(*target.InstanceId)})
+		return err == nil && len(pods.Items) == 0, fmt.Sprint(pods, err)
 	})
 	// The Deployment kept its replicas through the replacement.
 	eventually(t, 60*time.Second, "the Deployment's 2 replicas available after the replacement", available)
@@ -243,38 +279,6 @@ func TestEksClusterNodes(t *testing.T) {
 			t.Errorf("%s after its repair: fault labels %v, fault-details %q (want the labels gone, the details kept)", other, kn.Labels, kn.Annotations[eks.AnnotationFaultDetails])
 		}
 	}
-
-	// A GPU fault on an Eks node (Xid 79 in its kernel log): the health agent's finding starts the
-	// same repair through Kubernetes, and the node is replaced by a new Node.
-	faulty := replacement
-	e.inject(faulty, xid(79))
-	eventually(t, 90*time.Second, "the faulty node replaced by a new Node", func() (bool, string) {
-		ev := e.events("eks")
-		if strings.Count(ev, "labelled UnschedulablePendingReplacement, tainted and cordoned") != 2 || strings.Count(ev, "done in") != 3 {
-			return false, ev
-		}
-		if _, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(faulty), metav1.GetOptions{}); err == nil {
-			return false, "the faulty instance's Node is still there"
-		}
-		for _, n := range e.nodes("eks") {
-			if *n.NodeLogicalId == "workers-1" && *n.InstanceId != faulty && n.InstanceStatus.Status == types.ClusterInstanceStatusRunning {
-				kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(*n.InstanceId), metav1.GetOptions{})
-				return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable, fmt.Sprint(err)
-			}
-		}
-		return false, "no new instance Running"
-	})
-
-	// A Node deleted by hand while its node runs is made again (kwok plays its kubelet), labelled.
-	gone := nodeOf["workers-2"]
-	if err := cs.CoreV1().Nodes().Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the deleted Node made again", func() (bool, string) {
-		kn, err := cs.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
-		return err == nil && kn.Labels[eks.LabelHealth] == eks.Schedulable && kn.Labels[eks.LabelClusterName] == "eks" &&
-			strings.Contains(e.events("eks"), "Node "+gone+" of instance"), fmt.Sprint(err)
-	})
 
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("eks")}); err != nil {
 		t.Fatal(err)
@@ -538,17 +542,26 @@ spec:
 `
 
 // TestEksOnARegisteredCluster: a Kubernetes cluster hale does not run (a second control plane
-// started by the test) registered through the endpoint, as hale kube register does, works as the
-// local one: an Eks cluster on its ARN joins as labelled Nodes, through hale's narrow
-// ServiceAccount, and a replacement deletes the old Node and joins a new one.
+// started by the test, on the address the server's nodes reach) registered through the
+// endpoint, as hale kube register does, works as the local one with real kubelets: an Eks
+// cluster on its ARN joins as Nodes its kubelets register with certificates from that cluster's
+// own signers (hale's requests, approved by hale's narrow ServiceAccount, then deleted), labelled
+// by hale; a pod pulls its image from hale's registry, kubectl logs reaches its kubelet, and a
+// pod on the other node reaches it by its Service's name (that cluster's CoreDNS, and kube-proxy
+// with its ServiceAccount token); a replacement deletes the old Node and joins a new one.
 func TestEksOnARegisteredCluster(t *testing.T) {
 	parallel(t)
-	dir := t.TempDir()
-	o := options(t, dir)
-	e := &env{Env: servertest.Start(t, o), t: t, scripts: o.ObjectStore}
+	o := options(t, t.TempDir())
+	realKubelets(&o)
+	o.EksEvictTimeout = 10 * time.Second
+	e, _ := startEksWith(t, o)
 	ctx := context.Background()
-	_, file, _, _ := runtime.Caller(0)
-	plane, err := kubeplane.Start(ctx, kubeplane.Config{Bin: filepath.Join(filepath.Dir(file), "..", "..", "bin", "k8s"), Dir: t.TempDir()})
+	local, err := url.Parse(e.App.KubernetesServer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hale's own control plane serves the registry on that address; this one needs none.
+	plane, err := kubeplane.Start(ctx, kubeplane.Config{Bin: o.KubernetesBin, Dir: t.TempDir(), Address: local.Hostname(), NoRegistry: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,19 +592,61 @@ func TestEksOnARegisteredCluster(t *testing.T) {
 			LifeCycleConfig: &types.ClusterLifeCycleConfig{SourceS3Uri: aws.String(lc), OnCreate: aws.String("on_create.sh")}}}}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitStatus("outside", types.ClusterStatusInservice, 90*time.Second)
+	e.waitStatus("outside", types.ClusterStatusInservice, 120*time.Second)
 	nodes := e.nodes("outside")
+	var names []string
 	for _, n := range nodes {
 		kn, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(*n.InstanceId), metav1.GetOptions{})
 		if err != nil || kn.Labels[eks.LabelClusterName] != "outside" || kn.Labels[eks.LabelHealth] != eks.Schedulable {
 			t.Fatalf("%s on the registered cluster: %v %v", *n.InstanceId, kn, err)
 		}
+		if _, fake := kn.Annotations["kwok.x-k8s.io/node"]; fake || kn.Status.NodeInfo.KubeletVersion != kubeplane.Version || kn.Spec.PodCIDR == "" {
+			t.Errorf("%s: not registered by a real kubelet with a pod CIDR: %v %+v %q", kn.Name, kn.Annotations, kn.Status.NodeInfo, kn.Spec.PodCIDR)
+		}
+		names = append(names, kn.Name)
 	}
+	if csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err != nil || len(csrs.Items) != 0 {
+		t.Errorf("hale's certificate requests are left on the cluster: %v %v", csrs, err)
+	}
+
+	// A pod on one node serves; one on the other reaches it by its Service's name.
+	hello := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default", Labels: map[string]string{"app": "hello"}},
+		Spec: corev1.PodSpec{NodeName: names[1], Containers: []corev1.Container{{Name: "hello", Image: containerimage.BusyboxImage,
+			Command: []string{"sh", "-c", "echo hello from $(hostname); busybox mkdir -p /www && echo pong > /www/ping && exec busybox httpd -f -p 8080 -h /www"}}}}}
+	caller := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "caller", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: names[0], Containers: []corev1.Container{{Name: "caller", Image: containerimage.BusyboxImage,
+			Command: []string{"sh", "-c", "exec sleep 3600"}}}}}
+	if _, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hello"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{hello, caller} {
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 90*time.Second, "the pods Running", func() (bool, string) {
+		n, _ := runningPods(cs, "")
+		return n == 2, fmt.Sprint(n)
+	})
+	eventually(t, 20*time.Second, "kubectl logs through the node's kubelet", func() (bool, string) {
+		logs, err := cs.CoreV1().Pods("default").GetLogs("hello", &corev1.PodLogOptions{}).Do(ctx).Raw()
+		return err == nil && strings.Contains(string(logs), "hello from hello"), fmt.Sprintf("%q %v", logs, err)
+	})
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command(filepath.Join(o.KubernetesBin, "kubectl"), append([]string{"--kubeconfig", plane.AdminKubeconfig()}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	eventually(t, 60*time.Second, "the Service answers by its name from the other node", func() (bool, string) {
+		out, err := kubectl("exec", "caller", "--", "sh", "-c", `printf 'GET /ping HTTP/1.0\r\n\r\n' | nc -w 3 hello.default.svc.cluster.local 80`)
+		return err == nil && strings.HasSuffix(strings.TrimSpace(out), "pong"), fmt.Sprintf("%q %v", out, err)
+	})
+
 	old := *nodes[0].InstanceId
 	if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("outside"), NodeIds: []string{old}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "the old Node gone and a new one Schedulable", func() (bool, string) {
+	eventually(t, 120*time.Second, "the old Node gone and a new one Schedulable", func() (bool, string) {
 		if _, err := cs.CoreV1().Nodes().Get(ctx, eks.NodeName(old), metav1.GetOptions{}); err == nil {
 			return false, "the old Node is still there"
 		}
@@ -602,6 +657,10 @@ func TestEksOnARegisteredCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("outside", 60*time.Second)
+	eventually(t, 10*time.Second, "no Node left", func() (bool, string) {
+		ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: eks.LabelClusterName + "=outside"})
+		return err == nil && len(ns.Items) == 0, fmt.Sprint(ns, err)
+	})
 }
 
 // localEksArn is the Kubernetes cluster the tests' servers run and register (hale-local).

@@ -301,9 +301,15 @@ func trainsAndResumes(t *testing.T, site trainSite) {
 	okAfter, failed, askLog := asked()
 	t.Logf("the inference Service: %d answers before the fault, %d more during the %.1f s to the replacement's Node, %d after; %d failed",
 		okBefore, okDuring-okBefore, replaced.Seconds(), okAfter-okDuring, failed)
-	if want := int(replaced.Seconds()); okDuring-okBefore < want || okAfter <= okDuring || failed > 4 {
-		t.Errorf("the Service did not keep answering (twice a second): %d answers in the %.1f s of the replacement, %d after, %d failed:\n%s",
-			okDuring-okBefore, replaced.Seconds(), okAfter-okDuring, failed, tail(askLog, 20))
+	// What a client sees is judged by counts, not by the machine's speed: a request may fail (one
+	// an evicted replica took, or one that timed out on a loaded machine), a run of them is a gap.
+	gap, failures := failureRuns(askLog)
+	for _, f := range failures {
+		t.Logf("  %s", f)
+	}
+	if okDuring-okBefore == 0 || okAfter <= okDuring || gap > maxFailedInARow || failed*5 > okAfter {
+		t.Errorf("the Service did not keep answering: %d answers during the replacement, %d after, %d failed (at most %d in a row allowed, %d seen, and at most 1 in 5 of the answers):\n%s",
+			okDuring-okBefore, okAfter-okDuring, failed, maxFailedInARow, gap, tail(askLog, 20))
 	}
 	// The loss fell: the run that resumed ends below the checkpoint's.
 	l := masterLog()
@@ -321,7 +327,57 @@ func trainsAndResumes(t *testing.T, site trainSite) {
 	e.waitGone("train", 120*time.Second)
 }
 
+// maxFailedInARow is how many of examples/eks/ask.py's requests, asked twice a second, may fail
+// one after another while a node is replaced: one taken by the replica being evicted before
+// kube-proxy drops its endpoint, and a timeout or two on a loaded machine. More is a gap.
+const maxFailedInARow = 3
+
+// failureRuns reads examples/eks/ask.py's log: the longest run of failed requests with no answer
+// between them (from the "ok=N failed=M" line each request ends with) and each failure's line
+// ("HH:MM:SS.mmm no answer: why").
+func failureRuns(log string) (longest int, failures []string) {
+	count := regexp.MustCompile(`ok=(\d+) failed=(\d+)`)
+	run, ok := 0, 0
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, " no answer: ") {
+			failures = append(failures, l)
+			continue
+		}
+		m := count.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if n, _ := strconv.Atoi(m[1]); n > ok {
+			ok, run = n, 0
+			continue
+		}
+		run++
+		longest = max(longest, run)
+	}
+	return longest, failures
+}
+
 func parseFloat(s string) float64 {
 	f, _ := strconv.ParseFloat(s, 64)
 	return f
+}
+
+// TestFailureRuns: a failure between answers is a run of one; two failures with an answer
+// between them are not a run of two.
+func TestFailureRuns(t *testing.T) {
+	log := `04:18:50.000 ok=10 failed=0
+04:18:52.000 no answer: timed out
+04:18:52.001 ok=10 failed=1
+04:18:52.600 ok=11 failed=1
+04:18:53.100 no answer: [Errno 111] Connection refused
+04:18:53.101 ok=11 failed=2
+04:18:53.700 no answer: [Errno 111] Connection refused
+04:18:53.701 ok=11 failed=3
+04:18:54.300 answer 12 from llama-serve-x, model of checkpoint step 50
+04:18:54.300 ok=12 failed=3
+`
+	longest, failures := failureRuns(log)
+	if longest != 2 || len(failures) != 3 {
+		t.Errorf("failureRuns = %d in a row, %d failures; want 2 and 3", longest, len(failures))
+	}
 }

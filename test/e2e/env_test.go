@@ -141,6 +141,17 @@ type env struct {
 	url     string // the server's endpoint when it is the hale binary (binaryServer), not App
 }
 
+// in returns e for a subtest: the same server, with the methods that end a test on failure
+// (waitStatus, nodes, ...) ending t. A subtest that used its parent's env would end its parent
+// from the subtest's goroutine, which Go reports as "test executed panic(nil) or
+// runtime.Goexit" on the subtest and the reason on the parent, after the parent's other
+// subtests ran against a failed setup.
+func (e *env) in(t testing.TB) *env {
+	c := *e
+	c.t = t
+	return &c
+}
+
 // endpoint is where the server answers.
 func (e *env) endpoint() string {
 	if e.url != "" {

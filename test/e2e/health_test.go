@@ -112,6 +112,7 @@ func TestHealthRepairs(t *testing.T) {
 	login := healthCluster(t, e, "health", 3, types.ClusterNodeRecoveryAutomatic)
 
 	t.Run("Xid 13 is recorded and nothing happens to the node", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf("health", "gpu-1")
 		// One exception as the driver logs it: three Xid 13 lines and the Xid 43 of the
 		// process it stopped (failure-samples F01, gpud#46). It used to be three findings, and
@@ -149,6 +150,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("the same exception in three programs on one GPU reboots the node", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf("health", "gpu-1")
 		pci := agent.SimulatedPCI(1) // another GPU than the subtest before's
 		for _, pid := range []int{5001, 5002, 5003} {
@@ -166,6 +168,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("Xid 79 drains, replaces and resumes the node under its name", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf("health", "gpu-2")
 		e.inject(n.InstanceID, xid(79))
 		rp := e.waitRepair(t, "health", "gpu-2", 1, 60*time.Second)
@@ -186,6 +189,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("Xid 48 twice: reboot, then replace", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf("health", "gpu-3")
 		e.inject(n.InstanceID, xid(48))
 		first := e.waitRepair(t, "health", "gpu-3", 1, 60*time.Second)
@@ -201,6 +205,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("a job on a node with a Reboot-class fault finishes before the reboot", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf("health", "gpu-1")
 		name := slurmName(n)
 		script := "#!/bin/bash\n#SBATCH -N1 -w " + name + " -o /fsx/long-%j.out\nsleep 5\ndate +%s.%N\n"
@@ -233,6 +238,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("a killed agent is detected and the node repaired", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf("health", "gpu-1")
 		before := len(e.repairsOf("health", "gpu-1"))
 		e.inject(n.InstanceID, local.Fault{KillAgent: true, LoseGPU: -1})
@@ -244,6 +250,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("a task hung in the GPU driver, three times in 10 minutes, reboots the node", func(t *testing.T) {
+		e := e.in(t)
 		// khungtaskd's report and the task's call trace through the NVIDIA driver, as the
 		// kernel prints them every 2 minutes while it stays stuck (here 11 s apart: each its
 		// own episode).
@@ -278,6 +285,7 @@ func TestHealthRepairs(t *testing.T) {
 	})
 
 	t.Run("a node back from a reboot with a DIMM lost fails its checks and is replaced", func(t *testing.T) {
+		e := e.in(t)
 		// The machine's past as its agent keeps it: 64 GiB more memory than it has now, as
 		// if a DIMM had been disabled at the reboot's POST.
 		n := e.nodeOf("health", "gpu-2")

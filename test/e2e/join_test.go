@@ -173,6 +173,7 @@ func TestRunningMeansSlurmAccepts(t *testing.T) {
 	login := healthCluster(t, e, cl, 2, types.ClusterNodeRecoveryAutomatic)
 
 	t.Run("BatchReplaceClusterNodes", func(t *testing.T) {
+		e := e.in(t)
 		old := e.nodeOf(cl, "gpu-1")
 		w := e.watchJoin(cl, "gpu-1", login)
 		if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String(cl), NodeIds: []string{old.InstanceID}}); err != nil {
@@ -184,6 +185,7 @@ func TestRunningMeansSlurmAccepts(t *testing.T) {
 	})
 
 	t.Run("repair of an Xid 79", func(t *testing.T) {
+		e := e.in(t)
 		old := e.nodeOf(cl, "gpu-2")
 		w := e.watchJoin(cl, "gpu-2", login)
 		e.inject(old.InstanceID, xid(79))
@@ -196,6 +198,7 @@ func TestRunningMeansSlurmAccepts(t *testing.T) {
 	})
 
 	t.Run("BatchRebootClusterNodes", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf(cl, "gpu-1")
 		w := e.watchJoin(cl, "gpu-1", login)
 		if _, err := e.SDK.BatchRebootClusterNodes(ctx, &sagemaker.BatchRebootClusterNodesInput{ClusterName: aws.String(cl), NodeIds: []string{n.InstanceID}}); err != nil {
@@ -207,6 +210,7 @@ func TestRunningMeansSlurmAccepts(t *testing.T) {
 	})
 
 	t.Run("scale-up", func(t *testing.T) {
+		e := e.in(t)
 		w := e.watchJoin(cl, "gpu-3", login)
 		gpu := group("gpu", "ml.g5.2xlarge", 3, types.ClusterSlurmNodeTypeCompute, e.script("health", "on_create.sh", recordScript), "gpu")
 		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String(cl), InstanceGroups: []types.ClusterInstanceGroupSpecification{gpu}}); err != nil {
@@ -219,6 +223,7 @@ func TestRunningMeansSlurmAccepts(t *testing.T) {
 	})
 
 	t.Run("UpdateClusterSoftware", func(t *testing.T) {
+		e := e.in(t)
 		old := e.nodeOf(cl, "gpu-1")
 		w := e.watchJoin(cl, "gpu-1", login)
 		if _, err := e.SDK.UpdateClusterSoftware(ctx, &sagemaker.UpdateClusterSoftwareInput{ClusterName: aws.String(cl),

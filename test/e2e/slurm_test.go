@@ -152,6 +152,7 @@ func TestSlurmCluster(t *testing.T) {
 	}
 
 	t.Run("partitions", func(t *testing.T) {
+		e := e.in(t)
 		out, err := e.onNode(login, "sinfo -h -o '%R %N' | sort; scontrol show partition dev | grep -o 'Default=[A-Z]*'")
 		if err != nil {
 			t.Fatal(err, out)
@@ -163,6 +164,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("srun", func(t *testing.T) {
+		e := e.in(t)
 		out, err := e.onNode(login, "srun -N3 hostname | sort")
 		if err != nil {
 			t.Fatal(err, out)
@@ -178,6 +180,7 @@ func TestSlurmCluster(t *testing.T) {
 
 	// Nodes have NVIDIA's device files and every mount point they need, and the host gets none.
 	t.Run("node file system", func(t *testing.T) {
+		e := e.in(t)
 		gpuNode := aws.ToString(byGroup(nodes, "gpu")[0].InstanceId)
 		out, err := e.onNode(gpuNode, "stat -c '%n %F %t:%T' /dev/nvidia0 /dev/nvidiactl; grep -o 'File=[^ ]*' /etc/slurm/gres.conf | sort -u; ls -d /fsx /opt/ml /opt/sagemaker_cluster /opt/slurm/etc /dev/null")
 		want := "/dev/nvidia0 character special file c3:0\n/dev/nvidiactl character special file c3:ff\nFile=/dev/nvidia0\n" +
@@ -198,6 +201,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("a default group's node boots from the default image, isolated from the host", func(t *testing.T) {
+		e := e.in(t)
 		// These groups name no ImageId: the node's root is an overlay whose lower layer is the
 		// machine's default image, it sees none of the host's own files (this checkout, the
 		// host's Go), and what it writes to its root lands in its own upper layer only.
@@ -236,6 +240,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("sbatch", func(t *testing.T) {
+		e := e.in(t)
 		script := "#!/bin/bash\n#SBATCH -N 2 -p gpu -o /fsx/job-%j.out\nsrun hostname | sort\necho finished\n"
 		out, err := e.onNode(login, "cat > /fsx/job.sh <<'EOF'\n"+script+"EOF\nsbatch --parsable /fsx/job.sh")
 		if err != nil {
@@ -249,6 +254,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("describe shows the Slurm state", func(t *testing.T) {
+		e := e.in(t)
 		eventually(t, 10*time.Second, "Slurm state in DescribeClusterNode", func() (bool, string) {
 			d, err := e.SDK.DescribeClusterNode(ctx, &sagemaker.DescribeClusterNodeInput{ClusterName: aws.String("slurm"), NodeId: byGroup(nodes, "cpu")[0].InstanceId})
 			if err != nil {
@@ -260,6 +266,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("a killed slurmd is started again, its logs kept", func(t *testing.T) {
+		e := e.in(t)
 		cpuID := aws.ToString(byGroup(nodes, "cpu")[0].InstanceId)
 		pidOf := func() int {
 			out, _ := e.onNode(cpuID, "cat /var/spool/slurmd/slurmd.pid 2>/dev/null")
@@ -287,6 +294,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("Managed drift is refused, Merge keeps the edit", func(t *testing.T) {
+		e := e.in(t)
 		if out, err := e.onNode(ctl, "echo 'PriorityWeightAge=1000' >> /opt/slurm/etc/slurm.conf"); err != nil {
 			t.Fatal(err, out)
 		}
@@ -320,6 +328,7 @@ func TestSlurmCluster(t *testing.T) {
 
 	var added string
 	t.Run("scale-up node joins dev and its partition", func(t *testing.T) {
+		e := e.in(t)
 		for _, n := range byGroup(e.nodes("slurm"), "cpu") {
 			if host(n) != cpuHost {
 				added = host(n)
@@ -340,6 +349,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("BatchDelete removes the node from Slurm", func(t *testing.T) {
+		e := e.in(t)
 		var id *string
 		for _, n := range e.nodes("slurm") {
 			if host(n) == added {
@@ -364,6 +374,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("Action:Replace drains and replaces the node; it comes back under its name", func(t *testing.T) {
+		e := e.in(t)
 		target, other := byGroup(nodes, "gpu")[0], byGroup(nodes, "gpu")[1]
 		// Only the exact, case-sensitive reason asks for a repair.
 		cmd := "scontrol update nodename=" + host(target) + " state=fail reason=Action:Replace && " +
@@ -406,6 +417,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("Slurm's own Kill task failed drain is a finding: the node is rebooted and back", func(t *testing.T) {
+		e := e.in(t)
 		// slurmctld drains a node with this reason when a job step's processes do not die
 		// (UnkillableStepTimeout); here the reason is set as slurmctld sets it.
 		target := byGroup(e.nodes("slurm"), "gpu")[1]
@@ -420,6 +432,7 @@ func TestSlurmCluster(t *testing.T) {
 	})
 
 	t.Run("a slurm.conf line that does not parse is refused; the daemons keep running", func(t *testing.T) {
+		e := e.in(t)
 		const typo = "PriorityWeightAgee=1000"
 		// An operator's line with a typo on the controller, then a change that makes a new
 		// rendering under Merge: before issue 27 the line was merged, written to every node

@@ -112,6 +112,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	t.Logf("%s: %s", suite, strings.TrimSpace(version))
 
 	t.Run("this Slurm shrinks any job and expands only one without GRES", func(t *testing.T) {
+		e := e.in(t)
 		for _, opts := range []string{"", "--exclusive", "--gres=gpu:1"} {
 			shrunk, expanded, said := e.tryResize(t, ctl, gpus[0], gpus[1], opts)
 			t.Logf("%s, job %q: shrink %v, expand %v: %s", suite, opts, shrunk, expanded, said)
@@ -125,6 +126,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	})
 
 	t.Run("the agent's simulated GPUs and monitors work in the image's root", func(t *testing.T) {
+		e := e.in(t)
 		n := e.nodeOf(name, "gpu-1")
 		// The agent made the GPU's device files in the node's own /dev and reported them.
 		out, err := e.onNode(n.InstanceID, "stat -c '%n %F %t:%T' /dev/nvidia0 /dev/nvidiactl; cat /etc/debian_version")
@@ -166,6 +168,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	// says what Slurm and hale did (wants), every step ran once from the checkpoint, and the
 	// node was replaced.
 	resumes := func(t *testing.T, label, opts string, wants ...string) {
+		e := e.in(t)
 		r := e.submitSteps(t, ctl, label, opts)
 		r.waitFor(t, `checkpoint saved at step 40\b`, 90*time.Second)
 		bad, before := breakSecondOf(t, e, name, r)
@@ -196,6 +199,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	})
 
 	t.Run("a deep health check runs in the image-booted nodes and passes", func(t *testing.T) {
+		e := e.in(t)
 		// InstanceConnectivity: a bandwidth test around the group's ring, agent to agent, with
 		// the node reserved in Slurm meanwhile (InstanceStress, the other check, loads a node
 		// for a minute here: TestDeepHealthChecks runs it on the host's root).
@@ -204,7 +208,9 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 				DeepHealthChecks: []types.DeepHealthCheckType{types.DeepHealthCheckTypeInstanceConnectivity}}}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "InstanceConnectivity passed on both gpu nodes", func() (bool, string) {
+		// A bound on a failure, not a measure: the check waits for both nodes to be Running with
+		// no repair, and each transfer may take its minute on a loaded machine.
+		eventually(t, 150*time.Second, "InstanceConnectivity passed on both gpu nodes", func() (bool, string) {
 			passed, last := 0, ""
 			for _, n := range byGroup(e.nodes(name), "gpu") {
 				out := e.logStream(name, "DeepHealthCheckResults/"+aws.ToString(n.InstanceId))
@@ -212,9 +218,9 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 				if strings.Contains(out, "Deep health check (InstanceConnectivity) passed") && strings.Contains(out, "MiB; threshold") {
 					passed++
 				}
-				last = tail(out, 3)
+				last += fmt.Sprintf("\n%s (%s, %s): %s", aws.ToString(n.InstanceGroupName), aws.ToString(n.InstanceId), n.InstanceStatus.Status, tail(out, 3))
 			}
-			return passed == 2, last
+			return passed == 2, last + "\nevents:\n" + tail(e.events(name), 8)
 		})
 		e.waitStatus(name, types.ClusterStatusInservice, 30*time.Second)
 		e.waitIdle(t, ctl, gpus...)
@@ -223,6 +229,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	// failWith sets a node FAIL in Slurm with reason action, as HyperPod's users do, and returns
 	// the node before, the repair hale carried out, and the node after.
 	failWith := func(t *testing.T, logical, action string) (n *store.Node, rp *store.Repair, after *store.Node) {
+		e := e.in(t)
 		n = e.nodeOf(name, logical)
 		before := len(e.repairsOf(name, logical))
 		if out, err := e.onNode(ctl, "scontrol update nodename="+slurmName(n)+` state=fail reason="`+action+`"`); err != nil {
@@ -232,6 +239,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 		return n, rp, e.nodeOf(name, logical)
 	}
 	t.Run("Action:Replace through scontrol replaces the node under its name", func(t *testing.T) {
+		e := e.in(t)
 		n, rp, after := failWith(t, "gpu-2", "Action:Replace")
 		if rp.State != store.RepairDone || rp.Action != "Replace" || after.InstanceID == n.InstanceID || slurmName(after) != slurmName(n) {
 			t.Fatalf("repair %+v (%s); node now %s (%s)", rp, timelineText(rp), after.InstanceID, slurmName(after))
@@ -246,6 +254,7 @@ func resilience(t *testing.T, e *env, suite, imageID string) {
 	})
 
 	t.Run("Action:Reboot through scontrol reboots the node", func(t *testing.T) {
+		e := e.in(t)
 		n, rp, after := failWith(t, "gpu-1", "Action:Reboot")
 		if rp.State != store.RepairDone || rp.Action != "Reboot" || after.InstanceID != n.InstanceID || !after.Details.BootTime.After(n.Details.BootTime) {
 			t.Fatalf("repair %+v (%s); node now %s booted %s (was %s)", rp, timelineText(rp), after.InstanceID, after.Details.BootTime, n.Details.BootTime)
@@ -282,7 +291,7 @@ func injectInto(t *testing.T, e *env, instanceID string, f local.Fault) {
 }
 
 // tryResize does to a two-node job of the gpu partition, started with sbatch's opts, what
-// auto-resume does (internal/resume): shrinks it to node a (scontrol update NodeList), then
+// auto-resume does (internal/orchestrator/slurm/resume): shrinks it to node a (scontrol update NodeList), then
 // expands it onto b again with a helper allocation that depends on expand:<job> (salloc
 // --no-shell, NumNodes=0 on the helper, NumNodes=ALL on the job). It says whether each worked
 // and what Slurm answered.

@@ -69,7 +69,7 @@ func TestSlurmVersions(t *testing.T) {
 				if only != "" && !slices.Contains(strings.Split(only, ","), c.name) {
 					continue
 				}
-				t.Run(c.name, func(t *testing.T) { c.run(t, e, suite, id) })
+				t.Run(c.name, func(t *testing.T) { c.run(t, e.in(t), suite, id) })
 			}
 			// Every check deleted its clusters, so nothing uses the image any more.
 			if _, err := haleCLI(e.Options.DataDir, "image", "delete", id); err != nil {
@@ -118,6 +118,14 @@ func nodesBootFromImage(t *testing.T, e *env, suite, id string) {
 		}
 	}
 	a, b := *w[0].InstanceId, *w[1].InstanceId
+	// A failure says what Slurm's daemons said (full84: slurmctld exited with status 1 again and
+	// again on trixie after accounting was turned on, and the events could not say why).
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := e.onNode(*ctl.InstanceId, "tail -n 30 /var/log/slurm/slurmctld.log; echo ---; tail -n 15 /var/log/slurm/slurmdbd.log")
+			t.Logf("the controller's slurmctld.log and slurmdbd.log (last lines):\n%s", out)
+		}
+	})
 	run := func(id, shell string) string {
 		t.Helper()
 		out, err := e.onNode(id, shell)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	slurmconf "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/topology"
 )
@@ -23,10 +24,10 @@ func init() {
 }
 
 // imageSlurm is the Slurm version of an image, as its manifest lists slurmctld's package.
-func imageSlurm(t *testing.T, e *env, id string) topology.Version {
+func imageSlurm(t *testing.T, e *env, id string) slurmconf.Version {
 	t.Helper()
 	m := describeImage(t, e.Options.DataDir, id)
-	v, err := topology.ParseVersion(m.Installed["slurmctld"])
+	v, err := slurmconf.ParseVersion(m.Installed["slurmctld"])
 	if err != nil {
 		t.Fatalf("the image's slurmctld %q: %v", m.Installed["slurmctld"], err)
 	}

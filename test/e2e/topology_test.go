@@ -141,6 +141,7 @@ func TestTopology(t *testing.T) {
 	}
 
 	t.Run("scale-up", func(t *testing.T) {
+		e := e.in(t)
 		g := p5
 		g.InstanceCount = aws.Int32(4)
 		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
@@ -156,6 +157,7 @@ func TestTopology(t *testing.T) {
 	})
 
 	t.Run("a --switches=1 job lands under one leaf", func(t *testing.T) {
+		e := e.in(t)
 		out, err := e.onNode(login, "srun -p p5 -N2 --switches=1 hostname")
 		if err != nil {
 			t.Fatal(err, out)
@@ -167,6 +169,7 @@ func TestTopology(t *testing.T) {
 	})
 
 	t.Run("a replacement lands under another leaf and the topology follows", func(t *testing.T) {
+		e := e.in(t)
 		victim := byGroup(e.nodes("topo"), "p5")[0]
 		name, before := host(victim), leafOf(topo, host(victim))
 		if _, err := e.SDK.BatchReplaceClusterNodes(ctx, &sagemaker.BatchReplaceClusterNodesInput{ClusterName: aws.String("topo"), NodeIds: []string{*victim.InstanceId}}); err != nil {
@@ -188,6 +191,7 @@ func TestTopology(t *testing.T) {
 	})
 
 	t.Run("BatchDelete", func(t *testing.T) {
+		e := e.in(t)
 		gone := byGroup(e.nodes("topo"), "p5")[1]
 		if _, err := e.SDK.BatchDeleteClusterNodes(ctx, &sagemaker.BatchDeleteClusterNodesInput{ClusterName: aws.String("topo"), NodeIds: []string{*gone.InstanceId}}); err != nil {
 			t.Fatal(err)
@@ -202,6 +206,7 @@ func TestTopology(t *testing.T) {
 	})
 
 	t.Run("scale-down", func(t *testing.T) {
+		e := e.in(t)
 		g := p5
 		g.InstanceCount = aws.Int32(2)
 		if _, err := e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("topo"), InstanceGroups: []types.ClusterInstanceGroupSpecification{g}}); err != nil {
@@ -224,7 +229,7 @@ func TestTopology(t *testing.T) {
 		// interfaces, saw the removed nodes' veths go down and had themselves replaced).
 		for _, sn := range e.storeNodes("topo") {
 			for _, rp := range e.repairsOf("topo", sn.LogicalID) {
-				if rp.Source != "api" {
+				if rp.Source != store.SourceAPI {
 					t.Errorf("node %s got a %s repair (%s) from a scale-down: %s", sn.LogicalID, rp.Action, rp.Source, rp.Reason)
 				}
 			}
@@ -232,6 +237,7 @@ func TestTopology(t *testing.T) {
 	})
 
 	t.Run("an invalid topology is refused and the previous file stays", func(t *testing.T) {
+		e := e.in(t)
 		before, err := e.onNode(login, "cat /etc/slurm/topology.conf")
 		if err != nil {
 			t.Fatal(err, before)

@@ -141,7 +141,7 @@ func runHale(cfg benchConfig) int {
 		}})
 	ctl = controller.New(controller.Config{Store: st, Provider: prov, Agents: agents, Logger: log,
 		Lifecycle:     lifecycle.DirSource{Root: filepath.Join(cfg.Dir, "s3")},
-		Orchestrators: []orchestrator.Orchestrator{eks.New(eks.Config{}), slurm.New()}, JoinTimeout: cfg.JoinTimeout})
+		Orchestrators: []orchestrator.Orchestrator{eks.New(eks.Config{}), slurm.New(slurm.Config{})}, JoinTimeout: cfg.JoinTimeout})
 	ln, err := net.Listen("tcp", cfg.AgentListen)
 	if err != nil {
 		log.Error("agent listener", "error", err)
@@ -202,7 +202,10 @@ type benchInstance struct {
 	done chan struct{}
 }
 
-func (p *benchProvider) Name() string         { return "bench" }
+func (p *benchProvider) Name() provider.Kind { return "bench" }
+func (p *benchProvider) Capabilities() provider.Capabilities {
+	return provider.Capabilities{Reboot: true, ReplaceKeepsAddress: true, SimulatedKubelets: true}
+}
 func (p *benchProvider) AgentAddress() string { return "127.0.0.1" }
 
 func (p *benchProvider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provider.Instance, error) {

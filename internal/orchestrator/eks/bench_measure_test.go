@@ -513,7 +513,7 @@ func checkNoOtherRepairs(b *testing.B, st store.Store, clusterID string, faulted
 				return err
 			}
 			for _, rp := range rs {
-				if !faulted[n.LogicalID] || rp.Source != "health" {
+				if !faulted[n.LogicalID] || rp.Source != store.SourceHealth {
 					others = append(others, fmt.Sprintf("%s: %s %s (%s, %s)", n.LogicalID, rp.Action, rp.Fault, rp.Source, rp.State))
 				}
 			}

@@ -86,7 +86,7 @@ func BenchmarkEks1000Repairs(b *testing.B) {
 	bin := filepath.Join(filepath.Dir(file), "..", "..", "..", "bin", "k8s")
 
 	// The control plane.
-	cp, err := kubeplane.Start(ctx, kubeplane.Config{Bin: bin, Dir: filepath.Join(dir, "kubernetes"),
+	cp, err := kubeplane.Start(ctx, kubeplane.Config{Bin: bin, Dir: filepath.Join(dir, "kubernetes"), Kwok: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if errors.Is(err, kubeplane.ErrNotBuilt) {
 		b.Skip(err)
@@ -109,7 +109,7 @@ func BenchmarkEks1000Repairs(b *testing.B) {
 
 	// hale's registration of the cluster (its ServiceAccount and narrow ClusterRole), and its
 	// store: an InService Eks cluster of one group whose nodes finished their lifecycle scripts.
-	kc, err := eks.Register(ctx, rest.CopyConfig(adminRC), "hale-bench", "us-west-2", "123456789012")
+	kc, err := eks.Register(ctx, rest.CopyConfig(adminRC), "hale-bench", "us-west-2", "123456789012", "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // Name is the orchestrator's short name: the Kind of its store records.
-const Name = "eks"
+const Name orchestrator.Kind = "eks"
 
 // HyperPod's Node labels, taint and annotation (research hyperpod-eks-health.md §1.3).
 const (
@@ -58,6 +58,9 @@ type Config struct {
 	// EvictTimeout is how long a drain honours PodDisruptionBudgets before it deletes the pods
 	// left (evictTimeout, 60 s, when zero; tests shorten it).
 	EvictTimeout time.Duration
+	// Connect, when set, makes the clients of the registered cluster with that ARN in place of
+	// those its kubeconfig gives (the conformance suite's API server of client-go's fakes).
+	Connect func(arn string, k *store.KubeCluster) (kubernetes.Interface, dynamic.Interface, error)
 }
 
 // clientQPS and clientBurst are the request rate hale's client of a registered cluster keeps to.
@@ -90,7 +93,7 @@ func New(cfg Config) *EKS {
 var _ orchestrator.Orchestrator = (*EKS)(nil)
 
 // Name implements orchestrator.Orchestrator.
-func (o *EKS) Name() string { return Name }
+func (o *EKS) Name() orchestrator.Kind { return Name }
 
 // Display implements orchestrator.Orchestrator.
 func (o *EKS) Display() string { return "Kubernetes" }
@@ -127,9 +130,25 @@ func (o *EKS) client(tx store.Tx, cl *store.Cluster) (kubernetes.Interface, erro
 	if err != nil {
 		return nil, fmt.Errorf("the Kubernetes cluster %s: %w", arn, err)
 	}
-	rc, err := clientcmd.RESTConfigFromKubeConfig(k.Kubeconfig)
+	connect := o.cfg.Connect
+	if connect == nil {
+		connect = connectKubeconfig
+	}
+	cs, dyn, err := connect(arn, k)
 	if err != nil {
 		return nil, err
+	}
+	o.mu.Lock()
+	o.clients[arn], o.dynamic[arn] = cs, dyn
+	o.mu.Unlock()
+	return cs, nil
+}
+
+// connectKubeconfig makes the clients of a registered cluster from its kubeconfig.
+func connectKubeconfig(_ string, k *store.KubeCluster) (kubernetes.Interface, dynamic.Interface, error) {
+	rc, err := clientcmd.RESTConfigFromKubeConfig(k.Kubeconfig)
+	if err != nil {
+		return nil, nil, err
 	}
 	rc.Timeout = 10 * time.Second
 	// client-go's default (5 requests a second, a burst of 10) made a 1,000-node cluster's
@@ -138,16 +157,13 @@ func (o *EKS) client(tx store.Tx, cl *store.Cluster) (kubernetes.Interface, erro
 	rc.QPS, rc.Burst = clientQPS, clientBurst
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	o.mu.Lock()
-	o.clients[arn], o.dynamic[arn] = cs, dyn
-	o.mu.Unlock()
-	return cs, nil
+	return cs, dyn, nil
 }
 
 // dynamicClient is the cluster's client for custom resources (after client made it).

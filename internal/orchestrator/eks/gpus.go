@@ -33,7 +33,7 @@ func gpusShort(kn *corev1.Node, n *store.Node) string {
 	}
 	q := kn.Status.Allocatable[deviceplugin.ResourceName]
 	if have := q.Value(); have < int64(want) {
-		return fmt.Sprintf("%s%d of the node's %d GPUs (%s allocatable): the device plugin reports the others Unhealthy, or has not registered with the kubelet yet",
+		return fmt.Sprintf("%s%d of the node's %d GPUs (%s allocatable): the device plugin has not registered the rest with the kubelet yet, or reports them Unhealthy",
 			gpusShortPrefix(kn.Name), have, want, deviceplugin.ResourceName)
 	}
 	return ""

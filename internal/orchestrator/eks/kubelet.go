@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/nodestack"
@@ -25,10 +26,14 @@ import (
 // leaves with the node's address (nodestack's pod egress table), so hale's machine needs no
 // route to a pod.
 
-// NodeStack gives an Eks node with a real kubelet its files (nodestack.Files: configuration and
-// the control plane's credentials for it).
+// NodeStack gives an Eks node with a real kubelet on the control plane hale runs its files
+// (nodestack.Files: configuration and the credentials hale's PKI issues for it), and names
+// hale's OCI registry, which nodes of registered clusters pull from too (their credentials come
+// from their cluster: registeredCredentials).
 type NodeStack interface {
 	NodeFiles(node nodestack.Node, hostname string) (map[string]nodestack.File, error)
+	// Registry is the registry's host:port ("" when none runs).
+	Registry() string
 }
 
 // ContainerNodes implements orchestrator.ContainerNodes: a node whose kubelet is real needs
@@ -42,7 +47,7 @@ const importWait = 30 * time.Second
 // kubelet and kube-proxy.
 func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 	node := nodestack.Node{Name: NodeName(n.InstanceID), IP: n.Details.PrivateIP, ProviderID: "hale://" + n.InstanceID}
-	files, err := o.cfg.NodeStack.NodeFiles(node, n.Details.PrivateDNSHostname)
+	files, err := o.nodeFiles(ctx, n, node)
 	if err != nil {
 		return fmt.Errorf("the kubelet's files: %w", err)
 	}
@@ -82,6 +87,35 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 		return err
 	}
 	return orchestrator.StartDaemon(ctx, o.h, n, nodestack.KubeProxy())
+}
+
+// nodeFiles are node's files for the Kubernetes cluster n's cluster is attached to: from hale's
+// PKI for the control plane hale runs, from the cluster's own signers for a registered one.
+func (o *EKS) nodeFiles(ctx context.Context, n *store.Node, node nodestack.Node) (map[string]nodestack.File, error) {
+	var k *store.KubeCluster
+	var cs kubernetes.Interface
+	err := o.h.Store().Read(ctx, func(tx store.Tx) error {
+		cl, err := tx.ClusterByID(n.ClusterID)
+		if err != nil {
+			return err
+		}
+		if k, err = tx.KubeCluster(cl.Spec.Orchestrator.Eks.GetClusterArn()); err != nil || k.Local {
+			return err
+		}
+		cs, err = o.client(tx, cl)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case k.Local:
+		return o.cfg.NodeStack.NodeFiles(node, n.Details.PrivateDNSHostname)
+	}
+	c, err := registeredCredentials(ctx, cs, k, node, n.Details.PrivateDNSHostname, o.cfg.NodeStack.Registry())
+	if err != nil {
+		return nil, err
+	}
+	return nodestack.Files(node, *c), nil
 }
 
 // routePods has the provider route each Node's pod CIDR (given by the controller manager) to its

@@ -51,7 +51,8 @@ type round struct {
 	csErr error // the registered cluster cannot be reached (its registration is gone)
 }
 
-func waiting(why string) string { return orchestrator.Waiting("Kubernetes", why) }
+// setWaiting makes n wait for Kubernetes to accept it (orchestrator.SetWaiting).
+func setWaiting(n *store.Node, why string) bool { return orchestrator.SetWaiting(n, "Kubernetes", why) }
 
 // Prepare implements orchestrator.Round: membership is the Nodes themselves.
 func (r *round) Prepare() error { return nil }
@@ -137,7 +138,7 @@ func (r *round) Steps() error {
 					kn.Name, n.InstanceID, LabelHealth, kn.Labels[LabelHealth], strings.ToLower(action)); err != nil {
 					return err
 				}
-				return o.h.RequestRepair(tx, c, n, action, "kubernetes", why)
+				return o.h.RequestRepair(tx, c, n, store.RepairAction(action), why)
 			})
 		}
 	})
@@ -225,7 +226,7 @@ func (o *EKS) notReady(ctx context.Context, clusterID, logical string, kn *corev
 // BringUp implements orchestrator.Round: once the lifecycle scripts ran, the node's Node is made
 // (for a simulated kubelet) or awaited (a real kubelet registers it), and labelled.
 func (r *round) BringUp(n *store.Node) orchestrator.BringUp {
-	b := orchestrator.BringUp{Joins: true, Waiting: waiting("its Node has not registered yet")}
+	b := orchestrator.BringUp{Joins: true, WaitingFor: "its Node has not registered yet"}
 	if r.o.cfg.SimulatedKubelets || r.o.cfg.NodeStack != nil {
 		b.Before = func(ctx context.Context) error { return r.o.kubeletDir(ctx, n.InstanceID) }
 	}
@@ -251,9 +252,7 @@ func (o *EKS) kubeletDir(ctx context.Context, instanceID string) error {
 // HyperPod's labels and the group's KubernetesConfig, and is Schedulable.
 func (r *round) Join(n *store.Node) (bool, error) {
 	if r.cs == nil {
-		msg := waiting(fmt.Sprintf("the Kubernetes cluster cannot be reached: %v", r.csErr))
-		if n.StatusMessage != msg {
-			n.StatusMessage = msg
+		if setWaiting(n, fmt.Sprintf("the Kubernetes cluster cannot be reached: %v", r.csErr)) {
 			return false, r.r.Tx().UpdateNode(n)
 		}
 		return false, nil
@@ -283,8 +282,7 @@ func (r *round) Join(n *store.Node) (bool, error) {
 				m.Details.KubernetesConfig = desiredConfig(group)
 				return o.h.Admit(tx, c, m, "its Node "+kn.Name+" is "+state)
 			}
-			if msg := waiting(why); m.StatusMessage != msg {
-				m.StatusMessage = msg
+			if setWaiting(m, why) {
 				return tx.UpdateNode(m)
 			}
 			return nil
@@ -488,8 +486,8 @@ func (r *round) TakeOutWaits(*store.Node) bool { return false }
 // needs (the control plane's state is hale's, off the nodes).
 func (r *round) KeepsState(*store.Node) string { return "" }
 
-// Leave implements orchestrator.Round: a replaced or removed instance's Node is deleted (its
-// pods are gone with it; a replacement joins as a new Node); a rebooted one keeps its Node.
+// Leave implements orchestrator.Round: a replaced or removed instance's Node is deleted (a
+// replacement joins as a new Node); a rebooted one keeps its Node.
 func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {
 	if r.cs == nil || how == orchestrator.Rebooted {
 		return nil
@@ -498,6 +496,27 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 	return func(ctx context.Context) {
 		if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			o.log.Warn("deleting a Node", "node", name, "error", err)
+			return
+		}
+		o.deletePodsOf(ctx, cs, name)
+	}
+}
+
+// deletePodsOf deletes the pods still bound to Node name, which is gone with its instance: those
+// the drain leaves (a DaemonSet's) would otherwise show Running on a Node that no longer exists
+// until the control plane's pod garbage collector, 40 s or more later, removes them. No kubelet
+// is left to end them gracefully, so they go at once.
+func (o *EKS) deletePodsOf(ctx context.Context, cs kubernetes.Interface, name string) {
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		o.log.Warn("listing the pods of a deleted Node", "node", name, "error", err)
+		return
+	}
+	now := int64(0)
+	for _, p := range pods.Items {
+		err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &now})
+		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			o.log.Warn("deleting a pod of a deleted Node", "node", name, "pod", p.Namespace+"/"+p.Name, "error", err)
 		}
 	}
 }
@@ -570,11 +589,11 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 	name := NodeName(n.InstanceID)
 	rp.NodeName = name
 	health := UnschedulablePendingReplacement
-	if rp.Action != "Replace" { // Reboot, or a GPU reset (a reboot where it cannot be done)
+	if rp.Action != store.RepairReplace { // Reboot, or a GPU reset (a reboot where it cannot be done)
 		health = UnschedulablePendingReboot
 	}
 	if rp.Drained || r.cs == nil {
-		return false, "labelled " + health + ", tainted and cordoned; its pods gone", nil
+		return false, "labelled " + health + ", tainted and cordoned; its pods evicted", nil
 	}
 	o, cs, dyn, id, fault, reason, clusterID, logical := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason, r.cl.ID, n.LogicalID
 	r.r.Go("drain", id, func(ctx context.Context) {
@@ -754,9 +773,10 @@ func daemon(p *corev1.Pod) bool {
 // Released implements orchestrator.Round.
 func (r *round) Released(*store.Repair, *store.Node) (bool, string) { return false, "" }
 
-// JobsLeft implements orchestrator.Round: the drain evicted the pods.
+// JobsLeft implements orchestrator.Round: the drain evicted the pods, so no job's pod is left to
+// wait for (the drain's step says when; this one only follows it).
 func (r *round) JobsLeft(*store.Repair, *store.Node) (bool, string) {
-	return true, "its pods were evicted"
+	return true, "no pod left to wait for"
 }
 
 // Resume implements orchestrator.Round: a rebooted node's Node becomes Schedulable again; a

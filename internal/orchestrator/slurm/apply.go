@@ -268,12 +268,12 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 				return fmt.Errorf("restarting slurmctld: %s", r.Error)
 			}
 		}
-		if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitUp(), 20*time.Second); err != nil {
+		if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitUp(), slurmconf.StartWait+15*time.Second); err != nil {
 			return err
 		}
 		if restart && len(names) > 0 {
 			// Its start over (its configuration read) before it is asked to reconfigure.
-			if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names...), 20*time.Second); err != nil {
+			if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names...), slurmconf.StartWait+15*time.Second); err != nil {
 				return err
 			}
 		}
@@ -293,7 +293,7 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 		// configuration counts as applied, and a joining node's lifecycle scripts start (a
 		// configless slurmd among them, asking slurmctld for its files), once the new one has
 		// read it.
-		_, err = s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names...), 20*time.Second)
+		_, err = s.h.Run(ctx, ctlInstance, slurmconf.WaitListed(names...), slurmconf.StartWait+15*time.Second)
 		return err
 	}()
 	if err != nil {
@@ -459,7 +459,7 @@ func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
 						name, n.InstanceID, req, strings.ToLower(ns.State), strings.ToLower(req)); err != nil {
 						return err
 					}
-					return s.h.RequestRepair(tx, cl, n, req, Name, "Slurm reason Action:"+req)
+					return s.h.RequestRepair(tx, cl, n, store.RepairAction(req), "Slurm reason Action:"+req)
 				})
 			case req == "" && rec.RepairRequest != "" && !strings.HasPrefix(ns.Reason, "Action:"):
 				changed = true

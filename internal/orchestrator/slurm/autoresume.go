@@ -9,7 +9,6 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
-	"github.com/haleproject/hale/internal/health"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
@@ -101,8 +100,8 @@ func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agent
 			}
 			resp.Unhealthy = append(resp.Unhealthy, name)
 			atFault = append(atFault, rp)
-			if diagnose && (rp.Action == string(health.Reboot) || rp.Action == string(health.ResetGPU)) && rp.State.BeforeRepairing() {
-				rp.Action = string(health.Replace)
+			if diagnose && (rp.Action == store.RepairReboot || rp.Action == store.RepairResetGPU) && rp.State.BeforeRepairing() {
+				rp.Action = store.RepairReplace
 				rp.Timeline = append(rp.Timeline, store.RepairStep{At: s.h.Now(), What: fmt.Sprintf("job %s runs with auto-resume: replace, not reboot", req.JobId)})
 				rp.UpdatedAt = s.h.Now()
 				if err := tx.PutRepair(rp); err != nil {
@@ -110,7 +109,7 @@ func (s *Slurm) autoResumeLook(ctx context.Context, clusterID string, req *agent
 				}
 				changed = true
 			}
-			resp.Repairs = append(resp.Repairs, &agentproto.NodeRepair{Node: name, State: string(rp.State), Action: rp.Action,
+			resp.Repairs = append(resp.Repairs, &agentproto.NodeRepair{Node: name, State: string(rp.State), Action: string(rp.Action),
 				Fault: rp.Fault, InService: rp.State == store.RepairDone && rp.InService, InstanceId: n.InstanceID})
 		}
 		switch {

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/store"
-	"github.com/haleproject/hale/internal/topology"
 )
 
 // A Slurm node configures in this order: its files (munge key, slurm.conf, gres.conf) and
@@ -54,11 +54,11 @@ func (s *Slurm) after(ctx context.Context, n *store.Node, role, name string) err
 		if err := s.startDaemon(ctx, n, slurmconf.Slurmctld()); err != nil {
 			return err
 		}
-		if _, err := s.h.Run(ctx, n.InstanceID, slurmconf.WaitUp(), 20*time.Second); err != nil {
+		if _, err := s.h.Run(ctx, n.InstanceID, slurmconf.WaitUp(), slurmconf.StartWait+15*time.Second); err != nil {
 			return s.setupErr(n, "waiting for slurmctld to answer", err)
 		}
 		// The Slurm the cluster runs is the controller node's, whatever this host has.
-		out, _ := s.h.Run(ctx, n.InstanceID, slurmconf.Version(), 10*time.Second)
+		out, _ := s.h.Run(ctx, n.InstanceID, slurmconf.ShowVersion(), 10*time.Second)
 		version := strings.TrimSpace(string(out))
 		// slurmctld started with the files the node holds.
 		s.h.NodeTx(ctx, n.ClusterID, n.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
@@ -70,7 +70,7 @@ func (s *Slurm) after(ctx context.Context, n *store.Node, role, name string) err
 			if err != nil {
 				return err
 			}
-			if _, err := topology.ParseVersion(version); err == nil {
+			if _, err := slurmconf.ParseVersion(version); err == nil {
 				st.Version = version
 			}
 			if rec.conf(m) == st.Hash {
@@ -152,15 +152,21 @@ func (s *Slurm) setupErr(n *store.Node, doing string, err error) error {
 // BringUp implements orchestrator.Round: a node of a Slurm role gets its files and daemons
 // around its lifecycle scripts; a compute node then joins (join.go).
 func (r *round) BringUp(n *store.Node) orchestrator.BringUp {
+	specs := make([]api.ClusterInstanceGroupSpecification, len(r.groups))
+	for i, g := range r.groups {
+		specs[i] = g.Spec
+	}
+	pp := slurmconf.BuildProvisioningParameters(specs)
 	role, name := r.role(n), orchestrator.NodeName(n)
 	if role == "" {
-		return orchestrator.BringUp{}
+		return orchestrator.BringUp{ProvisioningParameters: pp}
 	}
 	s, node := r.s, *n
 	return orchestrator.BringUp{
-		Before:  func(ctx context.Context) error { return s.before(ctx, &node) },
-		After:   func(ctx context.Context) error { return s.after(ctx, &node, role, name) },
-		Joins:   role == "compute",
-		Waiting: waiting("its slurmd is registering"),
+		ProvisioningParameters: pp,
+		Before:                 func(ctx context.Context) error { return s.before(ctx, &node) },
+		After:                  func(ctx context.Context) error { return s.after(ctx, &node, role, name) },
+		Joins:                  role == "compute",
+		WaitingFor:             "its slurmd is registering",
 	}
 }

@@ -9,17 +9,17 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/controller"
-	"github.com/haleproject/hale/internal/controllertest"
 	"github.com/haleproject/hale/internal/orchestrator"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmtest"
 	"github.com/haleproject/hale/internal/store"
 )
 
 const (
-	joinCluster = controllertest.Cluster
-	joinHost    = controllertest.Host
+	joinCluster = slurmtest.Cluster
+	joinHost    = slurmtest.Host
 )
 
-// fx is the seeded cluster of controllertest as a Slurm cluster (its roles known: the
+// fx is the seeded cluster of slurmtest as a Slurm cluster (its roles known: the
 // controller group and the compute group gpu), under the real controller with this
 // orchestrator and the scripted agents (whose Slurm answers for gpu-1).
 type fx struct {
@@ -28,7 +28,7 @@ type fx struct {
 	st store.Store
 }
 
-func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*fx, *controllertest.Agents) {
+func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*fx, *slurmtest.Agents) {
 	t.Helper()
 	status := api.ClusterInstanceStatusPending
 	switch phase {
@@ -37,16 +37,16 @@ func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*fx, *co
 	case store.PhaseFailed:
 		status = api.ClusterInstanceStatusFailure
 	}
-	st := controllertest.Seed(t, phase, status, since)
+	st := slurmtest.Seed(t, phase, status, since)
 	err := st.Write(context.Background(), func(tx store.Tx) error {
 		return putState(tx, joinCluster, &State{Resolved: true, Source: "SlurmConfig", Controller: "controller", Workers: map[string]string{"gpu": "gpu"}})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents := &controllertest.Agents{}
-	s := New()
-	c := controller.New(controller.Config{Store: st, Provider: controllertest.NoProvider{}, Agents: agents,
+	agents := &slurmtest.Agents{}
+	s := New(Config{})
+	c := controller.New(controller.Config{Store: st, Provider: slurmtest.NoProvider{}, Agents: agents,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Orchestrators: []orchestrator.Orchestrator{s}})
 	t.Cleanup(c.Wait)
 	return &fx{s: s, c: c, st: st}, agents
@@ -55,12 +55,12 @@ func joinFixture(t *testing.T, phase store.NodePhase, since time.Time) (*fx, *co
 // gpu1 reads the compute node and the cluster's events.
 func gpu1(t *testing.T, f *fx) (*store.Node, string) {
 	t.Helper()
-	return controllertest.GPU1(t, f.st)
+	return slurmtest.GPU1(t, f.st)
 }
 
 func findingsAndRepairs(t *testing.T, f *fx) ([]*store.Finding, []*store.Repair) {
 	t.Helper()
-	return controllertest.Repairs(t, f.st)
+	return slurmtest.Repairs(t, f.st)
 }
 
 // rec reads gpu-1's Slurm record.

@@ -28,7 +28,8 @@ import (
 const joinPoll = 200 * time.Millisecond
 
 // waiting is the status message of a node waiting for Slurm, saying why.
-func waiting(why string) string { return orchestrator.Waiting("Slurm", why) }
+// setWaiting makes n wait for Slurm to accept it (orchestrator.SetWaiting).
+func setWaiting(n *store.Node, why string) bool { return orchestrator.SetWaiting(n, "Slurm", why) }
 
 // acceptsWork reports whether slurmctld gives new jobs to a node in this state (scontrol's
 // State: a base state, then flags): idle, mixed, allocated or completing, without a flag that
@@ -93,8 +94,7 @@ func (r *round) Join(n *store.Node) (admit bool, err error) {
 	}
 	ctl := r.ctl()
 	if ctl == "" {
-		if msg := waiting("no slurmctld is running"); n.StatusMessage != msg {
-			n.StatusMessage = msg
+		if setWaiting(n, "no slurmctld is running") {
 			return false, r.r.Tx().UpdateNode(n)
 		}
 		return false, nil
@@ -167,8 +167,7 @@ func (s *Slurm) joinSeen(ctx context.Context, clusterID, logicalID, instanceID s
 		case step == joinAdmit:
 			why = "slurmctld has it " + strings.ToLower(ns.State)
 		}
-		if msg := waiting(why); msg != n.StatusMessage {
-			n.StatusMessage = msg
+		if setWaiting(n, why) {
 			return tx.UpdateNode(n)
 		}
 		return nil
@@ -178,11 +177,11 @@ func (s *Slurm) joinSeen(ctx context.Context, clusterID, logicalID, instanceID s
 
 // Lost implements orchestrator.Round: a compute node that is reachable again waits to be taken
 // back when Slurm lost it too (down, or not responding): Running once its slurmd is back.
-func (r *round) Lost(n *store.Node) (msg, state string) {
+func (r *round) Lost(n *store.Node) (waitingFor, state string) {
 	st := r.recs[n.LogicalID]
 	if r.role(n) != "compute" || st == nil || !(strings.HasPrefix(st.State, "DOWN") || strings.Contains(st.State, "NOT_RESPONDING")) {
 		return "", ""
 	}
 	state = strings.ToLower(st.State)
-	return waiting("slurmctld has it " + state), state
+	return "slurmctld has it " + state, state
 }

@@ -9,8 +9,9 @@ import (
 
 // A compute node joining a running slurmctld starts its lifecycle scripts only once slurmctld
 // has a configuration that lists it (a configless slurmd those scripts start asks slurmctld for
-// it at once); at a cluster's creation (nothing applied yet), and for a replacement under a
-// name slurmctld has, nothing waits; other roles never wait for it.
+// it at once), also while the scale-up's rendering awaits its apply; at a cluster's creation
+// (slurmctld has none yet), and for a replacement under a name slurmctld has, nothing waits;
+// other roles never wait for it.
 func TestMayStartWaitsForSlurmctldToListTheNode(t *testing.T) {
 	newNode := &store.Node{GroupName: "gpu", LogicalID: "gpu-2"}
 	newNode.Details.PrivateIP, newNode.Details.Phase = "10.0.0.12", store.PhaseBooting
@@ -26,6 +27,8 @@ func TestMayStartWaitsForSlurmctldToListTheNode(t *testing.T) {
 		want    bool
 	}{
 		{"a scale-up before slurmctld lists the node", "h1", []string{"ip-10-0-0-11"}, newNode, false},
+		// The scale-up's files written to the running nodes, its apply to come: Applied is "".
+		{"a scale-up while its rendering awaits the apply", "", []string{"ip-10-0-0-11"}, newNode, false},
 		{"a scale-up once slurmctld lists it", "h2", []string{"ip-10-0-0-11", name}, newNode, true},
 		{"a creation: no slurmctld configuration yet", "", nil, newNode, true},
 		{"a login node", "h1", []string{"ip-10-0-0-11"}, login, true},

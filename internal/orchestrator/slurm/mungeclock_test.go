@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/controllertest"
 	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmtest"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -51,16 +51,16 @@ func TestMungeClockOfANodeNotResponding(t *testing.T) {
 				ran = append(ran, instanceID+": "+argv[0])
 				mu.Unlock()
 				switch {
-				case instanceID == controllertest.GPUInstance && strings.Join(argv, " ") == "munge -n":
+				case instanceID == slurmtest.GPUInstance && strings.Join(argv, " ") == "munge -n":
 					return "MUNGE:AwQFAAA=:\n", 0, true
-				case instanceID == controllertest.CtlInstance && argv[0] == "sh" && argv[len(argv)-1] == "MUNGE:AwQFAAA=:":
+				case instanceID == slurmtest.CtlInstance && argv[0] == "sh" && argv[len(argv)-1] == "MUNGE:AwQFAAA=:":
 					return unmungeOut(tc.status, now.Add(tc.offset), now), 0, true
 				}
 				return "", 0, false
 			}
 			ctx := context.Background()
-			c.s.poll(ctx, joinCluster, controllertest.CtlInstance)
-			c.s.poll(ctx, joinCluster, controllertest.CtlInstance)  // again at once: checked once
+			c.s.poll(ctx, joinCluster, slurmtest.CtlInstance)
+			c.s.poll(ctx, joinCluster, slurmtest.CtlInstance)       // again at once: checked once
 			if err := c.c.Reconcile(ctx, joinCluster); err != nil { // the round starts the checks
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestMungeClockOfANodeNotResponding(t *testing.T) {
 			}
 			// One munge on the node, one unmunge on the controller, and the resync of the
 			// node's clock (its time daemon's step).
-			want := []string{controllertest.GPUInstance + ": munge", controllertest.CtlInstance + ": sh", controllertest.GPUInstance + ": sh"}
+			want := []string{slurmtest.GPUInstance + ": munge", slurmtest.CtlInstance + ": sh", slurmtest.GPUInstance + ": sh"}
 			if strings.Join(ran, ",") != strings.Join(want, ",") {
 				t.Errorf("commands %q, want %q", ran, want)
 			}

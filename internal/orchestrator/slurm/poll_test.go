@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/controllertest"
 	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmtest"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -46,7 +46,7 @@ func TestRepairOfANodeSlurmNoLongerHas(t *testing.T) {
 	agents.State = slurmconf.NodeState{Name: "ip-10-9-0-99", State: "IDLE"} // another node: gpu-1 is not in Slurm
 	c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State, rec.Reason = "DOWN", "hale: replacing instance" })
 	ctx := context.Background()
-	c.s.poll(ctx, joinCluster, controllertest.CtlInstance)
+	c.s.poll(ctx, joinCluster, slurmtest.CtlInstance)
 	if rec := c.rec(t); rec.State != "" {
 		t.Fatalf("gpu-1 is not in Slurm, but its record keeps state %q", rec.State)
 	}
@@ -83,7 +83,7 @@ func TestPollSaysBackInServiceWhenItTakesJobs(t *testing.T) {
 		agents.Mu.Lock()
 		agents.State = slurmconf.NodeState{Name: joinHost, State: state}
 		agents.Mu.Unlock()
-		c.s.poll(ctx, joinCluster, controllertest.CtlInstance)
+		c.s.poll(ctx, joinCluster, slurmtest.CtlInstance)
 		_, ev := gpu1(t, c)
 		return ev
 	}
@@ -110,7 +110,8 @@ func TestPollSaysBackInServiceWhenItTakesJobs(t *testing.T) {
 // is left alone (issue 27 item 6).
 func TestSlurmVerdictsAreFindings(t *testing.T) {
 	for _, tc := range []struct {
-		reason, fault, action string
+		reason, fault string
+		action        store.RepairAction
 	}{
 		{"Kill task failed", "slurm.kill_task_failed", "Reboot"},
 		{"Prolog error", "slurm.prolog_failed", "Reboot"},
@@ -122,8 +123,8 @@ func TestSlurmVerdictsAreFindings(t *testing.T) {
 			agents.AllReachable = true
 			c.setNode(t, func(_ *store.Node, rec *NodeRecord) { rec.State = "IDLE" })
 			agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE+DRAIN", Reason: tc.reason}
-			c.s.poll(context.Background(), joinCluster, controllertest.CtlInstance)
-			c.s.poll(context.Background(), joinCluster, controllertest.CtlInstance) // read again: said once
+			c.s.poll(context.Background(), joinCluster, slurmtest.CtlInstance)
+			c.s.poll(context.Background(), joinCluster, slurmtest.CtlInstance) // read again: said once
 			fs, rs := findingsAndRepairs(t, c)
 			if tc.fault == "" {
 				if len(fs) != 0 || len(rs) != 0 {

@@ -113,7 +113,7 @@ func (x *NodeRecord) conf(n *store.Node) string {
 // decodeState reads the cluster's State from its record: none when it has none, or one of
 // another orchestrator's.
 func decodeState(x *store.OrchestratorRecord) (*State, error) {
-	if x == nil || x.Kind != Name {
+	if x == nil || x.Kind != string(Name) {
 		return nil, nil
 	}
 	st := &State{}
@@ -136,7 +136,7 @@ func putState(tx store.Tx, clusterID string, st *State) error {
 	if err != nil {
 		return err
 	}
-	return tx.PutOrchestratorRecord(&store.OrchestratorRecord{ClusterID: clusterID, Kind: Name, Body: b})
+	return tx.PutOrchestratorRecord(&store.OrchestratorRecord{ClusterID: clusterID, Kind: string(Name), Body: b})
 }
 
 func putNode(tx store.Tx, clusterID, logicalID string, rec *NodeRecord) error {
@@ -144,7 +144,7 @@ func putNode(tx store.Tx, clusterID, logicalID string, rec *NodeRecord) error {
 	if err != nil {
 		return err
 	}
-	return tx.PutOrchestratorRecord(&store.OrchestratorRecord{ClusterID: clusterID, Scope: logicalID, Kind: Name, Body: b})
+	return tx.PutOrchestratorRecord(&store.OrchestratorRecord{ClusterID: clusterID, Scope: logicalID, Kind: string(Name), Body: b})
 }
 
 // loadState reads the cluster's State (nil when it has none).
@@ -162,7 +162,7 @@ func loadState(tx store.Tx, clusterID string) (*State, error) {
 // loadNode reads a node's record (an empty one when it has none).
 func loadNode(tx store.Tx, clusterID, logicalID string) (*NodeRecord, error) {
 	x, err := tx.OrchestratorRecord(clusterID, logicalID)
-	if errors.Is(err, store.ErrNotFound) || err == nil && x.Kind != Name {
+	if errors.Is(err, store.ErrNotFound) || err == nil && x.Kind != string(Name) {
 		return &NodeRecord{}, nil
 	}
 	if err != nil {
@@ -179,7 +179,7 @@ func loadNodes(tx store.Tx, clusterID string) (map[string]*NodeRecord, error) {
 	}
 	out := map[string]*NodeRecord{}
 	for scope, x := range recs {
-		if scope == "" || x.Kind != Name {
+		if scope == "" || x.Kind != string(Name) {
 			continue
 		}
 		if out[scope], err = decodeNode(x); err != nil {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haleproject/hale/internal/controllertest"
 	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
+	"github.com/haleproject/hale/internal/orchestrator/slurm/slurmtest"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -20,7 +20,7 @@ import (
 // the node in service, releases it.
 func TestHeldNodeReleasedOnlyByAFreshState(t *testing.T) {
 	c, agents := joinFixture(t, store.PhaseReady, time.Now().UTC())
-	agents.SilentIDs = map[string]bool{controllertest.CtlInstance: true}
+	agents.SilentIDs = map[string]bool{slurmtest.CtlInstance: true}
 	var nodes []*store.Node
 	var gpu *store.Node
 	c.st.Read(context.Background(), func(tx store.Tx) error {
@@ -29,7 +29,7 @@ func TestHeldNodeReleasedOnlyByAFreshState(t *testing.T) {
 		return err
 	})
 	for _, n := range nodes {
-		if n.InstanceID == controllertest.CtlInstance {
+		if n.InstanceID == slurmtest.CtlInstance {
 			n.Details.Unreachable = true
 		}
 		if n.LogicalID == "gpu-1" {
@@ -62,7 +62,7 @@ func TestHeldNodeReleasedOnlyByAFreshState(t *testing.T) {
 	}
 	agents.SilentIDs = nil
 	agents.State = slurmconf.NodeState{Name: joinHost, State: "IDLE"}
-	c.s.poll(context.Background(), joinCluster, controllertest.CtlInstance)
+	c.s.poll(context.Background(), joinCluster, slurmtest.CtlInstance)
 	c.c.Wait()
 	if !c.s.polled[joinCluster].After(rp.UpdatedAt) {
 		t.Fatalf("a poll that reached slurmctld is not recorded: %v", c.s.polled[joinCluster])

@@ -84,7 +84,10 @@ func (r *round) TakeOutWaits(n *store.Node) bool {
 
 // Leave implements orchestrator.Round: a Running compute node is set down in Slurm at once
 // (its jobs requeue now rather than after SlurmdTimeout) before hale reboots, replaces or
-// removes its instance. A replacement or reboot also answers an operator's Action: request.
+// removes its instance. A replacement or reboot also answers an operator's Action: request. A
+// removed node's instance goes once slurmctld's configuration no longer lists it (waitUnlisted):
+// its record goes with it, and before, the cluster was InService at its new size while sinfo
+// still had the node, until an apply a few rounds later.
 func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {
 	if rec := r.recs[n.LogicalID]; rec != nil && (how == orchestrator.Replaced && rec.RepairRequest != "" || how == orchestrator.Rebooted && rec.RepairRequest == "Reboot") {
 		rec.RepairRequest = "" // this reboot or replacement answers it
@@ -92,7 +95,9 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 			r.s.log.Error("recording a Slurm node", "node", n.LogicalID, "error", err)
 		}
 	}
-	if !r.inSlurm(n) {
+	name := orchestrator.NodeName(n)
+	down, listed := r.inSlurm(n), how == orchestrator.Removed && r.sl != nil && contains(r.sl.AppliedNodes, name)
+	if !down && !listed {
 		return nil
 	}
 	var ctl string
@@ -104,24 +109,68 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 	if ctl == "" {
 		return nil
 	}
-	name, s, node := orchestrator.NodeName(n), r.s, *n
+	s, node := r.s, *n
 	return func(ctx context.Context) {
-		if _, err := s.h.Run(ctx, ctl, slurmconf.Down(name, slurmconf.HaleReason+why), 10*time.Second); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("taking a node out of Slurm", "node", name, "error", err)
+		if down {
+			if _, err := s.h.Run(ctx, ctl, slurmconf.Down(name, slurmconf.HaleReason+why), 10*time.Second); err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("taking a node out of Slurm", "node", name, "error", err)
+				}
+				return
 			}
+			// The node may be back before the next poll sees it down: say so now.
+			s.h.NodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
+				// Filed under the instance taken out, which a replacement may already have
+				// succeeded in the store. Slurm requeues the jobs of a node set down (those run
+				// with srun --auto-resume=1 are resumed instead, docs/autoresume.md).
+				was := *m
+				was.InstanceID = node.InstanceID
+				return s.h.Event(tx, cl, &was, api.ClusterEventLevelInfo,
+					"Slurm node %s (instance %s, group %s) taken out of service by hale (state down; Slurm requeues its jobs, or auto-resume resumes them): %s.", name, node.InstanceID, node.GroupName, why)
+			})
+		}
+		if listed {
+			s.waitUnlisted(ctx, node.ClusterID, name)
+		}
+	}
+}
+
+// leaveWait bounds how long a removed node's instance waits for slurmctld to let it go.
+const leaveWait = time.Minute
+
+// waitUnlisted waits until slurmctld has been given a configuration that no longer lists the
+// node (the apply of the rendering without it, which the node's Terminating phase made), as
+// long as a controller node is in service to apply it, and leaveWait at most.
+func (s *Slurm) waitUnlisted(ctx context.Context, clusterID, name string) {
+	deadline := time.Now().Add(leaveWait)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		wait := false
+		err := s.h.Store().Read(ctx, func(tx store.Tx) error {
+			_, st, nodes, _, err := loadAll(tx, clusterID)
+			if err != nil || st == nil || !contains(st.AppliedNodes, name) {
+				return err
+			}
+			for _, m := range nodes {
+				if roleIn(st, m.GroupName) == "controller" && m.Details.Phase == store.PhaseReady && !m.Details.Unreachable && s.h.Connected(m.InstanceID) {
+					wait = true
+				}
+			}
+			return nil
+		})
+		if err != nil || !wait {
 			return
 		}
-		// The node may be back before the next poll sees it down: say so now.
-		s.h.NodeTx(ctx, node.ClusterID, node.LogicalID, func(tx store.Tx, cl *store.Cluster, m *store.Node) error {
-			// Filed under the instance taken out, which a replacement may already have
-			// succeeded in the store. Slurm requeues the jobs of a node set down (those run
-			// with srun --auto-resume=1 are resumed instead, docs/autoresume.md).
-			was := *m
-			was.InstanceID = node.InstanceID
-			return s.h.Event(tx, cl, &was, api.ClusterEventLevelInfo,
-				"Slurm node %s (instance %s, group %s) taken out of service by hale (state down; Slurm requeues its jobs, or auto-resume resumes them): %s.", name, node.InstanceID, node.GroupName, why)
-		})
+		if time.Now().After(deadline) {
+			s.log.Warn("a removed node goes while slurmctld still lists it: its configuration was not applied in time", "cluster_id", clusterID, "node", name, "waited", leaveWait)
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -160,13 +209,13 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what strin
 	}
 	if ctl := r.ctl(); !rp.Drained && ctl != "" {
 		rec := r.rec(n)
-		if reason := "Action:" + rp.Action; rec.HaleDrain != reason {
+		if reason := "Action:" + string(rp.Action); rec.HaleDrain != reason {
 			rec.HaleDrain, rec.HaleDrainAt = reason, time.Now()
 			if err := r.saveRec(n); err != nil {
 				return false, "", err
 			}
 		}
-		s, id, name, action := r.s, rp.ID, rp.NodeName, rp.Action
+		s, id, name, action := r.s, rp.ID, rp.NodeName, string(rp.Action)
 		r.r.Go(jobDrain, id, func(ctx context.Context) {
 			out, err := s.h.Run(ctx, ctl, slurmconf.Drain(name, "Action:"+action), 10*time.Second)
 			notInSlurm := err != nil && strings.Contains(out+err.Error(), "Invalid node name")
@@ -201,7 +250,7 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (pending bool, what strin
 		// and says so; an in-service state read before is no operator's resume (Released).
 		return false, "not drained: no Slurm controller answers", nil
 	}
-	return false, "drained in Slurm (reason Action:" + rp.Action + ")", nil
+	return false, "drained in Slurm (reason Action:" + string(rp.Action) + ")", nil
 }
 
 // Released implements orchestrator.Round: an operator who resumes a node hale drained and

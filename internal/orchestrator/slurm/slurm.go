@@ -28,13 +28,20 @@ import (
 )
 
 // Name is the orchestrator's short name: the Kind of its store records.
-const Name = "slurm"
+const Name orchestrator.Kind = "slurm"
 
 // pollInterval is how often slurmctld's view of the nodes is read.
 const pollInterval = time.Second
 
+// Config is the Slurm orchestrator's settings.
+type Config struct {
+	// Images says which Slurm release an image installs (CheckImages); nil skips that check.
+	Images ImageReleases
+}
+
 // Slurm orchestrates clusters with Slurm. Its zero value is not usable: use New.
 type Slurm struct {
+	cfg Config
 	h   orchestrator.Host
 	log *slog.Logger
 
@@ -55,8 +62,8 @@ type Slurm struct {
 }
 
 // New returns the Slurm orchestrator, to be bound to a controller.
-func New() *Slurm {
-	return &Slurm{polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{},
+func New(cfg Config) *Slurm {
+	return &Slurm{cfg: cfg, polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{},
 		verdicts:  map[string]verdict{},
 		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{},
 		mungeChecks: orchestrator.Every{Interval: mungeCheckEvery}, skewReports: orchestrator.Every{Interval: mungeSkewReportEvery},
@@ -66,7 +73,7 @@ func New() *Slurm {
 var _ orchestrator.Orchestrator = (*Slurm)(nil)
 
 // Name implements orchestrator.Orchestrator.
-func (s *Slurm) Name() string { return Name }
+func (s *Slurm) Name() orchestrator.Kind { return Name }
 
 // Display implements orchestrator.Orchestrator.
 func (s *Slurm) Display() string { return "Slurm" }
@@ -96,7 +103,7 @@ func (s *Slurm) Begin(rec orchestrator.RoundHost) (orchestrator.Round, error) {
 		return nil, err
 	}
 	for scope, x := range recs {
-		if scope == "" || x.Kind != Name {
+		if scope == "" || x.Kind != string(Name) {
 			continue
 		}
 		if r.recs[scope], err = decodeNode(x); err != nil {

@@ -136,6 +136,9 @@ func pidFile(path string) (int, error) {
 
 // loseGPU takes a simulated GPU away: its device file goes, and it is marked unhealthy in the
 // node's device list so that it stays gone after a reboot (a replacement is a new machine).
+// loseGPUStep, set by a test, runs between loseGPU's two steps (the state a monitor may read).
+var loseGPUStep func()
+
 func loseGPU(dir, stateDir string, i int) (string, error) {
 	path := filepath.Join(stateDir, agent.SimulatedDevicesFile)
 	b, err := os.ReadFile(path)
@@ -150,14 +153,9 @@ func loseGPU(dir, stateDir string, i int) (string, error) {
 		if int(d.Index) != i {
 			continue
 		}
-		d.Healthy = false
-		out, _ := json.MarshalIndent(devs, "", "  ")
-		if err := os.WriteFile(path+".tmp", out, 0o644); err != nil {
-			return "", err
-		}
-		if err := os.Rename(path+".tmp", path); err != nil {
-			return "", err
-		}
+		// The device file goes first, then the device's health: a GPU off the bus is gone
+		// (gpu.count_mismatch). The other order let the agent's device monitor, polling between
+		// the two steps, see it present and unhealthy (gpu.device_unhealthy) instead (full87).
 		if rel, ok := strings.CutPrefix(d.DevicePath, "/var/lib/hale-agent/"); ok {
 			os.Remove(filepath.Join(stateDir, rel))
 		} else if d.DevicePath != "" {
@@ -166,6 +164,17 @@ func loseGPU(dir, stateDir string, i int) (string, error) {
 			if pid, err := pidFile(filepath.Join(dir, "agent.pid")); err == nil {
 				os.Remove(filepath.Join("/proc", strconv.Itoa(pid), "root", d.DevicePath))
 			}
+		}
+		if loseGPUStep != nil {
+			loseGPUStep()
+		}
+		d.Healthy = false
+		out, _ := json.MarshalIndent(devs, "", "  ")
+		if err := os.WriteFile(path+".tmp", out, 0o644); err != nil {
+			return "", err
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return "", err
 		}
 		return fmt.Sprintf("GPU %d (%s) is gone from the node", i, d.Uuid), nil
 	}

@@ -128,7 +128,19 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // Name returns "local".
-func (p *Provider) Name() string { return "local" }
+func (p *Provider) Name() provider.Kind { return Kind }
+
+// Kind is the local provider's name.
+const Kind provider.Kind = "local"
+
+// Capabilities is what the local provider can do: nodes are namespaces on the server's
+// machine, booting node images, keeping their address through a replacement, with a kubelet of
+// their own or kwok's.
+var Capabilities = provider.Capabilities{Images: true, SharedClock: true, Reboot: true, ReplaceKeepsAddress: true,
+	RealKubelets: true, SimulatedKubelets: true}
+
+// Capabilities implements provider.Provider.
+func (p *Provider) Capabilities() provider.Capabilities { return Capabilities }
 
 // Gateway is the bridge's address in the node subnet, where nodes reach the server.
 func (p *Provider) Gateway() string { return p.gateway.String() }
@@ -309,7 +321,11 @@ func (p *Provider) List(ctx context.Context) ([]*provider.Instance, error) {
 func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provider.Instance, error) {
 	inst, wait, err := p.launch(spec)
 	if err == nil && wait != nil {
-		err = wait() // without p.mu: the nodes of a scale-up set up side by side
+		// Without p.mu: the nodes of a scale-up set up side by side. The instance launch saw
+		// may have had no process in its namespace yet; once wait found the agent, it runs.
+		if err = wait(); err == nil {
+			inst.State = provider.Running
+		}
 	}
 	if err != nil {
 		return nil, err

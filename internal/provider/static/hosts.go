@@ -1,5 +1,6 @@
-// Package static is the provider for machines that already exist (issue 15, in progress): an
-// inventory of hosts reached over SSH. This file holds the inventory file and its checks.
+// Package static is the provider for machines that already exist (docs/own-machines.md): an
+// inventory of hosts reached over SSH, with spares and quarantine. This file holds the
+// inventory file and its checks.
 package static
 
 import (
@@ -28,7 +29,7 @@ const (
 // Inventory is a hosts file: the machines hale may use, in JSON or YAML (the same fields).
 //
 //	Hosts:
-//	- Address: 10.0.0.11            # IP address or DNS name, unique in the file
+//	- Address: 10.0.0.11            # IP address or DNS name, unique in the file (whatever the port)
 //	  Port: 22                      # SSH port (default 22)
 //	  User: root                    # SSH user (default root; it needs root or passwordless sudo)
 //	  KeyFile: keys/id_ed25519      # private key, relative to the hosts file's directory
@@ -68,7 +69,8 @@ func Load(path string) (*Inventory, error) {
 
 // Validate fills in defaults and checks every entry, making KeyFile absolute against dir. One
 // error lists each fault, naming the entry (Hosts[i], its address): an address that is neither
-// an IP address nor a DNS name, the same address and port twice, a port out of 1-65535, an
+// an IP address nor a DNS name, the same address twice (even with two ports: the pool, hale
+// hosts return and the node's IP name a host by its address), a port out of 1-65535, an
 // instance type that is not one of SageMaker's (the service model's ClusterInstanceType), a key
 // file that cannot be read or is not an unencrypted SSH private key, a label Kubernetes
 // refuses.
@@ -97,11 +99,11 @@ func (inv *Inventory) Validate(dir string) error {
 		if h.Port < 1 || h.Port > 65535 {
 			bad("Port %d is not in 1-65535", h.Port)
 		}
-		if key := net.JoinHostPort(h.Address, fmt.Sprint(h.Port)); h.Address != "" {
-			if j, dup := seen[key]; dup {
-				bad("Address %s is already Hosts[%d]", key, j)
+		if h.Address != "" {
+			if j, dup := seen[h.Address]; dup {
+				bad("Address %s is already Hosts[%d]: a host is named by its address alone, whatever its port", h.Address, j)
 			} else {
-				seen[key] = i
+				seen[h.Address] = i
 			}
 		}
 		if h.InstanceType != "" && !slices.Contains(api.ClusterInstanceType("").Values(), api.ClusterInstanceType(h.InstanceType)) {

@@ -71,7 +71,7 @@ func TestLoadHostsFile(t *testing.T) {
 	// Each fault names its entry; all of them in one error.
 	_, err = Load(write("bad.yaml", `Hosts:
 - {Address: 10.0.0.11, KeyFile: id_ed25519}
-- {Address: 10.0.0.11, KeyFile: id_ed25519}
+- {Address: 10.0.0.11, KeyFile: id_ed25519, Port: 2222}
 - {Address: 10.0.0.12, KeyFile: id_ed25519, InstanceType: p5.48xlarge}
 - {Address: 10.0.0.13, KeyFile: missing}
 - {Address: 10.0.0.14, KeyFile: notakey}
@@ -84,7 +84,7 @@ func TestLoadHostsFile(t *testing.T) {
 	}
 	for _, want := range []string{
 		"bad.yaml: ",
-		"Hosts[1] (10.0.0.11): Address 10.0.0.11:22 is already Hosts[0]",
+		"Hosts[1] (10.0.0.11): Address 10.0.0.11 is already Hosts[0]",
 		`Hosts[2] (10.0.0.12): InstanceType "p5.48xlarge" is not a SageMaker HyperPod instance type`,
 		"Hosts[3] (10.0.0.13): KeyFile: open " + filepath.Join(dir, "missing"),
 		"Hosts[4] (10.0.0.14): KeyFile " + filepath.Join(dir, "notakey") + " is not an SSH private key",

@@ -43,7 +43,7 @@ type copyTree struct {
 }
 
 // stackTrees are the node stack's directories to copy, or an error naming what is missing.
-func (p *Provider) stackTrees() ([]copyTree, error) {
+func (p *Provider) stackTrees(l layout) ([]copyTree, error) {
 	if p.cfg.NodeStack == "" || p.cfg.NodeImages == "" {
 		return nil, fmt.Errorf("static provider: an Eks node needs the node stack (hale server --kubelets real, with bin/k8s from scripts/k8s-tools.sh)")
 	}
@@ -59,7 +59,7 @@ func (p *Provider) stackTrees() ([]copyTree, error) {
 	for i := range images {
 		images[i] = filepath.Base(images[i])
 	}
-	return []copyTree{{p.cfg.NodeStack, nodestack.BinDir, nodeStackFiles}, {p.cfg.NodeImages, nodestack.ImagesDir, images}}, nil
+	return []copyTree{{p.cfg.NodeStack, l.path(nodestack.BinDir), nodeStackFiles}, {p.cfg.NodeImages, l.path(nodestack.ImagesDir), images}}, nil
 }
 
 // fingerprint names a tree's content by its files' paths, sizes and modification times (a
@@ -134,7 +134,7 @@ func (t copyTree) writeTar(w io.Writer) error {
 // installStack copies the node stack and the images to host h, each tree unless the host has
 // it already (its fingerprint).
 func (p *Provider) installStack(ctx context.Context, h *Host) error {
-	trees, err := p.stackTrees()
+	trees, err := p.stackTrees(p.layout(h))
 	if err != nil {
 		return err
 	}

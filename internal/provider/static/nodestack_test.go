@@ -85,7 +85,7 @@ func TestStackTreeTarAndFingerprint(t *testing.T) {
 // A server without the node stack refuses an Eks node's launch with what to do.
 func TestStackTreesNeedTheNodeStack(t *testing.T) {
 	p := &Provider{}
-	if _, err := p.stackTrees(); err == nil || !strings.Contains(err.Error(), "--kubelets real") {
+	if _, err := p.stackTrees(layout{}); err == nil || !strings.Contains(err.Error(), "--kubelets real") {
 		t.Errorf("stackTrees without a node stack: %v", err)
 	}
 }

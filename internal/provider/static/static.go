@@ -29,8 +29,31 @@ const (
 	AgentLog   = "/var/log/hale-agent.log"
 	UnitFile   = "/etc/systemd/system/hale-agent.service"
 	pidFile    = "/run/hale-agent.pid" // the supervising loop's pid, which is its session id
-	agentMatch = "^" + BinDir + "/hale agent"
+	bootIDFile = "/proc/sys/kernel/random/boot_id"
+	systemdDir = "/run/systemd/system" // there when systemd runs the host
 )
+
+// layout is where the provider's scripts find hale's files and the host's on a host: the paths
+// above, under root. The zero value is the real paths (root ""), as every host has them; the
+// package's tests give each of their hosts (SSH servers that run the scripts as an unprivileged
+// user) a directory of its own as root (Config.layout).
+type layout struct {
+	root string
+}
+
+// layout is host h's layout: the real paths unless a test says otherwise.
+func (p *Provider) layout(h *Host) layout {
+	if p.cfg.layout == nil {
+		return layout{}
+	}
+	return p.cfg.layout(h)
+}
+
+// path is the absolute path p on the host.
+func (l layout) path(p string) string { return l.root + p }
+
+// agentMatch is the pgrep -f pattern of the agent's command line.
+func (l layout) agentMatch() string { return "^" + l.path(BinDir) + "/hale agent" }
 
 // DefaultRebootTimeout is how long a rebooting host has to answer SSH again with a new boot id
 // before the provider calls it Unreachable. The controller's reboot budget decides when the
@@ -63,6 +86,9 @@ type Config struct {
 	NodeStack, NodeImages string
 	RebootTimeout         time.Duration
 	Logger                *slog.Logger
+	// layout, set only by the package's tests, says where a host's files are (nil: the real
+	// paths).
+	layout func(h *Host) layout
 }
 
 // Provider is the static provider: each instance is a host of the pool.
@@ -166,7 +192,18 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Close() error { p.ssh.close(); return nil }
 
 // Name returns "static".
-func (p *Provider) Name() string { return "static" }
+func (p *Provider) Name() provider.Kind { return Kind }
+
+// Kind is the static provider's name.
+const Kind provider.Kind = "static"
+
+// Capabilities is what the static provider can do: hosts run their own operating system and
+// clock, reboot in place, and are drawn from the inventory's pool (a replacement is a spare with
+// its own address; a failed host is quarantined); they can run the Eks node stack.
+var Capabilities = provider.Capabilities{Reboot: true, SparePool: true, RealKubelets: true}
+
+// Capabilities implements provider.Provider.
+func (p *Provider) Capabilities() provider.Capabilities { return Capabilities }
 
 // AgentAddress is the host part of --agent-listen.
 func (p *Provider) AgentAddress() string {
@@ -198,15 +235,22 @@ func (e *ShortfallError) Error() string {
 
 // Launch takes an Available host of the instance type from the pool, installs hale's agent on
 // it over SSH and starts it. A host that cannot be reached goes to Unreachable and the next one
-// is tried; a pool with none left returns a *ShortfallError.
+// is tried; a pool with none left returns a *ShortfallError. Launching an instance the provider
+// runs already sets its host up again (relaunch).
 func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provider.Instance, error) {
 	p.mu.Lock()
+	var (
+		known *provider.Instance
+		h     *Host
+	)
 	if rec := p.st.Instances[spec.InstanceID]; rec != nil {
 		inst := rec.Instance
-		p.mu.Unlock()
-		return &inst, nil
+		known, h = &inst, p.host(rec.Address)
 	}
 	p.mu.Unlock()
+	if known != nil {
+		return p.relaunch(ctx, spec, known, h)
+	}
 	for {
 		hs, err := p.reserve(spec)
 		if err != nil {
@@ -221,6 +265,31 @@ func (p *Provider) Launch(ctx context.Context, spec provider.LaunchSpec) (*provi
 		}
 		p.log.Warn("static provider: host not usable", "address", hs.Address, "error", err)
 	}
+}
+
+// relaunch is a launch of an instance the provider runs already: one a server restart
+// interrupted, repeated with a new bootstrap token. Its host is set up again (setUp is
+// idempotent: an agent that runs keeps running, one that does not is started, and the new token
+// is where an agent that has not enrolled yet reads it) and the instance is returned as
+// recorded (inst, on host h). A host gone from the hosts file (h nil) is not set up.
+func (p *Provider) relaunch(ctx context.Context, spec provider.LaunchSpec, inst *provider.Instance, h *Host) (*provider.Instance, error) {
+	if h == nil {
+		return inst, nil
+	}
+	_, sup, err := p.setUp(ctx, spec, h)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rec := p.st.Instances[spec.InstanceID]; rec != nil {
+		rec.Supervisor, rec.AgentCA, rec.AgentServer = sup, len(spec.AgentCA) > 0, spec.AgentServer
+		rec.NodeStack = rec.NodeStack || spec.Containers
+		if err := p.save(); err != nil {
+			return nil, err
+		}
+	}
+	return inst, nil
 }
 
 // reserve picks the first Available host of the spec's type (or of none) and records it InUse.
@@ -288,17 +357,20 @@ type facts struct {
 	cpus, memKiB, gpus                    int
 }
 
-const factsScript = `hostname -s
-cat /proc/sys/kernel/random/boot_id
-if [ -d /run/systemd/system ]; then echo systemd; else echo process; fi
+// factsScript prints the facts, a line each.
+func (l layout) factsScript() string {
+	return `hostname -s
+cat ` + l.path(bootIDFile) + `
+if [ -d ` + l.path(systemdDir) + ` ]; then echo systemd; else echo process; fi
 nproc
 awk '/^MemTotal:/ {print $2}' /proc/meminfo
 (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true
-sha256sum ` + BinDir + `/hale 2>/dev/null | cut -d' ' -f1
+sha256sum ` + l.path(BinDir) + `/hale 2>/dev/null | cut -d' ' -f1
 `
+}
 
 func (p *Provider) facts(ctx context.Context, h *Host) (facts, error) {
-	out, err := p.ssh.run(ctx, h, factsScript, nil)
+	out, err := p.ssh.run(ctx, h, p.layout(h).factsScript(), nil)
 	if err != nil {
 		return facts{}, err
 	}
@@ -323,19 +395,21 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 	if err != nil {
 		return nil, "", err
 	}
+	l := p.layout(h)
+	binDir, confDir := l.path(BinDir), l.path(ConfDir)
 	if f.binHash != p.hash {
 		bin, err := os.Open(p.cfg.AgentBinary)
 		if err != nil {
 			return nil, "", err
 		}
-		_, err = p.ssh.run(ctx, h, "set -e; mkdir -p "+BinDir+"; cat > "+BinDir+"/hale.new; chmod 755 "+BinDir+"/hale.new; mv "+BinDir+"/hale.new "+BinDir+"/hale", bin)
+		_, err = p.ssh.run(ctx, h, "set -e; mkdir -p "+binDir+"; cat > "+binDir+"/hale.new; chmod 755 "+binDir+"/hale.new; mv "+binDir+"/hale.new "+binDir+"/hale", bin)
 		bin.Close()
 		if err != nil {
 			return nil, "", fmt.Errorf("copy hale: %w", err)
 		}
 	}
 	// The token travels on the SSH channel's stdin, never on a command line.
-	if _, err := p.ssh.run(ctx, h, "set -e; umask 077; mkdir -p "+ConfDir+"; cat > "+ConfDir+"/bootstrap-token", strings.NewReader(spec.AgentToken+"\n")); err != nil {
+	if _, err := p.ssh.run(ctx, h, "set -e; umask 077; mkdir -p "+confDir+"; cat > "+confDir+"/bootstrap-token", strings.NewReader(spec.AgentToken+"\n")); err != nil {
 		return nil, "", fmt.Errorf("write the bootstrap token: %w", err)
 	}
 	if spec.Containers {
@@ -344,11 +418,11 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 		}
 	}
 	if len(spec.AgentCA) > 0 {
-		if _, err := p.ssh.run(ctx, h, "set -e; mkdir -p "+ConfDir+"; cat > "+ConfDir+"/agent-ca.crt", strings.NewReader(string(spec.AgentCA))); err != nil {
+		if _, err := p.ssh.run(ctx, h, "set -e; mkdir -p "+confDir+"; cat > "+confDir+"/agent-ca.crt", strings.NewReader(string(spec.AgentCA))); err != nil {
 			return nil, "", fmt.Errorf("write the agent CA: %w", err)
 		}
 	}
-	if _, err := p.ssh.run(ctx, h, p.startScript(spec, f.supervisor, len(spec.AgentCA) > 0), nil); err != nil {
+	if _, err := p.ssh.run(ctx, h, p.startScript(l, spec, f.supervisor, len(spec.AgentCA) > 0), nil); err != nil {
 		return nil, "", fmt.Errorf("start the agent: %w", err)
 	}
 	ip := h.Address
@@ -365,15 +439,15 @@ func (p *Provider) setUp(ctx context.Context, spec provider.LaunchSpec, h *Host)
 }
 
 // agentArgs is the agent's command line on a host.
-func (p *Provider) agentArgs(spec provider.LaunchSpec, withCA bool) []string {
+func (p *Provider) agentArgs(l layout, spec provider.LaunchSpec, withCA bool) []string {
 	server := spec.AgentServer
 	if server == "" {
 		server = p.cfg.AgentServer
 	}
-	args := []string{BinDir + "/hale", "agent", "--server", server, "--instance-id", spec.InstanceID,
-		"--instance-type", spec.InstanceType, "--state-dir", StateDir, "--bootstrap-token-file", ConfDir + "/bootstrap-token"}
+	args := []string{l.path(BinDir) + "/hale", "agent", "--server", server, "--instance-id", spec.InstanceID,
+		"--instance-type", spec.InstanceType, "--state-dir", l.path(StateDir), "--bootstrap-token-file", l.path(ConfDir) + "/bootstrap-token"}
 	if withCA {
-		args = append(args, "--ca-file", ConfDir+"/agent-ca.crt")
+		args = append(args, "--ca-file", l.path(ConfDir)+"/agent-ca.crt")
 	}
 	args = append(args, devicePluginArgs(spec)...)
 	return append(args, p.cfg.AgentArgs...)
@@ -384,14 +458,15 @@ func (p *Provider) agentArgs(spec provider.LaunchSpec, withCA bool) []string {
 // the agent leaves the daemons it supervises running), else as hale's supervising loop in a
 // session of its own (restarting the agent a second after it exits), whose session id is in
 // /run/hale-agent.pid. Starting an agent that runs is a no-op.
-func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string, withCA bool) string {
+func (p *Provider) startScript(l layout, spec provider.LaunchSpec, supervisor string, withCA bool) string {
 	quoted := make([]string, 0, 16)
-	for _, a := range p.agentArgs(spec, withCA) {
+	for _, a := range p.agentArgs(l, spec, withCA) {
 		quoted = append(quoted, shellQuote(a))
 	}
+	binDir := l.path(BinDir)
 	var b strings.Builder
 	fmt.Fprintf(&b, "set -e\nmkdir -p %s %s\ncat > %s/hale-agent-run <<'HALE_EOF'\n#!/bin/sh\n# written by hale (docs/own-machines.md): runs hale's node agent\nexec %s\nHALE_EOF\nchmod 755 %s/hale-agent-run\n",
-		BinDir, StateDir, BinDir, strings.Join(quoted, " "), BinDir)
+		binDir, l.path(StateDir), binDir, strings.Join(quoted, " "), binDir)
 	if supervisor == "systemd" {
 		// The agent starts once the clock is synchronised (time-sync.target, which the wait
 		// unit of the host's time daemon holds back until it is): a clock still off after a
@@ -402,46 +477,50 @@ func (p *Provider) startScript(spec provider.LaunchSpec, supervisor string, with
 		fmt.Fprintf(&b, "cat > %s <<'HALE_EOF'\n[Unit]\nDescription=hale node agent (docs/own-machines.md)\nAfter=network-online.target time-sync.target\nWants=network-online.target time-sync.target\n\n[Service]\nExecStart=%s/hale-agent-run\nRestart=always\nRestartSec=1\nKillMode=process\n\n[Install]\nWantedBy=multi-user.target\nHALE_EOF\n"+
 			"if systemctl is-active -q chrony.service || systemctl is-active -q chronyd.service; then systemctl enable chrony-wait.service 2>/dev/null || true; fi\n"+
 			"systemctl daemon-reload\nsystemctl enable --now hale-agent.service\n",
-			UnitFile, BinDir)
+			l.path(UnitFile), binDir)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "cat > %s/hale-agent-supervise <<'HALE_EOF'\n#!/bin/sh\n# written by hale (docs/own-machines.md): keeps hale's node agent running where systemd does not\necho $$ > %s\nwhile :; do %s/hale-agent-run; sleep 1; done\nHALE_EOF\nchmod 755 %s/hale-agent-supervise\n",
-		BinDir, pidFile, BinDir, BinDir)
+		binDir, l.path(pidFile), binDir, binDir)
 	fmt.Fprintf(&b, "if [ -f %s ] && kill -0 \"$(cat %s)\" 2>/dev/null; then exit 0; fi\nsetsid %s/hale-agent-supervise >>%s 2>&1 </dev/null &\n",
-		pidFile, pidFile, BinDir, AgentLog)
+		l.path(pidFile), l.path(pidFile), binDir, l.path(AgentLog))
 	return b.String()
 }
 
 // cleanScript stops the agent and every process of its supervision (the daemons it runs),
 // takes the node stack off a host that ran an Eks node (nodeStack: nodestack.ResetScript, which
 // needs the agent's daemons gone first), and removes hale's files.
-func cleanScript(nodeStack bool) string {
-	script := stopAgentScript
+func (l layout) cleanScript(nodeStack bool) string {
+	script := l.stopAgentScript()
 	if nodeStack {
 		script += nodestack.ResetScript
 	}
-	return script + removeFilesScript
+	return script + l.removeFilesScript()
 }
 
 // stopAgentScript stops the agent and every daemon it started.
-const stopAgentScript = `if [ -f ` + UnitFile + ` ] && [ -d /run/systemd/system ]; then
+func (l layout) stopAgentScript() string {
+	return `if [ -f ` + l.path(UnitFile) + ` ] && [ -d ` + l.path(systemdDir) + ` ]; then
   systemctl kill --signal=KILL hale-agent.service 2>/dev/null || true
   systemctl disable --now hale-agent.service 2>/dev/null || true
-  rm -f ` + UnitFile + `
+  rm -f ` + l.path(UnitFile) + `
   systemctl daemon-reload
 fi
-if [ -f ` + pidFile + ` ]; then
-  pkill -KILL -s "$(cat ` + pidFile + `)" 2>/dev/null || true
-  rm -f ` + pidFile + `
+if [ -f ` + l.path(pidFile) + ` ]; then
+  pkill -KILL -s "$(cat ` + l.path(pidFile) + `)" 2>/dev/null || true
+  rm -f ` + l.path(pidFile) + `
 fi
-pkill -KILL -f '` + agentMatch + `' 2>/dev/null || true
+pkill -KILL -f '` + l.agentMatch() + `' 2>/dev/null || true
 `
+}
 
 // removeFilesScript removes hale's files: the agent's, and what it wrote for the lifecycle
 // scripts where HyperPod puts it.
-const removeFilesScript = `rm -rf ` + BinDir + ` ` + ConfDir + ` ` + StateDir + ` ` + AgentLog + ` ` + agent.ConfigDir + ` ` + agent.LifecycleDir + `
-rmdir /opt/hale /opt/ml 2>/dev/null || true
+func (l layout) removeFilesScript() string {
+	return `rm -rf ` + l.path(BinDir) + ` ` + l.path(ConfDir) + ` ` + l.path(StateDir) + ` ` + l.path(AgentLog) + ` ` + l.path(agent.ConfigDir) + ` ` + l.path(agent.LifecycleDir) + `
+rmdir ` + l.path("/opt/hale") + ` ` + l.path("/opt/ml") + ` 2>/dev/null || true
 `
+}
 
 // Terminate stops the instance's agent and what it runs, removes hale's files from the host and
 // puts the host back in the pool, or in Quarantined when the instance was replaced for a fault
@@ -460,7 +539,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	var err error
 	if h != nil {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err = p.ssh.run(cctx, h, cleanScript(rec.NodeStack), nil)
+		_, err = p.ssh.run(cctx, h, p.layout(h).cleanScript(rec.NodeStack), nil)
 		cancel()
 	}
 	p.mu.Lock()
@@ -492,12 +571,12 @@ func (p *Provider) Reboot(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	before, err := p.ssh.run(ctx, h, "cat /proc/sys/kernel/random/boot_id", nil)
+	before, err := p.ssh.run(ctx, h, "cat "+p.layout(h).path(bootIDFile), nil)
 	if err != nil {
 		return err
 	}
 	// Detached and a second late, so that the SSH session ends cleanly first.
-	if _, err := p.ssh.run(ctx, h, `setsid sh -c 'sleep 1; if [ -d /run/systemd/system ]; then systemctl reboot; else reboot; fi' >/dev/null 2>&1 </dev/null &`, nil); err != nil {
+	if _, err := p.ssh.run(ctx, h, `setsid sh -c 'sleep 1; if [ -d `+p.layout(h).path(systemdDir)+` ]; then systemctl reboot; else reboot; fi' >/dev/null 2>&1 </dev/null &`, nil); err != nil {
 		return err
 	}
 	p.ssh.forget(h)
@@ -533,7 +612,7 @@ func (p *Provider) awaitBoot(ctx context.Context, rec instRecord, h *Host, befor
 		if cur == nil {
 			return nil // terminated meanwhile (a replacement of a host that stayed down)
 		}
-		out, err := p.ssh.run(ctx, h, "cat /proc/sys/kernel/random/boot_id", nil)
+		out, err := p.ssh.run(ctx, h, "cat "+p.layout(h).path(bootIDFile), nil)
 		var hk *HostKeyError
 		if errors.As(err, &hk) {
 			if p.IdentityProblem(rec.ID) == "" {
@@ -554,7 +633,7 @@ func (p *Provider) awaitBoot(ctx context.Context, rec instRecord, h *Host, befor
 			continue
 		}
 		if cur.Supervisor == "process" {
-			if _, err := p.ssh.run(ctx, h, p.startScript(spec, cur.Supervisor, cur.AgentCA), nil); err != nil {
+			if _, err := p.ssh.run(ctx, h, p.startScript(p.layout(h), spec, cur.Supervisor, cur.AgentCA), nil); err != nil {
 				p.log.Warn("static provider: start the agent after a reboot", "address", h.Address, "error", err)
 				continue
 			}
@@ -590,7 +669,21 @@ func (p *Provider) Describe(ctx context.Context, id string) (*provider.Instance,
 	return &inst, nil
 }
 
-// AgentRunning asks the host over SSH whether hale's agent process runs.
+// agentRunningScript prints yes when an agent process runs, else no. A process's state is the
+// field after its command's name, in parentheses, in /proc/PID/stat.
+func (l layout) agentRunningScript() string {
+	return `for pid in $(pgrep -f '` + l.agentMatch() + `'); do
+  case "$(sed -n 's/.*) \(.\).*/\1/p' /proc/$pid/stat 2>/dev/null)" in
+  ""|T|t|Z|X|x) ;;
+  *) echo yes; exit 0 ;;
+  esac
+done
+echo no
+`
+}
+
+// AgentRunning asks the host over SSH whether hale's agent process runs: alive, neither stopped
+// (SIGSTOP, a hung agent: pgrep alone would count it) nor a zombie.
 func (p *Provider) AgentRunning(ctx context.Context, id string) (bool, error) {
 	_, h, err := p.instance(id)
 	if err != nil {
@@ -598,7 +691,7 @@ func (p *Provider) AgentRunning(ctx context.Context, id string) (bool, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, err := p.ssh.run(cctx, h, "pgrep -f '"+agentMatch+"' >/dev/null && echo yes || echo no", nil)
+	out, err := p.ssh.run(cctx, h, p.layout(h).agentRunningScript(), nil)
 	if err != nil {
 		return false, err
 	}
@@ -628,6 +721,6 @@ func (p *Provider) InjectKernelLog(ctx context.Context, id string, lines []strin
 	if err != nil {
 		return err
 	}
-	_, err = p.ssh.run(ctx, h, "while IFS= read -r l; do printf '%s\\n' \"$l\" >> /dev/kmsg; done", strings.NewReader(strings.Join(lines, "\n")+"\n"))
+	_, err = p.ssh.run(ctx, h, "while IFS= read -r l; do printf '%s\\n' \"$l\" >> "+p.layout(h).path("/dev/kmsg")+"; done", strings.NewReader(strings.Join(lines, "\n")+"\n"))
 	return err
 }

@@ -1,25 +1,42 @@
 package sqlite
 
 import (
+	"encoding/json"
+
 	"github.com/haleproject/hale/internal/store"
 )
 
-const kubeCols = `name, arn, kubeconfig, local, server, created_at`
+const kubeCols = `name, arn, kubeconfig, local, server, created_at, node_join`
 
 func scanKube(s interface{ Scan(...any) error }) (*store.KubeCluster, error) {
 	k := &store.KubeCluster{}
 	var created int64
-	if err := s.Scan(&k.Name, &k.ARN, &k.Kubeconfig, &k.Local, &k.Server, &created); err != nil {
+	var join []byte
+	if err := s.Scan(&k.Name, &k.ARN, &k.Kubeconfig, &k.Local, &k.Server, &created, &join); err != nil {
 		return nil, mapErr(err)
 	}
 	k.CreatedAt = fromMs(created)
+	if len(join) > 0 {
+		k.NodeJoin = &store.KubeNodeJoin{}
+		if err := json.Unmarshal(join, k.NodeJoin); err != nil {
+			return nil, err
+		}
+	}
 	return k, nil
 }
 
 func (t *tx) PutKubeCluster(k *store.KubeCluster) error {
-	_, err := t.exec(`INSERT INTO kube_clusters (`+kubeCols+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET arn = excluded.arn, kubeconfig = excluded.kubeconfig, local = excluded.local, server = excluded.server`,
-		k.Name, k.ARN, k.Kubeconfig, k.Local, k.Server, ms(k.CreatedAt))
+	var join []byte
+	if k.NodeJoin != nil {
+		var err error
+		if join, err = json.Marshal(k.NodeJoin); err != nil {
+			return err
+		}
+	}
+	_, err := t.exec(`INSERT INTO kube_clusters (`+kubeCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET arn = excluded.arn, kubeconfig = excluded.kubeconfig, local = excluded.local, server = excluded.server,
+		node_join = excluded.node_join`,
+		k.Name, k.ARN, k.Kubeconfig, k.Local, k.Server, ms(k.CreatedAt), join)
 	return mapErr(err)
 }
 

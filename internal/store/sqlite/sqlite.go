@@ -97,16 +97,24 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 		return fmt.Errorf("store: begin write: %w", err)
 	}
 	x := &tx{q: t, ctx: ctx, pub: s.pub}
+	// A panic in fn (a bug) or a goroutine ended inside it (a test's in-process crash,
+	// internal/harness) must not leave the one writer connection in an open transaction, where
+	// every later write would wait forever.
+	ended := false
+	defer func() {
+		if !ended {
+			t.Rollback()
+		}
+	}()
 	if err := fn(x); err != nil {
-		t.Rollback()
 		return err
 	}
 	if x.pub != nil {
 		if err := x.publishClusters(); err != nil {
-			t.Rollback()
 			return err
 		}
 	}
+	ended = true
 	if err := t.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}

@@ -1,5 +1,10 @@
 package slurmconf
 
+import (
+	"fmt"
+	"time"
+)
+
 // The daemons and commands hale runs on the nodes. munged runs on its default socket path
 // (/run/munge/munge.socket.2, private to each node): slurmctld 22.05 briefly falls back to
 // that path around `scontrol reconfigure` whatever AuthInfo says (research
@@ -32,8 +37,8 @@ func Slurmctld() Daemon {
 	return Daemon{Name: "slurmctld", Log: "/var/log/slurm/slurmctld.out", Argv: []string{"slurmctld", "-D", "-f", ConfPath}, ConfigCheck: CheckConf(ConfPath)}
 }
 
-// Version prints the node's Slurm version ("slurm 22.05.8").
-func Version() []string { return []string{"slurmctld", "-V"} }
+// ShowVersion prints the node's Slurm version ("slurm 22.05.8").
+func ShowVersion() []string { return []string{"slurmctld", "-V"} }
 
 // Slurmd is a compute node's daemon, named as slurm.conf names the node.
 //
@@ -93,18 +98,27 @@ func ShowNodes() []string { return []string{"scontrol", "show", "node", "-o"} }
 // Reconfigure makes slurmctld and every slurmd read slurm.conf again.
 func Reconfigure() []string { return []string{"scontrol", "reconfigure"} }
 
-// WaitUp waits up to about 15 s for slurmctld to answer (after a start or restart).
+// StartWait is how long WaitUp and WaitListed wait for slurmctld's start: a minute. slurmctld
+// 26.05 on a loaded 2-core machine took more than the 15 s they once waited (full87), which
+// failed the whole cluster's creation; a slurmctld that does not start is still found, a
+// minute later. A command that runs them needs StartWait and a margin (scontrol's own time).
+const StartWait = 60 * time.Second
+
+// untilStarted is a shell loop that runs its body every 0.1 s until StartWait has passed.
+var untilStarted = fmt.Sprintf(`end=$(($(date +%%s) + %d)); while [ "$(date +%%s)" -lt "$end" ]; do`, int(StartWait.Seconds()))
+
+// WaitUp waits up to StartWait for slurmctld to answer (after a start or restart).
 func WaitUp() []string {
-	return []string{"/bin/sh", "-c", "for i in $(seq 150); do scontrol ping 2>/dev/null | grep -q 'is UP' && exit 0; sleep 0.1; done; scontrol ping; exit 1"}
+	return []string{"/bin/sh", "-c", untilStarted + " scontrol ping 2>/dev/null | grep -q 'is UP' && exit 0; sleep 0.1; done; scontrol ping; exit 1"}
 }
 
-// WaitListed waits up to about 15 s for slurmctld to list every node of nodes (names of its
+// WaitListed waits up to StartWait for slurmctld to list every node of nodes (names of its
 // slurm.conf): it has read its configuration, so its start is over. Slurm 24.11 answers a ping
 // from before it reads it (its listening ports open first): a reconfigure it gets then can kill
 // it ("fatal: slurmscriptd_init: ... Interrupted system call"), and a configless slurmd that
 // asks it then for its files gets none and exits.
 func WaitListed(nodes ...string) []string {
-	return append([]string{"/bin/sh", "-c", `for i in $(seq 150); do
+	return append([]string{"/bin/sh", "-c", untilStarted + `
   if out=$(scontrol show node -o 2>/dev/null); then
     ok=1
     for n in "$@"; do case "$out" in *"NodeName=$n "*) ;; *) ok= ;; esac; done
