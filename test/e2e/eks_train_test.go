@@ -43,7 +43,7 @@ import (
 // resumes from the last checkpoint it saved (the log of the new master says from which step),
 // and the job completes.
 func TestEksTrainsAndResumes(t *testing.T) {
-	parallel(t)
+	parallelApart(t, pytorchPulls)
 	if _, err := image.ReadDefault(image.PyTorchDir); err != nil {
 		t.Fatalf("%v: scripts/setup.sh builds the PyTorch image's root (hale image build-pytorch)", err)
 	}

@@ -165,7 +165,7 @@ func TestStaticEks(t *testing.T) {
 // worker host's kernel log: the Node is marked, the instance replaced by the spare host, the job
 // resumes from its checkpoint on the healthy hosts and completes, the Service keeps answering.
 func TestStaticEksTrainsAndResumes(t *testing.T) {
-	parallel(t)
+	parallelApart(t, pytorchPulls)
 	if _, err := image.ReadDefault(image.PyTorchDir); err != nil {
 		t.Fatalf("%v: scripts/setup.sh builds the PyTorch image's root (hale image build-pytorch)", err)
 	}

@@ -18,25 +18,13 @@ import (
 	"github.com/haleproject/hale/internal/testnet"
 )
 
-// TestMain: the test binary is also the nodes' hale (AgentBinary), which the provider starts as
-// hale node-init (the node's PID 1, this package's NodeInit) and that as hale agent (a stand-in
-// that waits to be killed).
-func TestMain(m *testing.M) {
-	if len(os.Args) > 4 && os.Args[1] == "node-init" && os.Args[2] == "--local-setup" && os.Args[4] == "--" {
-		err := NodeInit(os.Args[3], os.Args[5:])
-		fmt.Fprintln(os.Stderr, "node-init:", err)
-		os.Exit(1)
-	}
-	providertest.FakeAgent()
-	os.Exit(m.Run())
-}
-
 // The local provider passes the provider conformance suite, each subtest on a bridge and a /24
 // of its own (a testnet slot: never hale0's 10.222.0.0/16, the test bed's or another test's),
-// with real namespaces, node-init and a stand-in agent. It needs root.
+// with real namespaces, node-init and a stand-in agent. It needs root, or a user namespace of
+// its own (TestMain).
 func TestConformance(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the local provider needs root (network namespaces, a bridge, veths, mounts): run the test as root")
+		t.Skip("the local provider needs root (network namespaces, a bridge, veths, mounts) or a user namespace (TestMain)")
 	}
 	for _, tool := range []string{"ip", "nsenter", "unshare"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -46,7 +46,8 @@ func TestImageNodeHelper(t *testing.T) {
 	}
 	var v nodeView
 	defer func() { json.NewEncoder(os.Stdout).Encode(v) }()
-	if _, err := SetupNode(path); err != nil {
+	setup, err := SetupNode(path)
+	if err != nil {
 		v.Error = err.Error()
 		return
 	}
@@ -55,19 +56,22 @@ func TestImageNodeHelper(t *testing.T) {
 	for _, e := range entries {
 		v.RootEntries = append(v.RootEntries, e.Name())
 	}
-	_, err := os.Stat(os.Getenv("HALE_TEST_HOST_FILE"))
+	_, err = os.Stat(os.Getenv("HALE_TEST_HOST_FILE"))
 	v.HostFile = err == nil
-	b, _ := os.ReadFile("/etc/image-marker")
-	v.ImageFile = string(b)
-	b, _ = os.ReadFile("/kept")
-	v.Kept = string(b)
-	os.WriteFile("/kept", []byte("written by "+os.Getenv("HALE_TEST_BOOT")), 0o644)
-	os.Remove("/etc/image-marker") // a script deleting an image file: the node's own deletion
-	os.WriteFile("/fsx/from-node", []byte(v.Hostname), 0o644)
-	err = os.WriteFile(NodeAgentBinary, []byte("overwritten"), 0o755)
-	v.AgentRO = errors.Is(err, syscall.EROFS)
-	b, _ = os.ReadFile(NodeAgentBinary)
-	v.AgentContent = string(b)
+	if setup.Root != nil {
+		// Writes that only an image-booted node may make: on the host's root, / is the host's.
+		b, _ := os.ReadFile("/etc/image-marker")
+		v.ImageFile = string(b)
+		b, _ = os.ReadFile("/kept")
+		v.Kept = string(b)
+		os.WriteFile("/kept", []byte("written by "+os.Getenv("HALE_TEST_BOOT")), 0o644)
+		os.Remove("/etc/image-marker") // a script deleting an image file: the node's own deletion
+		os.WriteFile("/fsx/from-node", []byte(v.Hostname), 0o644)
+		err = os.WriteFile(NodeAgentBinary, []byte("overwritten"), 0o755)
+		v.AgentRO = errors.Is(err, syscall.EROFS)
+		b, _ = os.ReadFile(NodeAgentBinary)
+		v.AgentContent = string(b)
+	}
 	devs, _ := os.ReadDir("/dev")
 	for _, e := range devs {
 		v.Dev = append(v.Dev, e.Name())
@@ -196,22 +200,13 @@ func TestImageRoot(t *testing.T) {
 	}
 }
 
-// bootNode runs TestImageNodeHelper as a node of the image at lower with instance directory
-// inst, shared bound at /fsx and agent as hale's binary; command, when not empty, runs inside
-// it. It fails the test if the node's set-up fails or leaves a mount under tmp on the host.
-func bootNode(t *testing.T, tmp, inst, lower, shared, agent, hostFile, name, command string) nodeView {
+// runNode runs TestImageNodeHelper as a node, with the setup.json at path, in new UTS, mount,
+// network and PID namespaces (as hale node-init is started); command, when not empty, runs
+// inside it. It fails the test if the node's set-up fails.
+func runNode(t *testing.T, path, hostFile, name, command string) nodeView {
 	t.Helper()
-	root := imageRootOf(inst, lower)
-	if err := root.make(); err != nil {
-		t.Fatal(err)
-	}
-	s := NodeSetup{Hostname: "ip-10-222-0-10", PrivateDev: true, Root: root, Tmpfs: map[string]int{NodeDisk: 1},
-		Binds: []Bind{{Source: shared, Target: "/fsx"}, {Source: agent, Target: NodeAgentBinary, ReadOnly: true}}}
-	b, _ := json.Marshal(s)
-	path := filepath.Join(inst, "setup.json")
-	os.WriteFile(path, b, 0o600)
-	cmd := exec.Command("unshare", "--uts", "--mount", "--net", "--propagation", "slave", "--",
-		os.Args[0], "-test.run=^TestImageNodeHelper$", "-test.v=false")
+	cmd := exec.Command("unshare", append([]string{"--uts", "--mount", "--net", "--pid", "--fork", "--propagation", "slave", "--",
+		os.Args[0], "-test.run=^TestImageNodeHelper$", "-test.v=false"}, coverArgs()...)...)
 	cmd.Env = append(os.Environ(), helperSetupEnv+"="+path, "HALE_TEST_HOST_FILE="+hostFile, "HALE_TEST_BOOT="+name,
 		"HALE_TEST_NODE_COMMAND="+command)
 	out, err := cmd.Output()
@@ -226,6 +221,24 @@ func bootNode(t *testing.T, tmp, inst, lower, shared, agent, hostFile, name, com
 	if v.Error != "" {
 		t.Fatalf("node %s: %s\n%s", name, v.Error, v.Command)
 	}
+	return v
+}
+
+// bootNode runs TestImageNodeHelper as a node of the image at lower with instance directory
+// inst, shared bound at /fsx and agent as hale's binary; command, when not empty, runs inside
+// it. It fails the test if the node's set-up fails or leaves a mount under tmp on the host.
+func bootNode(t *testing.T, tmp, inst, lower, shared, agent, hostFile, name, command string) nodeView {
+	t.Helper()
+	root := imageRootOf(inst, lower)
+	if err := root.make(); err != nil {
+		t.Fatal(err)
+	}
+	s := NodeSetup{Hostname: "ip-10-222-0-10", PrivateDev: true, Root: root, Tmpfs: map[string]int{NodeDisk: 1},
+		Binds: append([]Bind{{Source: shared, Target: "/fsx"}, {Source: agent, Target: NodeAgentBinary, ReadOnly: true}}, coverBinds()...)}
+	b, _ := json.Marshal(s)
+	path := filepath.Join(inst, "setup.json")
+	os.WriteFile(path, b, 0o600)
+	v := runNode(t, path, hostFile, name, command)
 	// The node's processes are gone, and with them its mount namespace: nothing of it is
 	// mounted in the host's.
 	mi, _ := os.ReadFile("/proc/self/mountinfo")

@@ -95,7 +95,10 @@ func shadow(dir string, missing []string, files map[string]bool, stage string) e
 		return err
 	}
 	sys := st.Sys().(*syscall.Stat_t)
-	opts := fmt.Sprintf("mode=%o,uid=%d,gid=%d", uint32(st.Mode().Perm())|modeBits(st.Mode()), sys.Uid, sys.Gid)
+	opts := fmt.Sprintf("mode=%o", uint32(st.Mode().Perm())|modeBits(st.Mode()))
+	if ownerMapped(sys.Uid, sys.Gid) {
+		opts += fmt.Sprintf(",uid=%d,gid=%d", sys.Uid, sys.Gid)
+	}
 	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID, opts); err != nil {
 		return fmt.Errorf("tmpfs on %s: %w", stage, err)
 	}
@@ -183,7 +186,7 @@ func copyEntry(src, dst string) error {
 		if err := os.Symlink(target, dst); err != nil {
 			return err
 		}
-		return unix.Lchown(dst, int(st.Uid), int(st.Gid))
+		return chownMapped(dst, st.Uid, st.Gid, unix.Lchown)
 	case unix.S_IFDIR:
 		if err := os.Mkdir(dst, 0o755); err != nil {
 			return err
@@ -193,20 +196,40 @@ func copyEntry(src, dst string) error {
 		}
 		return nil
 	case unix.S_IFCHR, unix.S_IFBLK:
-		if err := unix.Mknod(dst, st.Mode, int(st.Rdev)); err != nil {
+		err := unix.Mknod(dst, st.Mode, int(st.Rdev))
+		if err == unix.EPERM {
+			// A user namespace may not make device nodes: the host's is bound instead, as
+			// rootless container runtimes do (the node then shares that one device file).
+			return bindFile(src, dst)
+		}
+		if err != nil {
 			return fmt.Errorf("mknod %s: %w", dst, err)
 		}
 		if err := unix.Chmod(dst, st.Mode&0o7777); err != nil { // mknod applies the umask
 			return err
 		}
-		return unix.Chown(dst, int(st.Uid), int(st.Gid))
+		return chownMapped(dst, st.Uid, st.Gid, unix.Chown)
 	default: // regular files, sockets, fifos: bound, so they stay the host's
-		if err := os.WriteFile(dst, nil, 0o600); err != nil {
-			return err
-		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", src, err)
-		}
+		return bindFile(src, dst)
+	}
+}
+
+// chownMapped gives path the owner uid:gid with chown, where this namespace maps them; else
+// path keeps the namespace's root as its owner.
+func chownMapped(path string, uid, gid uint32, chown func(string, int, int) error) error {
+	if !ownerMapped(uid, gid) {
 		return nil
 	}
+	return chown(path, int(uid), int(gid))
+}
+
+// bindFile binds the file src over a new empty file dst.
+func bindFile(src, dst string) error {
+	if err := os.WriteFile(dst, nil, 0o600); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	return nil
 }
