@@ -206,8 +206,9 @@ type Quarantiner interface {
 }
 
 // KernelLogInjector is a provider that can append lines to an instance's kernel log, for
-// `hale debug inject-fault` (the local provider writes the node's log file; the static one
-// appends to /dev/kmsg over SSH).
+// `hale debug inject-fault` through the server (the static provider appends to the host's
+// /dev/kmsg over SSH). The local provider has none: hale debug writes its nodes' log files on
+// the machine itself (local.InjectFault).
 type KernelLogInjector interface {
 	InjectKernelLog(ctx context.Context, id string, lines []string) error
 }

@@ -25,7 +25,9 @@ import (
 type Subject struct {
 	// Setup, when set, prepares a new harness before its first cluster: what the cluster's
 	// creation needs in the store (a registered Kubernetes cluster), the agents' answers to
-	// the orchestrator's commands (Machines.Script), what stands in for the machines' daemons.
+	// the orchestrator's commands (Machines.Script), what stands in for the machines' daemons,
+	// and the harness's mode (h.Concurrent = true for an orchestrator whose work goes on in
+	// the background between rounds, as Slurm's applies do).
 	Setup func(h *harness.Harness)
 	// New returns a new instance of the orchestrator for the harness, as a server's start makes
 	// one: the suite calls it after Setup and at each restart, so nothing the orchestrator

@@ -59,7 +59,8 @@ func TestImageNodeHelper(t *testing.T) {
 	_, err = os.Stat(os.Getenv("HALE_TEST_HOST_FILE"))
 	v.HostFile = err == nil
 	if setup.Root != nil {
-		// Writes that only an image-booted node may make: on the host's root, / is the host's.
+		// Writes that only an image-booted node may make: on the host's root, / and /tmp are
+		// the host's.
 		b, _ := os.ReadFile("/etc/image-marker")
 		v.ImageFile = string(b)
 		b, _ = os.ReadFile("/kept")
@@ -71,6 +72,7 @@ func TestImageNodeHelper(t *testing.T) {
 		v.AgentRO = errors.Is(err, syscall.EROFS)
 		b, _ = os.ReadFile(NodeAgentBinary)
 		v.AgentContent = string(b)
+		v.TmpWritable = os.WriteFile("/tmp/x", nil, 0o644) == nil // the node's own /tmp
 	}
 	devs, _ := os.ReadDir("/dev")
 	for _, e := range devs {
@@ -78,7 +80,6 @@ func TestImageNodeHelper(t *testing.T) {
 	}
 	_, err = os.Stat("/proc/self/status")
 	v.ProcSelf = err == nil
-	v.TmpWritable = os.WriteFile("/tmp/x", nil, 0o644) == nil
 	for _, dir := range []struct {
 		path string
 		into *[]string

@@ -7,7 +7,8 @@
 // directory of its own, and terminates what it launched, even when it fails.
 //
 // A provider's package runs it from a test of its own (the static provider's with SSH servers
-// in the test process standing in for hosts, the local provider's as root on this machine):
+// in the test process standing in for hosts, the local provider's on this machine, as root or
+// as root of a user namespace of its own), whose TestMain calls FakeAgent first:
 //
 //	func TestConformance(t *testing.T) { providertest.Run(t, subject) }
 //
