@@ -415,13 +415,16 @@ func TestEksNodeRecoveryNone(t *testing.T) {
 		if err != nil || len(ns.Items) != 3 {
 			return false, fmt.Sprint(err)
 		}
-		passed := 0
+		passed, nodes := 0, ""
 		for _, kn := range ns.Items {
 			if kn.Labels[eks.LabelDeepHealth] == "Passed" && kn.Labels[eks.LabelHealth] == eks.Schedulable && !kn.Spec.Unschedulable && !hasTaint(&kn, eks.TaintHealth, eks.Unschedulable) {
 				passed++
 			}
+			nodes += fmt.Sprintf("\n  %s: %s=%q %s=%q unschedulable=%v", kn.Name, eks.LabelDeepHealth, kn.Labels[eks.LabelDeepHealth],
+				eks.LabelHealth, kn.Labels[eks.LabelHealth], kn.Spec.Unschedulable)
 		}
-		return passed == 3, fmt.Sprintf("%d passed", passed)
+		// What a failure needs to be understood: each Node's labels, and what hale did.
+		return passed == 3, fmt.Sprintf("%d passed%s\nevents:\n%s", passed, nodes, tail(e.events("manual"), 12))
 	})
 	// The check's log says the Node was held Unschedulable meanwhile (too quick to poll for).
 	for _, n := range e.storeNodes("manual") {
