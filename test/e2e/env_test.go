@@ -166,7 +166,12 @@ func options(t testing.TB, dataDir string) server.Options {
 	bridge, subnet := network(t)
 	o := server.Options{DataDir: dataDir, Provider: "local", LocalBridge: bridge, LocalSubnet: subnet, AgentBinary: haleBin,
 		ObjectStore: filepath.Join(dataDir, "s3"), BootTimeout: 30 * time.Second, LifecycleTimeout: 60 * time.Second,
-		DefaultImage: defaultImage, ImageCache: imageCache}
+		DefaultImage: defaultImage, ImageCache: imageCache,
+		// InstanceConnectivity's threshold is for a machine's network, not for veths on two
+		// busy CPUs: full91 measured 113 MB/s on one node and under the default 100 on the
+		// other, which was then replaced for it. A test that wants the check to pass checks
+		// that the transfer ran between the agents; TestDeepHealthChecks sets its own.
+		ConnectivityMBps: 1}
 	switch {
 	case os.Getenv("HALE_E2E_LOG") != "": // the servers' logs in a file, without -v's timing
 		f, err := os.OpenFile(os.Getenv("HALE_E2E_LOG"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
