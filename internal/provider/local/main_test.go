@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	}
 	providertest.FakeAgent()
 	flag.Parse()
+	// Processes of this binary that exit rather than run tests (this one, once the tests ran
+	// in a user namespace; a node-init that fails its set-up) write their counters at exit to
+	// GOCOVERDIR, which go test does not set for them.
 	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
 		os.Setenv("GOCOVERDIR", f.Value.String())
 	}
