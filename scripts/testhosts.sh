@@ -115,10 +115,13 @@ reboot=0 off=0
 trap 'reboot=1' USR1
 trap 'reboot=1 off=1' USR2
 trap 'kill -KILL -1; exit 0' TERM
+# idle waits for a signal: one sleep that a trapped signal interrupts (bash runs the trap as
+# soon as wait returns), not a new sleep every second for each host of every test bed.
+idle() { while [ "$reboot" = 0 ]; do sleep 1000000 & wait $! 2>/dev/null; kill $! 2>/dev/null; done; }
 while :; do
   /usr/sbin/sshd -D -f /etc/ssh/sshd_config -E /var/log/sshd.log &
   reboot=0
-  while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done
+  idle
   kill -KILL -1 2>/dev/null
   wait 2>/dev/null
   # A real server's firmware takes minutes before the OS starts (8-GPU servers: 5-15 min);
@@ -127,7 +130,7 @@ while :; do
   [[ "$post" =~ ^[0-9]+$ ]] && sleep "$post"
   if [ "$off" = 1 ]; then
     reboot=0 off=0
-    while [ "$reboot" = 0 ]; do sleep 1 & wait $! 2>/dev/null; done
+    idle
     off=0
   fi
   fresh

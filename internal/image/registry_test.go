@@ -108,7 +108,7 @@ func TestSpecValidateAndPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := good.AllPackages()
-	for _, p := range append(slices.Clone(BasePackages), TorchPackage, "vim", "libfoo2.0+x") {
+	for _, p := range append(slices.Clone(BasePackages), TorchPackage, BLASPackage, "vim", "libfoo2.0+x") {
 		if !slices.Contains(all, p) {
 			t.Errorf("AllPackages() = %v lacks %s", all, p)
 		}
@@ -116,8 +116,11 @@ func TestSpecValidateAndPackages(t *testing.T) {
 	if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) {
 		t.Errorf("AllPackages() = %v: want sorted, without repeats", all)
 	}
-	if slices.Contains(Spec{Suite: "sid", NoPyTorch: true}.AllPackages(), TorchPackage) {
-		t.Error("NoPyTorch still installs python3-torch")
+	if all := (Spec{Suite: "sid", NoPyTorch: true}).AllPackages(); slices.Contains(all, TorchPackage) || slices.Contains(all, BLASPackage) {
+		t.Errorf("NoPyTorch still installs PyTorch or OpenBLAS: %v", all)
+	}
+	if all := (Spec{Suite: "bookworm", Container: true}).AllPackages(); !slices.Equal(all, []string{BLASPackage, TorchPackage}) {
+		t.Errorf("the PyTorch container's packages are %v, want PyTorch and OpenBLAS alone", all)
 	}
 	bad := Spec{Name: "x", Suite: "buster", Packages: []string{"Vim", "a b"}}
 	err := bad.Validate()

@@ -34,6 +34,14 @@ var BasePackages = []string{"hostname", "iproute2", "mariadb-server", "munge", "
 // NoPyTorch: see docs/images.md for its cost (it more than doubles an image).
 const TorchPackage = "python3-torch"
 
+// BLASPackage comes with TorchPackage: OpenBLAS, single-threaded. Debian's PyTorch calls
+// whichever libblas.so.3 the alternatives system names, and with nothing else installed that
+// is the reference BLAS (libblas3), a plain loop: a profile of the test suite found
+// examples/train spending its CPU in the reference sgemm_. OpenBLAS installs itself as the
+// alternative with a higher priority. The serial build keeps no threads that spin between
+// calls, which would take CPUs from a node's other processes; PyTorch runs its own threads.
+const BLASPackage = "libopenblas0-serial"
+
 // Spec is what an image is built from: `hale image build` flags, or the JSON file of
 // --from-file with the same member names.
 type Spec struct {
@@ -44,7 +52,7 @@ type Spec struct {
 	Suite string `json:"Suite"`
 	// Packages are Debian packages installed besides BasePackages (and PyTorch).
 	Packages []string `json:"Packages,omitempty"`
-	// NoPyTorch leaves python3-torch (and its hundreds of MB) out.
+	// NoPyTorch leaves python3-torch (and its hundreds of MB) and OpenBLAS out.
 	NoPyTorch bool `json:"NoPyTorch,omitempty"`
 	// Container marks the root of a container image (PyTorchSpec), not a node's: it gets
 	// Packages (and PyTorch) without BasePackages, since a pod runs no Slurm daemon. Not a
@@ -101,7 +109,7 @@ func (s Spec) AllPackages() []string {
 		all = nil
 	}
 	if !s.NoPyTorch {
-		all = append(all, TorchPackage)
+		all = append(all, TorchPackage, BLASPackage)
 	}
 	all = append(all, s.Packages...)
 	slices.Sort(all)

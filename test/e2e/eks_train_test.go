@@ -47,6 +47,10 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	if _, err := image.ReadDefault(image.PyTorchDir); err != nil {
 		t.Fatalf("%v: scripts/setup.sh builds the PyTorch image's root (hale image build-pytorch)", err)
 	}
+	// The pods' PyTorch calls OpenBLAS, not the reference BLAS (image.BLASPackage).
+	if out, err := exec.Command("chroot", filepath.Join(image.PyTorchDir, "rootfs"), "readlink", "-f", "/usr/lib/x86_64-linux-gnu/libblas.so.3").Output(); err != nil || !strings.Contains(string(out), "openblas") {
+		t.Errorf("libblas.so.3 in the PyTorch image is %q (%v), want OpenBLAS's", out, err)
+	}
 	dir := t.TempDir()
 	o := options(t, dir)
 	realKubelets(&o)

@@ -237,6 +237,10 @@ func TestSlurmCluster(t *testing.T) {
 			err != nil || !strings.Contains(list, "default  ") || !strings.Contains(list, m.Installed["slurmd"]) {
 			t.Errorf("hale image describe default: %+v\nhale image list: %s (%v)", m, list, err)
 		}
+		// PyTorch's BLAS on the node is OpenBLAS, not the reference loop (image.BLASPackage).
+		if out, err := e.onNode(cpuNode, "readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3"); err != nil || !strings.Contains(out, "openblas") {
+			t.Errorf("libblas.so.3 on the node is %q (%v), want OpenBLAS's", out, err)
+		}
 	})
 
 	t.Run("sbatch", func(t *testing.T) {

@@ -92,11 +92,18 @@ func Slurmdbd() Daemon {
 
 // WaitDbd waits up to seconds for slurmdbd to listen on its port; seconds 0 checks once.
 // slurmdbd listens only once its database is ready (its tables made), so a listening slurmdbd
-// is one slurmctld can start against. ss looks without connecting (a bare connection is an
-// error in slurmdbd's log).
-func WaitDbd(seconds int) []string {
-	check := fmt.Sprintf("ss -Hltn 'sport = :%d' | grep -q .", DbdPort)
-	return []string{"/bin/sh", "-c", fmt.Sprintf("for i in $(seq %d); do %s && exit 0; sleep 0.05; done; %s", seconds*20, check, check)}
+// is one slurmctld can start against.
+func WaitDbd(seconds int) []string { return waitListening(DbdPort, seconds) }
+
+// waitListening waits up to seconds for a TCP socket of the node's network namespace to listen
+// on port (checking every 50 ms; seconds 0 checks once). It looks without connecting (a bare
+// connection is an error in slurmdbd's log), in /proc/net/tcp and tcp6 (state 0A is LISTEN),
+// with the shell's own read: ss and grep, run twenty times a second, were two process starts
+// each time.
+func waitListening(port, seconds int) []string {
+	check := fmt.Sprintf(`listening() { for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue
+  while read -r _ l _ st _; do [ "$st" = 0A ] && case $l in *:%04X) return 0 ;; esac; done <$f; done; return 1; }`, port)
+	return []string{"/bin/sh", "-c", fmt.Sprintf("%s\ni=0; while [ $i -lt %d ]; do listening && exit 0; sleep 0.05; i=$((i + 1)); done; listening", check, seconds*20)}
 }
 
 // QuickAck turns delayed ACKs off for TCP connections a node makes to its own address (the

@@ -60,7 +60,8 @@ func TestAccountingLines(t *testing.T) {
 	}
 }
 
-// The daemons' shell scripts parse, and WaitDbd's check is the one it repeats.
+// The daemons' shell scripts parse, and WaitDbd waits 20 times a second for DbdPort (hex 1AA3 in
+// /proc/net/tcp); TestWaitListening runs the check.
 func TestAccountingScripts(t *testing.T) {
 	for _, argv := range [][]string{MariaDB().Argv, Slurmdbd().Argv, WaitDbd(3), WaitDbd(0), QuickAck("10.1.0.2")} {
 		if argv[0] != "/bin/sh" || argv[1] != "-c" {
@@ -70,7 +71,7 @@ func TestAccountingScripts(t *testing.T) {
 			t.Errorf("sh -n %q: %v %s", argv[2], err, out)
 		}
 	}
-	if !strings.Contains(WaitDbd(3)[2], "seq 60") || !strings.Contains(WaitDbd(0)[2], "seq 0") {
+	if !strings.Contains(WaitDbd(3)[2], "-lt 60 ]") || !strings.Contains(WaitDbd(0)[2], "-lt 0 ]") || !strings.Contains(WaitDbd(0)[2], "*:1AA3)") {
 		t.Errorf("WaitDbd: %q %q", WaitDbd(3)[2], WaitDbd(0)[2])
 	}
 }

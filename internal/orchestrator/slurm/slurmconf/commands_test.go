@@ -3,6 +3,7 @@ package slurmconf
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,4 +140,94 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestWaitListening: the port check reads this namespace's /proc/net/tcp and tcp6 as ss would:
+// a listening port passes at once, a closed one fails after its wait, and a port that starts
+// listening during the wait is found; a connected (not listening) socket on the port does not
+// count.
+func TestWaitListening(t *testing.T) {
+	run := func(port, seconds int) error {
+		argv := waitListening(port, seconds)
+		return exec.Command(argv[0], argv[1:]...).Run()
+	}
+	for network, addr := range map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"} {
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			t.Logf("%s: %v", network, err)
+			continue
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := run(port, 0); err != nil {
+			t.Errorf("%s port %d listens, the check says %v", network, port, err)
+		}
+		// A client's socket bound to a port is not a listener on it.
+		c, err := net.Dial(network, l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cport := c.LocalAddr().(*net.TCPAddr).Port
+		if err := run(cport, 0); err == nil {
+			t.Errorf("%s: a connected socket's port %d passed as listening", network, cport)
+		}
+		c.Close()
+		l.Close()
+		if err := run(port, 0); err == nil {
+			t.Errorf("%s port %d is closed, the check passed", network, port)
+		}
+	}
+	// Listening half a second into a 5-second wait.
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	done := make(chan error, 1)
+	go func() { done <- run(port, 5) }()
+	time.Sleep(500 * time.Millisecond)
+	l, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	defer l.Close()
+	if err := <-done; err != nil {
+		t.Errorf("a port listening during the wait was not found: %v", err)
+	}
+}
+
+// TestWaitUpEndsAtItsTime: WaitUp's loop (its clock read from /proc/uptime) passes as soon as
+// scontrol ping says UP and, when it never does, ends after StartWait with the last answer.
+func TestWaitUpEndsAtItsTime(t *testing.T) {
+	bin := t.TempDir()
+	answer := filepath.Join(bin, "answer")
+	script := "#!/bin/sh\ncat " + answer + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "scontrol"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(argv []string) (string, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	os.WriteFile(answer, []byte("Slurmctld(primary) at ctl is UP\n"), 0o644)
+	if out, err := run(WaitUp()); err != nil {
+		t.Fatalf("slurmctld UP, WaitUp failed: %v %s", err, out)
+	}
+	// A loop of StartWait would make this test a minute long: the same loop with 2 s.
+	os.WriteFile(answer, []byte("Slurmctld(primary) at ctl is DOWN\n"), 0o644)
+	argv := WaitUp()
+	argv[2] = strings.Replace(argv[2], fmt.Sprintf("+ %d))", int(StartWait.Seconds())), "+ 2))", 1)
+	if argv[2] == WaitUp()[2] {
+		t.Fatal("the loop's end is not where this test expects it")
+	}
+	start := time.Now()
+	out, err := run(argv)
+	if err == nil || !strings.Contains(out, "DOWN") {
+		t.Errorf("slurmctld DOWN: WaitUp %v, %q; want a failure with the last answer", err, out)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("the 2-second wait ended after %v", took)
+	}
 }
