@@ -113,8 +113,8 @@ for f in train.py train.sbatch; do
   run $X sh -c "mkdir -p /fsx/train && cat > /fsx/train/$f" < "examples/train/$f"
 done
 run $X grep -n srun /fsx/train/train.sbatch
-job=$($X sh -c 'cd /fsx && TRAIN_ARGS="--steps 600 --ckpt-every 25" sbatch --parsable -p gpu /fsx/train/train.sbatch')
-echo "submitted job $job: 600 steps, a checkpoint every 25, output in /fsx/train-$job.out"
+job=$($X sh -c 'cd /fsx && TRAIN_ARGS="--steps 600 --ckpt-every 25 --step-seconds 0.05" sbatch --parsable -p gpu /fsx/train/train.sbatch')
+echo "submitted job $job: 600 steps of at least 50 ms, a checkpoint every 25, output in /fsx/train-$job.out"
 out="/fsx/train-$job.out"
 echo "waiting for step 200 (the job starts PyTorch on two nodes first):"
 for i in $(seq 600); do

@@ -71,6 +71,10 @@ def main():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--port", type=int, default=29500)
+    # This model's step takes milliseconds on a CPU with OpenBLAS, a real model's takes far
+    # longer on a GPU: a demo or test that breaks a node mid-run paces the steps (sleeping out
+    # the rest of each) so that the fault still lands mid-run on any machine.
+    p.add_argument("--step-seconds", type=float, default=0.0, help="the least time a step takes (sleeping for the rest)")
     args = p.parse_args()
 
     # SIGTERM ends the run at once (exit 143, as a shell reports it): Kubernetes stops a pod's
@@ -122,6 +126,7 @@ def main():
 
     t0 = time.time()
     for step in range(start + 1, args.steps + 1):
+        began = time.monotonic()
         x, y = batch(step, rank, args.batch, args.dim)
         opt.zero_grad()
         l = torch.nn.functional.mse_loss(ddp(x), y)
@@ -134,6 +139,8 @@ def main():
         if step % args.ckpt_every == 0 and rank == 0:
             save_checkpoint(args.ckpt_dir, step, model, opt, loss)
             log(rank, f"checkpoint saved at step {step}")
+        if args.step_seconds > 0:
+            time.sleep(max(0.0, args.step_seconds - (time.monotonic() - began)))
     dist.barrier()
     log(rank, f"finished {args.steps} step{'' if args.steps == 1 else 's'} ({args.steps - start} in this run, {time.time() - t0:.1f}s); final loss {loss:.6f}")
     dist.destroy_process_group()

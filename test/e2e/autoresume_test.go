@@ -167,7 +167,9 @@ func TestAutoResume(t *testing.T) {
 	e := start(t)
 	login := healthCluster(t, e, "resume", 3, types.ClusterNodeRecoveryAutomatic)
 	const steps, every = 240, 20
-	train := fmt.Sprintf("--steps %d --ckpt-every %d", steps, every)
+	// Steps of at least 50 ms: with OpenBLAS a step of train.py's model takes a few, and the
+	// 140 steps after the fault's checkpoint could end before the fault lands.
+	train := fmt.Sprintf("--steps %d --ckpt-every %d --step-seconds 0.05", steps, every)
 
 	// breakSecond injects Xid 79 on the job's second node (not its batch host) and returns it
 	// with its repairs counted before the fault (breakSecondOf), so a subtest waits for the

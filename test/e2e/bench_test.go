@@ -351,7 +351,9 @@ func BenchmarkAutoResume(b *testing.B) {
 	login := healthCluster(b, e, "bench-resume", 3, types.ClusterNodeRecoveryAutomatic)
 	var resume, recomputed, goodput []float64
 	for i := 0; i < b.N*runs; i++ {
-		r := e.submit(b, login, fmt.Sprintf("TRAIN_ARGS='--steps %d --ckpt-every %d' CKPT_DIR=/fsx/ckpt/bench-%d sbatch --parsable -p gpu /fsx/train/train.sbatch", steps, every, i))
+		// Steps of at least 50 ms (--step-seconds), as in TestAutoResume: unpaced, OpenBLAS runs
+		// this model's step in milliseconds and the run can end before the fault lands.
+		r := e.submit(b, login, fmt.Sprintf("TRAIN_ARGS='--steps %d --ckpt-every %d --step-seconds 0.05' CKPT_DIR=/fsx/ckpt/bench-%d sbatch --parsable -p gpu /fsx/train/train.sbatch", steps, every, i))
 		at := 90 + 23*i%100 // a different place in the checkpoint interval each run
 		r.waitFor(b, fmt.Sprintf(`step %d loss`, at), 120*time.Second)
 		nodes := r.nodes(b)

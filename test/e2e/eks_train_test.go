@@ -188,8 +188,11 @@ func trainsAndResumes(t *testing.T, site trainSite) {
 	if err := yaml.Unmarshal(manifest("pytorchjob-train.yaml"), &pj.Object); err != nil {
 		t.Fatal(err)
 	}
-	// A shorter run than the example's, the rest as it is: 300 steps, a checkpoint every 50.
-	const steps = 300
+	// A shorter run than the example's, the rest as it is: 600 steps, a checkpoint every 50,
+	// each step at least the example's 50 ms (--step-seconds), so 30 s at the least: the fault
+	// lands after the first checkpoint the test sees, mid-run on any machine (full95, with 300
+	// unpaced steps on OpenBLAS, saw the run end before the fault took its pods).
+	const steps = 600
 	spec := pj.Object["spec"].(map[string]any)["pytorchReplicaSpecs"].(map[string]any)
 	for _, role := range []string{"Master", "Worker"} {
 		c := spec[role].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
