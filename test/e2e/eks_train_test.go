@@ -110,6 +110,9 @@ func trainsAndResumes(t *testing.T, site trainSite) {
 		for _, n := range e.storeNodes("train") {
 			t.Logf("node %s's logs:\n%s", n.InstanceID, site.logs(n.InstanceID))
 		}
+		// What hale did meanwhile: full96 failed with one of the 3 nodes gone (no address, a
+		// new instance enrolling at the end) while the image was pulled, and nothing said why.
+		t.Logf("the cluster's last events:\n%s", tail(e.events("train"), 30))
 		pods, _ := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		for _, p := range pods.Items {
 			t.Logf("pod %s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
