@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -176,44 +177,53 @@ func TestWaitListening(t *testing.T) {
 			t.Errorf("%s port %d is closed, the check passed", network, port)
 		}
 	}
-	// Listening half a second into a 5-second wait.
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	// Listening half a second into a 5-second wait: the socket is bound first (holding the port,
+	// not listening), then listens.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*syscall.SockaddrInet4).Port
 	done := make(chan error, 1)
 	go func() { done <- run(port, 5) }()
 	time.Sleep(500 * time.Millisecond)
-	l, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Skipf("the port was taken meanwhile: %v", err)
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
 	}
-	defer l.Close()
 	if err := <-done; err != nil {
 		t.Errorf("a port listening during the wait was not found: %v", err)
 	}
 }
 
 // TestWaitUpEndsAtItsTime: WaitUp's loop (its clock read from /proc/uptime) passes as soon as
-// scontrol ping says UP and, when it never does, ends after StartWait with the last answer.
+// scontrol ping says UP and, when it never does, keeps asking until its end and fails with the
+// last answer.
 func TestWaitUpEndsAtItsTime(t *testing.T) {
 	bin := t.TempDir()
-	answer := filepath.Join(bin, "answer")
-	script := "#!/bin/sh\ncat " + answer + "\n"
+	answer, calls := filepath.Join(bin, "answer"), filepath.Join(bin, "calls")
+	script := "#!/bin/sh\necho >> " + calls + "\ncat " + answer + "\n"
 	if err := os.WriteFile(filepath.Join(bin, "scontrol"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	run := func(argv []string) (string, error) {
+		os.Remove(calls)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	asked := func() int { b, _ := os.ReadFile(calls); return strings.Count(string(b), "\n") }
 	os.WriteFile(answer, []byte("Slurmctld(primary) at ctl is UP\n"), 0o644)
-	if out, err := run(WaitUp()); err != nil {
-		t.Fatalf("slurmctld UP, WaitUp failed: %v %s", err, out)
+	if out, err := run(WaitUp()); err != nil || asked() != 1 {
+		t.Fatalf("slurmctld UP: WaitUp %v after %d pings: %s", err, asked(), out)
 	}
 	// A loop of StartWait would make this test a minute long: the same loop with 2 s.
 	os.WriteFile(answer, []byte("Slurmctld(primary) at ctl is DOWN\n"), 0o644)
@@ -222,12 +232,9 @@ func TestWaitUpEndsAtItsTime(t *testing.T) {
 	if argv[2] == WaitUp()[2] {
 		t.Fatal("the loop's end is not where this test expects it")
 	}
-	start := time.Now()
 	out, err := run(argv)
-	if err == nil || !strings.Contains(out, "DOWN") {
-		t.Errorf("slurmctld DOWN: WaitUp %v, %q; want a failure with the last answer", err, out)
-	}
-	if took := time.Since(start); took < time.Second {
-		t.Errorf("the 2-second wait ended after %v", took)
+	// A second at the least, pinging every 0.1 s, and a last ping after the loop.
+	if err == nil || !strings.Contains(out, "DOWN") || asked() < 3 {
+		t.Errorf("slurmctld DOWN: WaitUp %v after %d pings, %q; want a failure with the last answer after several", err, asked(), out)
 	}
 }
