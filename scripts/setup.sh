@@ -42,11 +42,12 @@ declare -A why=(
   [faketime]="libfaketime: the tests shift one node's clock (its daemons are C; never loaded on the host)"
   [nftables]="nft: own machines' Eks nodes (kube-proxy, the pods' egress table); the tests compare the host's rules before and after"
   [iptables]="iptables: the CNI plugins of own machines' Eks nodes"
+  [postgresql]="PostgreSQL: the store of several hale servers (--store postgres://); the tests start their own (never run as a service)"
 )
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime libseccomp-dev busybox-static nftables iptables)
+apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime libseccomp-dev busybox-static nftables iptables postgresql)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -82,6 +83,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   for p in "${missing[@]}"; do
     case "$p" in
       mariadb-server) units+=(mariadb.service) ;;
+      postgresql) units+=(postgresql.service) ;;
       slurmdbd) units+=(slurmdbd.service) ;;
       # hale runs these in each node; on the host they would only fail (no configuration) at boot.
       slurm-wlm) units+=(slurmctld.service slurmd.service) ;;

@@ -12,7 +12,6 @@ import (
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/store"
-	"github.com/haleproject/hale/internal/store/sqlite"
 	"github.com/spf13/cobra"
 )
 
@@ -27,12 +26,16 @@ func newAccessKeyCommand() *cobra.Command {
 		Short: "Manage the access keys hale checks SigV4 signatures against",
 	}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")
-	open := func() (*sqlite.Store, error) {
-		path := filepath.Join(dataDir, "hale.db")
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("no hale database at %s (start hale server with --data-dir %s first): %w", path, dataDir, err)
+	var storeURL string
+	cmd.PersistentFlags().StringVar(&storeURL, "store", envOr("HALE_STORE", ""), "the server's database, as hale server --store names it (env HALE_STORE; default DATA_DIR/hale.db)")
+	open := func() (server.Backend, error) {
+		if !server.IsPostgres(storeURL) {
+			path := filepath.Join(dataDir, "hale.db")
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("no hale database at %s (start hale server with --data-dir %s first): %w", path, dataDir, err)
+			}
 		}
-		return sqlite.Open(path)
+		return server.OpenStore(dataDir, storeURL)
 	}
 
 	var principal, credFile, confFile, profile string

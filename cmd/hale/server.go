@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -26,7 +27,8 @@ func newServerCommand() *cobra.Command {
 		Short: "Serve the SageMaker cluster API (AWS JSON 1.1, SigV4) from an embedded store",
 		Long: `Serve the SageMaker cluster API over the AWS JSON 1.1 protocol.
 
-State lives in DATA_DIR/hale.db (SQLite). On first start the server creates an admin access key
+State lives in DATA_DIR/hale.db (SQLite), or in a PostgreSQL database (--store postgres://...).
+On first start the server creates an admin access key
 and writes it as the AWS profile "hale" to DATA_DIR/credentials, with DATA_DIR/config holding
 the profile's region and endpoint_url, so that
 
@@ -49,14 +51,21 @@ works with no other step. The hale CLI reads those files by itself.`,
 			rememberSettings(o, app.ObjectStore)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			<-sig
-			o.Logger.Info("shutting down")
-			return app.Close()
+			select {
+			case <-sig:
+				o.Logger.Info("shutting down")
+				return app.Close()
+			case err := <-app.Lost:
+				// Another server leads now; this one's reconcilers cannot start again in
+				// place. Exit, so that a supervisor starts it as a candidate again.
+				return errors.Join(err, app.Close())
+			}
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", server.DefaultListen, "address to serve the API on (host:port)")
 	f.StringVar(&o.DataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "directory for the database and the admin credentials (env HALE_DATA_DIR)")
+	f.StringVar(&o.Store, "store", envOr("HALE_STORE", ""), "the database: empty for DATA_DIR/hale.db (SQLite, embedded), or a PostgreSQL database's postgres://user:password@host:port/db?sslmode=... URL (docs/architecture.md, Store) (env HALE_STORE)")
 	f.StringVar(&o.Region, "region", service.DefaultRegion, "region written into cluster ARNs")
 	f.StringVar(&o.AccountID, "account-id", service.DefaultAccountID, "12-digit account id written into cluster ARNs")
 	f.IntVar(&o.MaxClusters, "max-clusters", service.DefaultMaxClusters, "clusters allowed before CreateCluster answers ResourceLimitExceeded")

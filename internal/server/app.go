@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haleproject/hale/internal/alarms"
 
 	"github.com/haleproject/hale/internal/console"
 	"github.com/haleproject/hale/internal/kubeplane"
+	"github.com/haleproject/hale/internal/leader"
 	"github.com/haleproject/hale/internal/metrics"
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/orchestrator/eks"
@@ -37,7 +39,6 @@ import (
 	"github.com/haleproject/hale/internal/provider"
 	"github.com/haleproject/hale/internal/service"
 	"github.com/haleproject/hale/internal/store"
-	"github.com/haleproject/hale/internal/store/sqlite"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -53,8 +54,11 @@ const (
 
 // Options configure a running server (hale server's flags).
 type Options struct {
-	Listen                 string // host:port; port 0 picks a free one
-	DataDir                string // holds hale.db and the admin credentials
+	Listen  string // host:port; port 0 picks a free one
+	DataDir string // holds hale.db and the admin credentials
+	// Store is the database: "" or StoreSQLite for DataDir/hale.db (embedded, one server), or
+	// a postgres:// URL (OpenStore).
+	Store                  string
 	Region                 string
 	AccountID              string
 	MaxClusters            int
@@ -207,6 +211,12 @@ type App struct {
 	// Images is the node image registry (DATA_DIR/images), behind `hale image` and the
 	// instance groups' ImageId.
 	Images *image.Registry
+	// Lost receives leader.ErrLost when this server led the reconcilers and lost their lease
+	// (internal/leader): the reconcilers stopped for good, and the process should exit so that
+	// its supervisor starts it again as a candidate. Servers on one store run the reconcilers
+	// one at a time; the others stand by and answer the API.
+	Lost    chan error
+	leading atomic.Bool
 
 	srv        *http.Server
 	metricsSrv *http.Server // --metrics-listen
@@ -245,7 +255,7 @@ func Start(o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(filepath.Join(o.DataDir, "hale.db"))
+	st, err := OpenStore(o.DataDir, o.Store)
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -489,22 +499,35 @@ func Start(o Options) (*App, error) {
 			a.Agents.Watch(ctx)
 		}()
 	}
-	if a.Events != nil {
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			a.Events.Run(ctx)
-		}()
+	holder, err := serverID(o.DataDir)
+	if err != nil {
+		a.Close()
+		return nil, err
 	}
 	ctlCtx, ctlCancel := context.WithCancel(ctx)
 	ctlDone := make(chan struct{})
 	a.stopReconcilers = func() { ctlCancel(); <-ctlDone }
+	a.Lost = make(chan error, 1)
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
 		defer close(ctlDone)
-		if err := ctl.Run(ctlCtx); err != nil {
-			log.Error("reconcilers stopped", "error", err)
+		// The reconcilers and the events' deliverer run on the one server that holds the
+		// lease, with its fence on every write they make.
+		err := leader.Run(ctlCtx, leader.Config{Store: st, Holder: holder, Logger: log}, func(ctx context.Context) {
+			a.leading.Store(true)
+			defer a.leading.Store(false)
+			var wg sync.WaitGroup
+			if a.Events != nil {
+				wg.Go(func() { a.Events.Run(ctx) })
+			}
+			if err := ctl.Run(ctx); err != nil {
+				log.Error("reconcilers stopped", "error", err)
+			}
+			wg.Wait()
+		})
+		if errors.Is(err, leader.ErrLost) {
+			a.Lost <- err
 		}
 	}()
 	go func() {
@@ -533,14 +556,17 @@ func Start(o Options) (*App, error) {
 		log.Info("metrics", "endpoint", a.MetricsURL)
 	}
 	log.Info("hale server listening", "endpoint", a.URL, "console", a.URL+console.Path+"/ (hale console prints a sign-in link)", "region", cfg.Region, "account_id", cfg.AccountID,
-		"data_dir", o.DataDir, "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
+		"data_dir", o.DataDir, "store", StoreName(o.DataDir, o.Store), "provider", providerName(o.Provider), "agents", a.AgentEndpoint, "object_store", a.ObjectStore)
 	return a, nil
 }
+
+// Leading reports whether this server runs the reconcilers now (it holds their lease).
+func (a *App) Leading() bool { return a.leading.Load() }
 
 // startEvents sets up the events for other systems when a sink is configured: the store
 // publishes every change's event to its outbox in the change's transaction, and a Deliverer
 // (run with the reconcilers) hands them to the sinks. Without a sink nothing is published.
-func (a *App) startEvents(o Options, st *sqlite.Store) error {
+func (a *App) startEvents(o Options, st Backend) error {
 	var sinks []eventbridge.Sink
 	if o.EventsWebhook != "" {
 		u, err := url.Parse(o.EventsWebhook)

@@ -44,7 +44,8 @@ type Tx interface {
 	Cluster(ref string) (*Cluster, error)
 	// ClusterByID returns the cluster with the given 12-character id; ErrNotFound.
 	ClusterByID(id string) (*Cluster, error)
-	// UpdateCluster replaces the stored cluster with c (same ID); ErrNotFound.
+	// UpdateCluster replaces the stored cluster with c (same ID); ErrNotFound, or ErrConflict
+	// when c.Version is not the stored version (then nothing changes).
 	UpdateCluster(c *Cluster) error
 	// DeleteCluster removes the cluster and everything that belongs to it: groups, nodes, node
 	// actions, events, orchestrator records and the tags of its ARN.
@@ -67,7 +68,7 @@ type Tx interface {
 
 	// InsertNode adds n and sets n.Seq; ErrExists on a duplicate instance id or logical id.
 	InsertNode(n *Node) error
-	// UpdateNode replaces the node with n.Seq; ErrNotFound.
+	// UpdateNode replaces the node with n.Seq; ErrNotFound, or ErrConflict as UpdateCluster.
 	UpdateNode(n *Node) error
 	// DeleteNode removes the node with seq and its orchestrator record; ErrNotFound.
 	DeleteNode(clusterID string, seq int64) error
@@ -84,7 +85,7 @@ type Tx interface {
 
 	// InsertAction adds a and sets a.ID.
 	InsertAction(a *Action) error
-	// UpdateAction replaces the action with a.ID; ErrNotFound.
+	// UpdateAction replaces the action with a.ID; ErrNotFound, or ErrConflict as UpdateCluster.
 	UpdateAction(a *Action) error
 	// OpenActions returns the cluster's actions that are Pending or InProgress, oldest first.
 	OpenActions(clusterID string) ([]*Action, error)
@@ -96,7 +97,8 @@ type Tx interface {
 	UpdateFinding(f *Finding) error
 	// FindingsOf returns a node's findings since a time, oldest first.
 	FindingsOf(clusterID, logicalID string, since time.Time) ([]*Finding, error)
-	// InsertRepair records a new repair; PutRepair replaces one (by ID; ErrNotFound).
+	// InsertRepair records a new repair; PutRepair replaces one (by ID; ErrNotFound, or
+	// ErrConflict as UpdateCluster).
 	InsertRepair(r *Repair) error
 	PutRepair(r *Repair) error
 	// OpenRepairs returns the cluster's repairs that have not ended, oldest first.
@@ -131,8 +133,9 @@ type Tx interface {
 	// OutboxEntry returns the outbox entry with that event id; ErrNotFound (never written, or
 	// pruned).
 	OutboxEntry(id string) (*OutboxEntry, error)
-	// OutboxHead is the Seq of the newest outbox entry ever written (0 when none was), pruned
-	// or not.
+	// OutboxHead is a Seq at or past the newest outbox entry ever written, pruned or not, and
+	// below every entry written later (0 when none was): where a new sink starts. It can be past
+	// the newest entry when a write that took a Seq rolled back (PostgreSQL's sequences).
 	OutboxHead() (int64, error)
 	// OutboxCursor returns the Seq of the last entry a sink delivered; ok is false for a sink
 	// the store has never seen.
@@ -176,6 +179,16 @@ type Tx interface {
 	ListAccessKeys() ([]*AccessKey, error)
 	// DeleteAccessKey removes the key with that id; ErrNotFound.
 	DeleteAccessKey(id string) error
+
+	// AcquireLease gives the lease to holder for ttl (by the store's clock) when it is free,
+	// expired or already holder's (a renewal), and reports whether holder has it now; the lease
+	// is returned as it stands either way. The token goes up when the lease changes holder.
+	AcquireLease(name, holder string, ttl time.Duration) (l *Lease, held bool, err error)
+	// Lease returns a lease as it stands; ErrNotFound when it was never acquired.
+	Lease(name string) (*Lease, error)
+	// ReleaseLease ends holder's lease now (another may take it at once, with a new token);
+	// a lease holder does not have is left alone.
+	ReleaseLease(name, holder string) error
 }
 
 // Cluster is a cluster record: identity, status and the desired specification as the API last
@@ -192,6 +205,10 @@ type Cluster struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Seq            int64 // insertion order; breaks ties between equal creation times
+	// Version is the stored row's version: 1 when inserted, one more at each update. An update
+	// carrying another version than the stored one fails with ErrConflict (the record changed
+	// since it was read); a successful one sets the new version here.
+	Version int64
 }
 
 // ClusterState is what the reconcilers keep about a cluster beyond its status.
@@ -358,6 +375,7 @@ type Node struct {
 	StatusMessage string
 	LaunchTime    time.Time
 	Details       NodeDetails
+	Version       int64 // the stored row's version, as Cluster.Version
 }
 
 // NodeDetails are the rest of what DescribeClusterNode shows about a node.
@@ -513,6 +531,7 @@ type Action struct {
 	Message    string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	Version    int64 // the stored row's version, as Cluster.Version
 }
 
 // Event is one ListClusterEvents record.
@@ -734,6 +753,7 @@ type Repair struct {
 	Message    string `json:",omitempty"` // why it failed or was held
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	Version    int64 `json:"-"` // the stored row's version, as Cluster.Version
 }
 
 // RepairCount is a key of RepairCounts: a repair's action and state.

@@ -9,6 +9,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,18 +18,29 @@ import (
 	"runtime"
 
 	"github.com/haleproject/hale/internal/store"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"github.com/haleproject/hale/internal/store/sqlstore"
+	driver "modernc.org/sqlite" // also registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Store is a store.Store backed by one SQLite file.
 type Store struct {
+	*sqlstore.DB
 	w    *sql.DB // one connection: every write transaction
 	r    *sql.DB // read transactions
 	path string
-	pub  store.Publisher // SetPublisher; nil: no outbox entries are written
 }
 
 var _ store.Store = (*Store)(nil)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrations are SQLite's schema versions (sqlstore.Migrations).
+var migrations = sqlstore.Migrations{FS: migrationFiles, Dir: "migrations"}
+
+// SchemaVersion is the newest schema version this build knows.
+func SchemaVersion() int { return migrations.Latest() }
 
 // Open opens (creating if needed) the database at path and brings its schema up to date.
 func Open(path string) (*Store, error) {
@@ -56,8 +68,8 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(max(4, 2*runtime.GOMAXPROCS(0)))
 	r.SetMaxIdleConns(max(4, 2*runtime.GOMAXPROCS(0)))
-	s := &Store{w: w, r: r, path: path}
-	if err := s.migrate(context.Background()); err != nil {
+	s := &Store{DB: sqlstore.New(w, r, dialect{}), w: w, r: r, path: path}
+	if err := s.migrateTo(context.Background(), SchemaVersion()); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -71,104 +83,53 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
+// migrateTo applies the migrations up to version upTo.
+func (s *Store) migrateTo(ctx context.Context, upTo int) error {
+	return migrations.Apply(ctx, s.w, dialect{}, s.path, upTo)
+}
+
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes both connection pools.
-func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
-}
+// dialect is SQLite's sqlstore.Dialect.
+type dialect struct{}
 
-// Read runs fn in a read transaction.
-func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
-	t, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("store: begin read: %w", err)
-	}
-	defer t.Rollback()
-	return fn(&tx{q: t, ctx: ctx})
-}
+// Rebind keeps "?": SQLite's own placeholder.
+func (dialect) Rebind(q string) string { return q }
 
-// Write runs fn in the write transaction and commits when it returns nil. With a Publisher, the
-// outbox entries of the transaction's changes are written in it before the commit (outbox.go).
-func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
-	t, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: begin write: %w", err)
-	}
-	x := &tx{q: t, ctx: ctx, pub: s.pub}
-	// A panic in fn (a bug) or a goroutine ended inside it (a test's in-process crash,
-	// internal/harness) must not leave the one writer connection in an open transaction, where
-	// every later write would wait forever.
-	ended := false
-	defer func() {
-		if !ended {
-			t.Rollback()
-		}
-	}()
-	if err := fn(x); err != nil {
-		return err
-	}
-	if x.pub != nil {
-		if err := x.publishClusters(); err != nil {
-			return err
+func (dialect) MapErr(err error) error {
+	var e *driver.Error
+	if errors.As(err, &e) {
+		switch e.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %v", store.ErrExists, err)
 		}
 	}
-	ended = true
-	if err := t.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
-	}
-	if x.published {
-		s.pub.Committed()
-	}
-	return nil
-}
-
-// tx implements store.Tx over one SQL transaction.
-type tx struct {
-	q   *sql.Tx
-	ctx context.Context
-
-	// pub is the store's Publisher in a write transaction (nil in reads, or without one);
-	// clustersBefore holds each cluster the transaction changed as it found it (nil: inserted),
-	// in clusterOrder; published: the transaction wrote outbox entries.
-	pub            store.Publisher
-	clustersBefore map[string]*store.Cluster
-	clusterOrder   []string
-	published      bool
-}
-
-func (t *tx) exec(query string, args ...any) (sql.Result, error) {
-	res, err := t.q.ExecContext(t.ctx, query, args...)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return res, nil
-}
-
-func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
-	rows, err := t.q.QueryContext(t.ctx, query, args...)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return rows, nil
-}
-
-func (t *tx) row(query string, args ...any) *sql.Row {
-	return t.q.QueryRowContext(t.ctx, query, args...)
-}
-
-// mustAffect turns "no row changed" into store.ErrNotFound.
-func mustAffect(res sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
+	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
-	return nil
+	return err
+}
+
+func (dialect) IndexedBy(index string) string { return "INDEXED BY " + index }
+
+// ILike is LIKE: SQLite's LIKE ignores the case of ASCII letters, all a name filter needs.
+func (dialect) ILike() string { return "LIKE" }
+
+// OutboxHead reads sqlite_sequence, where AUTOINCREMENT keeps the largest seq ever handed out,
+// pruned or not.
+func (dialect) OutboxHead() string {
+	return `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0)`
+}
+
+func (dialect) NowMs() string { return `CAST(unixepoch('subsec') * 1000 AS INTEGER)` }
+
+func (dialect) ReadOptions() *sql.TxOptions { return &sql.TxOptions{ReadOnly: true} }
+
+// BeginWrite has nothing to do: the one writer connection, with BEGIN IMMEDIATE, serializes
+// the writers.
+func (dialect) BeginWrite(context.Context, *sql.Tx) error { return nil }
+
+func (dialect) JSONText(column, key string) string {
+	return "json_extract(" + column + ", '$." + key + "')"
 }

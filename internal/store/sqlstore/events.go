@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"strings"
@@ -33,14 +33,11 @@ func (t *tx) AppendEvent(e *store.Event) error {
 			return err
 		}
 	}
-	res, err := t.exec(`INSERT INTO events (id, cluster_id, cluster_name, cluster_arn, group_name, instance_id,
-		resource_type, level, time, description, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	var err error
+	if e.Seq, err = t.insert(`INSERT INTO events (id, cluster_id, cluster_name, cluster_arn, group_name, instance_id,
+		resource_type, level, time, description, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`,
 		e.ID, e.ClusterID, e.ClusterName, e.ClusterARN, e.GroupName, e.InstanceID, e.ResourceType, e.Level,
-		ms(e.Time), e.Description, meta)
-	if err != nil {
-		return err
-	}
-	if e.Seq, err = res.LastInsertId(); err != nil {
+		ms(e.Time), e.Description, meta); err != nil {
 		return err
 	}
 	if t.pub == nil {
@@ -88,7 +85,7 @@ func (t *tx) ListEvents(q store.EventQuery) ([]*store.Event, error) {
 		where = append(where, "time < ?")
 		args = append(args, msPtr(q.TimeBefore))
 	}
-	rows, err := t.query(`SELECT `+eventCols+` FROM events INDEXED BY events_by_time WHERE `+strings.Join(where, " AND ")+
+	rows, err := t.query(`SELECT `+eventCols+` FROM events `+t.d.IndexedBy("events_by_time")+` WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY time `+dir+`, seq `+dir+` LIMIT ?`, append(args, q.Limit)...)
 	if err != nil {
 		return nil, err

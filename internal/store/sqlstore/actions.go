@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import "github.com/haleproject/hale/internal/store"
 
@@ -7,14 +7,11 @@ func (t *tx) InsertAction(a *store.Action) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.exec(`INSERT INTO node_actions (cluster_id, node_seq, instance_id, logical_id, kind, params, state,
-		message, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	a.ID, err = t.insert(`INSERT INTO node_actions (cluster_id, node_seq, instance_id, logical_id, kind, params, state,
+		message, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id`,
 		a.ClusterID, a.NodeSeq, a.InstanceID, a.LogicalID, a.Kind, params, a.State, a.Message,
 		ms(a.CreatedAt), ms(a.UpdatedAt))
-	if err != nil {
-		return err
-	}
-	a.ID, err = res.LastInsertId()
+	a.Version = 1
 	return err
 }
 
@@ -23,13 +20,13 @@ func (t *tx) UpdateAction(a *store.Action) error {
 	if err != nil {
 		return err
 	}
-	return mustAffect(t.exec(`UPDATE node_actions SET params = ?, state = ?, message = ?, updated_at = ? WHERE id = ?`,
-		params, a.State, a.Message, ms(a.UpdatedAt), a.ID))
+	return t.updateVersioned("node_actions", "id = ?", []any{a.ID}, &a.Version,
+		`params = ?, state = ?, message = ?, updated_at = ?`, params, a.State, a.Message, ms(a.UpdatedAt))
 }
 
 func (t *tx) OpenActions(clusterID string) ([]*store.Action, error) {
 	rows, err := t.query(`SELECT id, cluster_id, node_seq, instance_id, logical_id, kind, params, state, message,
-		created_at, updated_at FROM node_actions INDEXED BY node_actions_open
+		created_at, updated_at, version FROM node_actions `+t.d.IndexedBy("node_actions_open")+`
 		WHERE cluster_id = ? AND state IN ('Pending', 'InProgress') ORDER BY id`, clusterID)
 	if err != nil {
 		return nil, err
@@ -41,7 +38,7 @@ func (t *tx) OpenActions(clusterID string) ([]*store.Action, error) {
 		var params string
 		var created, updated int64
 		if err := rows.Scan(&a.ID, &a.ClusterID, &a.NodeSeq, &a.InstanceID, &a.LogicalID, &a.Kind, &params,
-			&a.State, &a.Message, &created, &updated); err != nil {
+			&a.State, &a.Message, &created, &updated, &a.Version); err != nil {
 			return nil, mapErr(err)
 		}
 		a.CreatedAt, a.UpdatedAt = fromMs(created), fromMs(updated)

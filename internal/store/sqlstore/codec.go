@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"database/sql"
@@ -8,19 +8,11 @@ import (
 	"time"
 
 	"github.com/haleproject/hale/internal/store"
-	driver "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// mapErr turns unique-constraint violations into store.ErrExists.
+// mapErr turns sql.ErrNoRows (a scan of no row) into store.ErrNotFound. Errors of statements go
+// through the dialect (tx.exec, tx.query, tx.insert), which also knows its unique violations.
 func mapErr(err error) error {
-	var e *driver.Error
-	if errors.As(err, &e) {
-		switch e.Code() {
-		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			return fmt.Errorf("%w: %v", store.ErrExists, err)
-		}
-	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}

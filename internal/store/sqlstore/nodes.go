@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"strings"
@@ -6,14 +6,14 @@ import (
 	"github.com/haleproject/hale/internal/store"
 )
 
-const nodeCols = `seq, cluster_id, instance_id, logical_id, group_name, instance_type, status, status_message, launch_time, details`
+const nodeCols = `seq, cluster_id, instance_id, logical_id, group_name, instance_type, status, status_message, launch_time, details, version`
 
 func scanNode(s scanner) (*store.Node, error) {
 	var n store.Node
 	var launch int64
 	var details string
 	if err := s.Scan(&n.Seq, &n.ClusterID, &n.InstanceID, &n.LogicalID, &n.GroupName, &n.InstanceType,
-		&n.Status, &n.StatusMessage, &launch, &details); err != nil {
+		&n.Status, &n.StatusMessage, &launch, &details, &n.Version); err != nil {
 		return nil, mapErr(err)
 	}
 	n.LaunchTime = fromMs(launch)
@@ -28,14 +28,11 @@ func (t *tx) InsertNode(n *store.Node) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.exec(`INSERT INTO nodes (cluster_id, instance_id, logical_id, group_name, instance_type, status,
-		status_message, launch_time, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	n.Seq, err = t.insert(`INSERT INTO nodes (cluster_id, instance_id, logical_id, group_name, instance_type, status,
+		status_message, launch_time, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`,
 		n.ClusterID, n.InstanceID, n.LogicalID, n.GroupName, n.InstanceType, n.Status, n.StatusMessage,
 		ms(n.LaunchTime), details)
-	if err != nil {
-		return err
-	}
-	n.Seq, err = res.LastInsertId()
+	n.Version = 1
 	return err
 }
 
@@ -44,10 +41,10 @@ func (t *tx) UpdateNode(n *store.Node) error {
 	if err != nil {
 		return err
 	}
-	return mustAffect(t.exec(`UPDATE nodes SET instance_id = ?, logical_id = ?, group_name = ?, instance_type = ?,
-		status = ?, status_message = ?, launch_time = ?, details = ? WHERE seq = ? AND cluster_id = ?`,
-		n.InstanceID, n.LogicalID, n.GroupName, n.InstanceType, n.Status, n.StatusMessage, ms(n.LaunchTime),
-		details, n.Seq, n.ClusterID))
+	return t.updateVersioned("nodes", "seq = ? AND cluster_id = ?", []any{n.Seq, n.ClusterID}, &n.Version,
+		`instance_id = ?, logical_id = ?, group_name = ?, instance_type = ?, status = ?, status_message = ?,
+		launch_time = ?, details = ?`,
+		n.InstanceID, n.LogicalID, n.GroupName, n.InstanceType, n.Status, n.StatusMessage, ms(n.LaunchTime), details)
 }
 
 func (t *tx) DeleteNode(clusterID string, seq int64) error {
@@ -71,7 +68,7 @@ func (t *tx) NodeByAnyInstanceID(instanceID string) (*store.Node, error) {
 	if instanceID == "" {
 		return nil, store.ErrNotFound
 	}
-	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes INDEXED BY nodes_by_instance_any WHERE instance_id = ? AND instance_id != ''`, instanceID))
+	return scanNode(t.row(`SELECT `+nodeCols+` FROM nodes `+t.d.IndexedBy("nodes_by_instance_any")+` WHERE instance_id = ? AND instance_id != ''`, instanceID))
 }
 
 func (t *tx) NodesOf(clusterID string) ([]*store.Node, error) {
@@ -124,7 +121,7 @@ func (t *tx) ListNodes(q store.NodeQuery) ([]*store.Node, error) {
 		args = append(args, msPtr(q.LaunchedBefore))
 	}
 	if q.GroupNameContains != "" {
-		where = append(where, `group_name LIKE ? ESCAPE '\'`)
+		where = append(where, "group_name "+t.d.ILike()+` ? ESCAPE '\'`)
 		args = append(args, "%"+likeEscape(q.GroupNameContains)+"%")
 	}
 	if !q.IncludeLogicalOnly {
@@ -136,7 +133,7 @@ func (t *tx) ListNodes(q store.NodeQuery) ([]*store.Node, error) {
 	}
 	// The index is named so the planner walks it in sort order and stops after LIMIT rows,
 	// instead of sorting the whole cluster when a filter looks selective.
-	rows, err := t.query(`SELECT `+nodeCols+` FROM nodes INDEXED BY `+index+` WHERE `+strings.Join(where, " AND ")+
+	rows, err := t.query(`SELECT `+nodeCols+` FROM nodes `+t.d.IndexedBy(index)+` WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY `+order+` LIMIT ?`, append(args, q.Limit)...)
 	if err != nil {
 		return nil, err

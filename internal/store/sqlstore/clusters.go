@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"strings"
@@ -6,13 +6,13 @@ import (
 	"github.com/haleproject/hale/internal/store"
 )
 
-const clusterCols = `seq, id, name, arn, status, failure_message, spec, state, created_at, updated_at`
+const clusterCols = `seq, id, name, arn, status, failure_message, spec, state, created_at, updated_at, version`
 
 func scanCluster(s scanner) (*store.Cluster, error) {
 	var c store.Cluster
 	var spec, state string
 	var created, updated int64
-	if err := s.Scan(&c.Seq, &c.ID, &c.Name, &c.ARN, &c.Status, &c.FailureMessage, &spec, &state, &created, &updated); err != nil {
+	if err := s.Scan(&c.Seq, &c.ID, &c.Name, &c.ARN, &c.Status, &c.FailureMessage, &spec, &state, &created, &updated, &c.Version); err != nil {
 		return nil, mapErr(err)
 	}
 	if err := decode(state, &c.State); err != nil {
@@ -34,15 +34,15 @@ func (t *tx) InsertCluster(c *store.Cluster) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.exec(`INSERT INTO clusters (id, name, arn, status, failure_message, spec, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	c.Seq, err = t.insert(`INSERT INTO clusters (id, name, arn, status, failure_message, spec, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`,
 		c.ID, c.Name, c.ARN, c.Status, c.FailureMessage, spec, state, ms(c.CreatedAt), ms(c.UpdatedAt))
 	if err != nil {
 		return err
 	}
-	c.Seq, err = res.LastInsertId()
+	c.Version = 1
 	t.clusterSeen(c.ID, nil)
-	return err
+	return nil
 }
 
 func (t *tx) Cluster(ref string) (*store.Cluster, error) {
@@ -75,8 +75,9 @@ func (t *tx) UpdateCluster(c *store.Cluster) error {
 			t.clusterSeen(c.ID, before)
 		}
 	}
-	return mustAffect(t.exec(`UPDATE clusters SET status = ?, failure_message = ?, spec = ?, state = ?, updated_at = ? WHERE id = ?`,
-		c.Status, c.FailureMessage, spec, state, ms(c.UpdatedAt), c.ID))
+	return t.updateVersioned("clusters", "id = ?", []any{c.ID}, &c.Version,
+		`status = ?, failure_message = ?, spec = ?, state = ?, updated_at = ?`,
+		c.Status, c.FailureMessage, spec, state, ms(c.UpdatedAt))
 }
 
 func (t *tx) DeleteCluster(id string) error {
@@ -126,7 +127,7 @@ func (t *tx) ListClusters(q store.ClusterQuery) ([]*store.Cluster, error) {
 		args = append(args, msPtr(q.CreatedBefore))
 	}
 	if q.NameContains != "" {
-		where = append(where, `name LIKE ? ESCAPE '\'`)
+		where = append(where, "name "+t.d.ILike()+` ? ESCAPE '\'`)
 		args = append(args, "%"+likeEscape(q.NameContains)+"%")
 	}
 	if q.TrainingPlanARN != "" {

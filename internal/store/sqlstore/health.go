@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"time"
@@ -11,12 +11,8 @@ func (t *tx) InsertFinding(f *store.Finding) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.exec(`INSERT INTO findings (cluster_id, logical_id, instance_id, at, fault, body) VALUES (?, ?, ?, ?, ?, ?)`,
+	f.Seq, err = t.insert(`INSERT INTO findings (cluster_id, logical_id, instance_id, at, fault, body) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`,
 		f.ClusterID, f.LogicalID, f.InstanceID, ms(f.At), f.Fault, body)
-	if err != nil {
-		return err
-	}
-	f.Seq, err = res.LastInsertId()
 	return err
 }
 
@@ -29,7 +25,7 @@ func (t *tx) UpdateFinding(f *store.Finding) error {
 }
 
 func (t *tx) FindingsOf(clusterID, logicalID string, since time.Time) ([]*store.Finding, error) {
-	rows, err := t.query(`SELECT seq, cluster_id, logical_id, instance_id, body FROM findings INDEXED BY findings_by_node
+	rows, err := t.query(`SELECT seq, cluster_id, logical_id, instance_id, body FROM findings `+t.d.IndexedBy("findings_by_node")+`
 		WHERE cluster_id = ? AND logical_id = ? AND at >= ? ORDER BY at, seq`, clusterID, logicalID, ms(since))
 	if err != nil {
 		return nil, err
@@ -55,10 +51,12 @@ func (t *tx) InsertRepair(r *store.Repair) error {
 	if err != nil {
 		return err
 	}
-	if _, err = t.exec(`INSERT INTO repairs (id, cluster_id, logical_id, state, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	if err = t.insertOnce(`INSERT INTO repairs (id, cluster_id, logical_id, state, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
 		r.ID, r.ClusterID, r.LogicalID, r.State, ms(r.CreatedAt), ms(r.UpdatedAt), body); err != nil {
 		return err
 	}
+	r.Version = 1
 	return t.publishRepair(nil, r)
 }
 
@@ -85,29 +83,30 @@ func (t *tx) PutRepair(r *store.Repair) error {
 			return err
 		}
 	}
-	if err := mustAffect(t.exec(`UPDATE repairs SET state = ?, updated_at = ?, body = ? WHERE id = ?`, r.State, ms(r.UpdatedAt), body, r.ID)); err != nil {
+	if err := t.updateVersioned("repairs", "id = ?", []any{r.ID}, &r.Version,
+		`state = ?, updated_at = ?, body = ?`, r.State, ms(r.UpdatedAt), body); err != nil {
 		return err
 	}
 	return t.publishRepair(before, r)
 }
 
 func (t *tx) OpenRepairs(clusterID string) ([]*store.Repair, error) {
-	return t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs INDEXED BY repairs_open
+	return t.repairs(`SELECT id, cluster_id, logical_id, body, version FROM repairs `+t.d.IndexedBy("repairs_open")+`
 		WHERE cluster_id = ? AND state NOT IN ('Done', 'Failed', 'Quarantined', 'Cancelled') ORDER BY created_at, id`, clusterID)
 }
 
 func (t *tx) RepairsOf(clusterID, logicalID string, since time.Time) ([]*store.Repair, error) {
-	return t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs INDEXED BY repairs_by_node
+	return t.repairs(`SELECT id, cluster_id, logical_id, body, version FROM repairs `+t.d.IndexedBy("repairs_by_node")+`
 		WHERE cluster_id = ? AND logical_id = ? AND created_at >= ? ORDER BY created_at, id`, clusterID, logicalID, ms(since))
 }
 
 func (t *tx) RepairsSince(clusterID string, since time.Time) ([]*store.Repair, error) {
-	return t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs INDEXED BY repairs_by_node
+	return t.repairs(`SELECT id, cluster_id, logical_id, body, version FROM repairs `+t.d.IndexedBy("repairs_by_node")+`
 		WHERE cluster_id = ? AND created_at >= ? ORDER BY created_at, id`, clusterID, ms(since))
 }
 
 func (t *tx) Repair(id string) (*store.Repair, error) {
-	rs, err := t.repairs(`SELECT id, cluster_id, logical_id, body FROM repairs WHERE id = ?`, id)
+	rs, err := t.repairs(`SELECT id, cluster_id, logical_id, body, version FROM repairs WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -127,20 +126,21 @@ func (t *tx) repairs(q string, args ...any) ([]*store.Repair, error) {
 	for rows.Next() {
 		var r store.Repair
 		var body, id, cluster, logical string
-		if err := rows.Scan(&id, &cluster, &logical, &body); err != nil {
+		var version int64
+		if err := rows.Scan(&id, &cluster, &logical, &body, &version); err != nil {
 			return nil, mapErr(err)
 		}
 		if err := decode(body, &r); err != nil {
 			return nil, err
 		}
-		r.ID, r.ClusterID, r.LogicalID = id, cluster, logical
+		r.ID, r.ClusterID, r.LogicalID, r.Version = id, cluster, logical, version
 		out = append(out, &r)
 	}
 	return out, mapErr(rows.Err())
 }
 
 func (t *tx) RepairCounts(clusterID string) (map[store.RepairCount]int, error) {
-	rows, err := t.query(`SELECT COALESCE(json_extract(body, '$.Action'), ''), state, COUNT(*) FROM repairs WHERE cluster_id = ? GROUP BY 1, 2`, clusterID)
+	rows, err := t.query(`SELECT COALESCE(`+t.d.JSONText("body", "Action")+`, ''), state, COUNT(*) FROM repairs WHERE cluster_id = ? GROUP BY 1, 2`, clusterID)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"time"
@@ -22,7 +22,7 @@ import (
 
 // SetPublisher makes every later write transaction publish its changes through p (nil: none).
 // Call it before the store is shared.
-func (s *Store) SetPublisher(p store.Publisher) { s.pub = p }
+func (s *DB) SetPublisher(p store.Publisher) { s.pub = p }
 
 // clusterSeen notes, at a transaction's first change of a cluster, the cluster as it was
 // (nil when the transaction inserts it).
@@ -64,11 +64,8 @@ func (t *tx) publishClusters() error {
 func (t *tx) appendOutbox(entries []store.OutboxEntry) error {
 	for i := range entries {
 		e := &entries[i]
-		res, err := t.exec(`INSERT INTO outbox (id, created_at, body) VALUES (?, ?, ?)`, e.ID, ms(e.Time), string(e.Body))
-		if err != nil {
-			return err
-		}
-		if e.Seq, err = res.LastInsertId(); err != nil {
+		var err error
+		if e.Seq, err = t.insert(`INSERT INTO outbox (id, created_at, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`, e.ID, ms(e.Time), string(e.Body)); err != nil {
 			return err
 		}
 		t.published = true
@@ -109,9 +106,8 @@ func (t *tx) OutboxEntry(id string) (*store.OutboxEntry, error) {
 }
 
 func (t *tx) OutboxHead() (int64, error) {
-	// AUTOINCREMENT keeps the largest seq ever handed out in sqlite_sequence, pruned or not.
 	var n int64
-	err := t.row(`SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0)`).Scan(&n)
+	err := t.row(t.d.OutboxHead()).Scan(&n)
 	return n, mapErr(err)
 }
 

@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import "github.com/haleproject/hale/internal/store"
 
@@ -28,7 +28,8 @@ func (t *tx) InsertAccessKey(k *store.AccessKey) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO access_keys (id, secret, principal, actions, clusters, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	err = t.insertOnce(`INSERT INTO access_keys (id, secret, principal, actions, clusters, created_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
 		k.ID, k.Secret, k.Principal, actions, clusters, ms(k.CreatedAt))
 	return err
 }

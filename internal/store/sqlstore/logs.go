@@ -1,7 +1,8 @@
-package sqlite
+package sqlstore
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/haleproject/hale/internal/store"
 )
@@ -39,7 +40,7 @@ func (t *tx) AppendLogBatch(group, stream, clusterID, batchID string, events []s
 
 func (t *tx) LogStreams(group, prefix string) ([]store.LogStream, error) {
 	rows, err := t.query(`SELECT log_group, log_stream, cluster_id, created_at, last_event FROM log_streams
-		WHERE log_group = ? AND log_stream LIKE ? ESCAPE '\' ORDER BY log_stream`, group, likeEscape(prefix)+"%")
+		WHERE log_group = ? AND substr(log_stream, 1, ?) = ? ORDER BY log_stream`, group, utf8.RuneCountInString(prefix), prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (t *tx) LogStreams(group, prefix string) ([]store.LogStream, error) {
 }
 
 func (t *tx) LogEvents(group, stream string, after int64, limit int) ([]store.LogEvent, error) {
-	rows, err := t.query(`SELECT seq, time, message FROM log_events INDEXED BY log_events_by_stream
+	rows, err := t.query(`SELECT seq, time, message FROM log_events `+t.d.IndexedBy("log_events_by_stream")+`
 		WHERE log_group = ? AND log_stream = ? AND seq > ? ORDER BY seq LIMIT ?`, group, stream, after, limit)
 	if err != nil {
 		return nil, err

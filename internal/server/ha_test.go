@@ -1,0 +1,69 @@
+package server_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/haleproject/hale/internal/server"
+	"github.com/haleproject/hale/internal/server/servertest"
+	"github.com/haleproject/hale/internal/store/postgres/pgtest"
+)
+
+// TestServersShareAPostgresStore: two hale servers on one real PostgreSQL database both answer
+// the API with the same records; exactly one runs the reconcilers, and when it stops, the
+// other takes them over.
+func TestServersShareAPostgresStore(t *testing.T) {
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	url, err := pg.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := servertest.Start(t, server.Options{Store: url})
+	// The second server finds the admin key in the store; its operator gives it the profile.
+	bDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bDir, "credentials"), readFile(t, a.App.CredentialsFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := servertest.Start(t, server.Options{Store: url, DataDir: bDir})
+
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not after 30 s: %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	until("one of the two servers leads", func() bool { return a.App.Leading() != b.App.Leading() })
+
+	arn := createFromFile(t, a, "../../examples/cluster.json", "shared")
+	out, err := b.SDK.DescribeCluster(servertest.Ctx(t), &sagemaker.DescribeClusterInput{ClusterName: aws.String("shared")})
+	if err != nil {
+		t.Fatalf("the other server's DescribeCluster: %v", err)
+	}
+	if *out.ClusterArn != arn {
+		t.Fatalf("the servers disagree: %s and %s", *out.ClusterArn, arn)
+	}
+
+	leader, standby := a, b
+	if b.App.Leading() {
+		leader, standby = b, a
+	}
+	if err := leader.App.Close(); err != nil {
+		t.Fatal(err)
+	}
+	until("the standby leads once the leader stopped", standby.App.Leading)
+	if _, err := standby.SDK.ListClusters(servertest.Ctx(t), &sagemaker.ListClustersInput{}); err != nil {
+		t.Fatal(err)
+	}
+}
