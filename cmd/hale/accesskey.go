@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/haleproject/hale/internal/auth"
 	"github.com/haleproject/hale/internal/server"
@@ -35,7 +36,9 @@ func newAccessKeyCommand() *cobra.Command {
 				return nil, fmt.Errorf("no hale database at %s (start hale server with --data-dir %s first): %w", path, dataDir, err)
 			}
 		}
-		return server.OpenStore(dataDir, storeURL)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return server.OpenStore(ctx, dataDir, storeURL)
 	}
 
 	var principal, credFile, confFile, profile string

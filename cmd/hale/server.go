@@ -56,9 +56,19 @@ works with no other step. The hale CLI reads those files by itself.`,
 				o.Logger.Info("shutting down")
 				return app.Close()
 			case err := <-app.Lost:
-				// Another server leads now; this one's reconcilers cannot start again in
-				// place. Exit, so that a supervisor starts it as a candidate again.
-				return errors.Join(err, app.Close())
+				// Another server leads now, or the store was out of reach for longer than the
+				// lease. The reconcilers' state was the tenure's: the server starts over, as
+				// the same process (same pid, arguments and environment), and stands as a
+				// candidate again; it waits for its database if it has to.
+				o.Logger.Error("no longer leading; starting over as a candidate", "error", err)
+				if cerr := app.Close(); cerr != nil {
+					o.Logger.Warn("stopping", "error", cerr)
+				}
+				exe, xerr := os.Executable()
+				if xerr != nil {
+					return errors.Join(err, xerr)
+				}
+				return errors.Join(err, syscall.Exec(exe, os.Args, os.Environ()))
 			}
 		},
 	}

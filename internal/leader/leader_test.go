@@ -185,3 +185,40 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("the new leader's fenced write: %v", err)
 	}
 }
+
+// TestDatabaseStoppedEndsTheTenure: when the database stops answering (SIGSTOP: connections
+// open, nothing answers), the leader stops leading before its lease can expire, and its
+// election ends with ErrLost, whatever its store calls are waiting on.
+func TestDatabaseStoppedEndsTheTenure(t *testing.T) {
+	ss := stores(t, "postgres", 1)
+	leading := make(chan context.Context, 1)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- Run(context.Background(), Config{Store: ss[0], Holder: "server-a", TTL: 600 * time.Millisecond, RetryPeriod: 50 * time.Millisecond},
+			func(ctx context.Context) {
+				leading <- ctx
+				// A leader's work: writes, each waiting on the database.
+				for ctx.Err() == nil {
+					ss[0].Write(ctx, func(tx store.Tx) error { _, err := tx.CountClusters(); return err })
+				}
+			})
+	}()
+	ctx := <-leading
+	if err := pg.Halt(); err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Resume()
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tenure did not end while the database was stopped")
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("the election ended with %v, want ErrLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the election did not end while the database was stopped")
+	}
+}

@@ -41,6 +41,8 @@ type Server struct {
 	drained  *prometheus.HistogramVec
 	ended    *prometheus.HistogramVec
 	resumed  *prometheus.HistogramVec
+	leading  prometheus.Gauge
+	tenures  prometheus.Counter
 	nodes    *nodeMetrics
 }
 
@@ -78,13 +80,21 @@ func New(st store.Store, agents Agents) *Server {
 		Help:    "Time from a repair's finding to the job it interrupted running again (srun --auto-resume=1: the step retried, or the requeued job started again), by action.",
 		Buckets: repairBuckets,
 	}, []string{"action"})
+	m.leading = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hale_leader",
+		Help: "1 while this server runs the reconcilers (it holds their lease in the store), 0 while it stands by (internal/leader).",
+	})
+	m.tenures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hale_leader_tenures_total",
+		Help: "Times this server began to run the reconcilers (took their lease).",
+	})
 	sc := &storeCollector{st: st}
 	// A nil *agentserver.Server in an Agents is not nil: the collectors test for both.
 	if a, ok := agents.(*agentserver.Server); ok && a == nil {
 		agents = nil
 	}
 	m.nodes = &nodeMetrics{st: st, agents: agents, errors: &sc.errors}
-	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended, m.resumed,
+	m.reg.MustRegister(m.requests, m.duration, m.findings, m.drained, m.ended, m.resumed, m.leading, m.tenures,
 		sc, &agentCollector{agents: agents},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -99,6 +109,17 @@ func (m *Server) Registry() *prometheus.Registry { return m.reg }
 func (m *Server) ObserveRequest(operation, code string, d time.Duration) {
 	m.requests.WithLabelValues(operation, code).Inc()
 	m.duration.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// Leading records whether this server runs the reconcilers (hale_leader); a start counts a
+// tenure.
+func (m *Server) Leading(leading bool) {
+	if leading {
+		m.leading.Set(1)
+		m.tenures.Inc()
+		return
+	}
+	m.leading.Set(0)
 }
 
 // ObserveFinding counts one health finding.

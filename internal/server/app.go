@@ -255,7 +255,9 @@ func Start(o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenStore(o.DataDir, o.Store)
+	// A server waits for its database as long as it takes (PostgreSQL restarting, or out of
+	// reach): without it there is nothing to serve.
+	st, err := OpenStore(context.Background(), o.DataDir, o.Store)
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -516,7 +518,11 @@ func Start(o Options) (*App, error) {
 		// lease, with its fence on every write they make.
 		err := leader.Run(ctlCtx, leader.Config{Store: st, Holder: holder, Logger: log}, func(ctx context.Context) {
 			a.leading.Store(true)
-			defer a.leading.Store(false)
+			a.Metrics.Leading(true)
+			defer func() {
+				a.leading.Store(false)
+				a.Metrics.Leading(false)
+			}()
 			var wg sync.WaitGroup
 			if a.Events != nil {
 				wg.Go(func() { a.Events.Run(ctx) })

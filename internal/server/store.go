@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/haleproject/hale/internal/store"
 	"github.com/haleproject/hale/internal/store/postgres"
@@ -32,14 +31,13 @@ func IsPostgres(url string) bool {
 // OpenStore opens the store a --store value names: "" or "sqlite" for the SQLite file
 // dataDir/hale.db, or a postgres:// URL (pgx's form: postgres://user:password@host:port/db?
 // sslmode=...) for a PostgreSQL database that must exist; either is brought to the newest
-// schema. Errors never show a password.
-func OpenStore(dataDir, url string) (Backend, error) {
+// schema. It waits for a PostgreSQL database that does not answer until ctx ends. Errors
+// never show a password.
+func OpenStore(ctx context.Context, dataDir, url string) (Backend, error) {
 	switch {
 	case url == "" || url == StoreSQLite:
 		return sqlite.Open(filepath.Join(dataDir, "hale.db"))
 	case IsPostgres(url):
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		return postgres.Open(ctx, url)
 	}
 	return nil, fmt.Errorf("--store %q: want %q (DATA_DIR/hale.db, the default) or a postgres:// URL", postgres.Redact(url), StoreSQLite)

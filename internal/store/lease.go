@@ -21,8 +21,8 @@ var ErrConflict = errors.New("store: conflict: the record changed since it was r
 type Lease struct {
 	Name   string
 	Holder string // "" when nobody ever held it
-	// Token goes up by one each time the lease passes to another holder, never down: a write
-	// fenced with an older token (WithFence) is refused.
+	// Token goes up by one at each new tenure (another holder, or the same one after the lease
+	// expired), never down: a write fenced with an older token (WithFence) is refused.
 	Token     int64
 	Expires   time.Time
 	RenewedAt time.Time

@@ -182,7 +182,8 @@ type Tx interface {
 
 	// AcquireLease gives the lease to holder for ttl (by the store's clock) when it is free,
 	// expired or already holder's (a renewal), and reports whether holder has it now; the lease
-	// is returned as it stands either way. The token goes up when the lease changes holder.
+	// is returned as it stands either way. The token goes up at every new tenure: when the lease
+	// passes to another holder, or comes back to the same one after it expired.
 	AcquireLease(name, holder string, ttl time.Duration) (l *Lease, held bool, err error)
 	// Lease returns a lease as it stands; ErrNotFound when it was never acquired.
 	Lease(name string) (*Lease, error)

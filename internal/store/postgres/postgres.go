@@ -15,9 +15,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"embed"
 
@@ -48,8 +50,8 @@ func SchemaVersion() int { return migrations.Latest() }
 // does; this one spells "hale" in ASCII.
 const writeLock = 0x68616c65
 
-// Open connects to the database at url (postgres://user:pass@host:port/db?sslmode=...: pgx's
-// connection strings, https://pkg.go.dev/github.com/jackc/pgx/v5/pgconn#ParseConfig) and brings
+// Open connects to the database at url, waiting while it does not answer (until ctx ends), (postgres://user:pass@host:port/db?sslmode=...: pgx's
+// connection strings, https://pkg.go.dev/github.com/jackc/pgx/v5/pgconn#ParseConfig), and brings
 // its schema up to date. The database must exist and the user must be able to create tables
 // in it.
 func Open(ctx context.Context, url string) (*Store, error) {
@@ -60,9 +62,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(8)
-	if err := db.PingContext(ctx); err != nil {
+	if err := waitReachable(ctx, db, where); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: connect to %s: %w", where, err)
+		return nil, err
 	}
 	s := &Store{DB: sqlstore.New(db, db, dialect{}), db: db, where: where}
 	if err := migrations.Apply(ctx, db, dialect{}, where, SchemaVersion()); err != nil {
@@ -70,6 +72,47 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// waitReachable waits until the database answers: a server started while PostgreSQL restarts,
+// or is out of reach for a while, waits for it rather than exiting (until ctx ends). An answer
+// that is a refusal (a wrong password, no such database) is an error at once.
+func waitReachable(ctx context.Context, db *sql.DB, where string) error {
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := db.PingContext(pctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case refused(err) || ctx.Err() != nil:
+			return fmt.Errorf("store: connect to %s: %w", where, err)
+		}
+		if attempt%10 == 0 {
+			slog.Warn("store: the database does not answer; waiting for it", "database", where, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: connect to %s: %w", where, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// refused reports whether a failed connection is the server's answer that it will not serve
+// this client (a wrong password, no such database or role): waiting does not change that.
+// A server starting up, shutting down or out of connections (SQLSTATE classes 57, 08 and 53)
+// is waited for, as is no answer at all.
+func refused(err error) bool {
+	var e *pgconn.PgError
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code[:2] {
+	case "57", "08", "53":
+		return false
+	}
+	return true
 }
 
 // Where returns the database's URL without its password.

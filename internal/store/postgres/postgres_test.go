@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/haleproject/hale/internal/store/postgres/pgtest"
 	"github.com/haleproject/hale/internal/store/storetest"
@@ -100,5 +101,37 @@ func TestRebind(t *testing.T) {
 func TestRedact(t *testing.T) {
 	if got := Redact("postgres://hale:secret@db:5432/hale"); strings.Contains(got, "secret") {
 		t.Fatalf("Redact kept the password: %s", got)
+	}
+}
+
+// TestOpenWaitsForTheDatabase: a server started while PostgreSQL is down (or still starting)
+// waits for it, and a refusal (no such database) is an error at once.
+func TestOpenWaitsForTheDatabase(t *testing.T) {
+	url := newDatabase(t)
+	if err := server.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		s, err := Open(context.Background(), url)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("Open returned while the database was down: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := server.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("Open after the database came back: %v", err)
+	}
+	bad := strings.Replace(url, "/hale_", "/nosuch_", 1)
+	if _, err := Open(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Open of a database that does not exist: %v", err)
 	}
 }

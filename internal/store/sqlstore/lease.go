@@ -48,12 +48,14 @@ func (t *tx) AcquireLease(name, holder string, ttl time.Duration) (*store.Lease,
 		}
 	case err != nil:
 		return nil, false, err
-	case l.Holder == holder:
-		// A renewal keeps the token: nobody else held the lease in between.
+	case l.Holder == holder && ms(l.Expires) > now:
+		// A renewal keeps the token: nobody else can have held the lease in between.
 		if _, err := t.exec(`UPDATE leases SET expires_at = ?, renewed_at = ? WHERE name = ?`, until, now, name); err != nil {
 			return nil, false, err
 		}
 	case ms(l.Expires) <= now:
+		// A new tenure, even of the same holder: what its last tenure left running must not
+		// write in this one.
 		if _, err := t.exec(`UPDATE leases SET holder = ?, token = token + 1, expires_at = ?, renewed_at = ? WHERE name = ?`,
 			holder, until, now, name); err != nil {
 			return nil, false, err

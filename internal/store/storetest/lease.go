@@ -49,8 +49,21 @@ func testLeases(t *testing.T, o Opener) {
 	if !held || b.Token != a.Token+1 {
 		t.Fatalf("after a release: %+v held=%v, want server-b with token %d", b, held, a.Token+1)
 	}
-	// b lets its short lease run out: a gets it back with the next token. The wait is for a
-	// condition (the store's clock passing the expiry), not a time this test asserts.
+	// b lets its short lease run out and takes it again: a new tenure, a new token. Then a gets
+	// it back the same way. The waits are for a condition (the store's clock passing the
+	// expiry), not a time this test asserts.
+	// (The database's clock is this machine's: the suite runs its database here.)
+	waitExpired := func(l *store.Lease) {
+		for time.Now().Before(l.Expires.Add(20 * time.Millisecond)) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitExpired(b)
+	again, held := acquire(t, s, "server-b", 50*time.Millisecond)
+	if !held || again.Token != b.Token+1 {
+		t.Fatalf("the same holder after an expiry: %+v held=%v, want token %d", again, held, b.Token+1)
+	}
+	b = again
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, held := acquire(t, s, "server-a", time.Minute)

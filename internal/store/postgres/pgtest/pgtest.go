@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -175,12 +176,19 @@ func (s *Server) signal(sig syscall.Signal, ends bool) error {
 	if s.cmd == nil {
 		return errors.New("pgtest: the server is not running")
 	}
-	// The whole process group: the postmaster and its backends.
-	if err := syscall.Kill(-s.cmd.Process.Pid, sig); err != nil {
+	// The postmaster first (it forks no backend while stopped), then its children: each of
+	// them leads a session of its own (setsid), so a signal to the postmaster's process
+	// group would not reach the backends serving the open connections.
+	pm := s.cmd.Process.Pid
+	children := childrenOf(pm)
+	if err := syscall.Kill(pm, sig); err != nil {
 		return err
 	}
+	for _, pid := range append(children, childrenOf(pm)...) {
+		syscall.Kill(pid, sig)
+	}
 	if ends {
-		for syscall.Kill(-s.cmd.Process.Pid, 0) == nil {
+		for i := 0; i < 500 && alive(pm); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
 		s.cmd = nil
@@ -188,16 +196,58 @@ func (s *Server) signal(sig syscall.Signal, ends bool) error {
 	return nil
 }
 
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var ppid int
+		if _, err := fmt.Sscan(string(stat[i+1:]), &state, &ppid); err == nil && ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && len(stat) > i+2 && stat[i+2] != 'Z'
+}
+
 // Stop shuts the server down and removes its directory.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	if s.cmd != nil {
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT)
+		pm := s.cmd.Process.Pid
+		for _, pid := range append([]int{pm}, childrenOf(pm)...) {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
 		s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-		for i := 0; i < 200 && syscall.Kill(s.cmd.Process.Pid, 0) == nil; i++ {
+		for i := 0; i < 200 && alive(pm); i++ {
 			time.Sleep(50 * time.Millisecond)
 		}
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		for _, pid := range append([]int{pm}, childrenOf(pm)...) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 		s.cmd = nil
 	}
 	s.mu.Unlock()
