@@ -17,10 +17,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -42,11 +44,14 @@ const (
 
 // Client calls hale's API. It is safe for concurrent use, except for changing Debug.
 type Client struct {
-	cfg      aws.Config
-	endpoint *url.URL
-	profile  string
-	signer   *v4.Signer
-	http     *http.Client
+	cfg aws.Config
+	// endpoints are the servers, the configured endpoint first, then HALE_ENDPOINT_URLS'
+	// others; cur is the one that last answered (failover.go).
+	endpoints []*url.URL
+	cur       atomic.Int32
+	profile   string
+	signer    *v4.Signer
+	http      *http.Client
 
 	// Debug, when not nil, receives every request and response: headers (with the signature
 	// redacted; the secret key is never sent, so never shown) and bodies.
@@ -61,24 +66,21 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("Bad value for --endpoint-url %q: scheme is missing.  Must be of the form http://<hostname>/ or https://<hostname>/", endpoint)
-	}
-	if u.Path == "" {
-		u.Path = "/"
+	endpoints, err := parseEndpoints(endpoint, os.Getenv(EndpointsEnv))
+	if err != nil {
+		return nil, err
 	}
 	return &Client{
-		cfg:      cfg,
-		endpoint: u,
-		profile:  profile,
-		signer:   v4.NewSigner(),
-		http:     &http.Client{Timeout: 60 * time.Second},
+		cfg:       cfg,
+		endpoints: endpoints,
+		profile:   profile,
+		signer:    v4.NewSigner(),
+		http:      &http.Client{Timeout: 60 * time.Second},
 	}, nil
 }
 
-// Endpoint returns the URL requests are sent to.
-func (c *Client) Endpoint() string { return c.endpoint.String() }
+// Endpoint returns the URL requests are sent to (the server that last answered).
+func (c *Client) Endpoint() string { return c.endpoint().String() }
 
 // Region returns the region requests are signed for.
 func (c *Client) Region() string { return c.cfg.Region }
@@ -158,33 +160,39 @@ type httpStatus struct {
 
 // do sends one signed attempt and returns the answer.
 func (c *Client) do(ctx context.Context, creds aws.Credentials, operation string, input []byte, payloadHash string) (httpStatus, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint.String(), bytes.NewReader(input))
-	if err != nil {
-		return httpStatus{}, nil, err
-	}
-	req.Header.Set("Content-Type", ContentType)
-	req.Header.Set("X-Amz-Target", api.TargetPrefix+"."+operation)
-	req.Header.Set("User-Agent", "hale-cli")
-	if err := c.signer.SignHTTP(ctx, creds, req, payloadHash, api.SigningName, c.cfg.Region, time.Now()); err != nil {
-		return httpStatus{}, nil, fmt.Errorf("signing the request: %w", err)
-	}
-	c.debugf("%s %s (operation %s, region %s, profile %s)\n%s\n%s\n", req.Method, req.URL, operation, c.cfg.Region, c.profile, headerText(req.Header), input)
-	resp, err := c.http.Do(req)
+	resp, endpoint, err := c.roundTrip(ctx, func(base *url.URL) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base.String(), bytes.NewReader(input))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", ContentType)
+		req.Header.Set("X-Amz-Target", api.TargetPrefix+"."+operation)
+		req.Header.Set("User-Agent", "hale-cli")
+		if err := c.signer.SignHTTP(ctx, creds, req, payloadHash, api.SigningName, c.cfg.Region, time.Now()); err != nil {
+			return nil, fmt.Errorf("signing the request: %w", err)
+		}
+		c.debugf("%s %s (operation %s, region %s, profile %s)\n%s\n%s\n", req.Method, req.URL, operation, c.cfg.Region, c.profile, headerText(req.Header), input)
+		return req, nil
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return httpStatus{}, nil, ctx.Err()
 		}
+		var ue *userError
+		if errors.As(err, &ue) {
+			return httpStatus{}, nil, err
+		}
 		c.debugf("%v\n", err)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return httpStatus{}, nil, &userError{fmt.Sprintf("Read timeout on endpoint URL: %q", c.endpoint.String()), err}
+			return httpStatus{}, nil, &userError{fmt.Sprintf("Read timeout on endpoint URL: %q", endpoint.String()), err}
 		}
-		return httpStatus{}, nil, &userError{fmt.Sprintf("Could not connect to the endpoint URL: %q", c.endpoint.String()), err}
+		return httpStatus{}, nil, &userError{fmt.Sprintf("Could not connect to the endpoint URL: %q", endpoint.String()), err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return httpStatus{}, nil, fmt.Errorf("reading the %s response from %s: %w", operation, c.endpoint, err)
+		return httpStatus{}, nil, fmt.Errorf("reading the %s response from %s: %w", operation, endpoint, err)
 	}
 	c.debugf("response %s\n%s\n%s\n", resp.Status, headerText(resp.Header), body)
 	return httpStatus{resp.StatusCode, resp.Header}, body, nil

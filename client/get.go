@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,24 +36,30 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return nil, errNoCredentials(err)
 	}
-	u := *c.endpoint
-	u.Path = path
-	u.RawQuery = query.Encode()
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("User-Agent", "hale-cli")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	sum := sha256.Sum256(body)
-	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), api.SigningName, c.cfg.Region, time.Now()); err != nil {
-		return nil, fmt.Errorf("signing the request: %w", err)
-	}
-	resp, err := c.http.Do(req)
+	resp, endpoint, err := c.roundTrip(ctx, func(base *url.URL) (*http.Request, error) {
+		u := *base
+		u.Path = path
+		u.RawQuery = query.Encode()
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("User-Agent", "hale-cli")
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), api.SigningName, c.cfg.Region, time.Now()); err != nil {
+			return nil, fmt.Errorf("signing the request: %w", err)
+		}
+		return req, nil
+	})
 	if err != nil {
-		return nil, &userError{fmt.Sprintf("Could not connect to the endpoint URL: %q", c.endpoint.String()), err}
+		var ue *userError
+		if errors.As(err, &ue) {
+			return nil, err
+		}
+		return nil, &userError{fmt.Sprintf("Could not connect to the endpoint URL: %q", endpoint.String()), err}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(resp.Body)

@@ -15,8 +15,9 @@ import (
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/agentserver"
+	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/store"
-	"github.com/haleproject/hale/internal/store/sqlite"
+	"github.com/haleproject/hale/internal/store/postgres/pgtest"
 )
 
 // BenchmarkAgents1000 measures what 1,000 connected agents cost a hale server: the real server
@@ -24,15 +25,18 @@ import (
 // protocol, one heartbeat a second each) run in the benchmark's process. After all registered,
 // the server's CPU time and resident memory are read from /proc over a 10 s window.
 // Run: go test ./internal/agentserver -run '^$' -bench Agents1000 -benchtime 1x
+// With HALE_BENCH_STORE=postgres the server's store is a real PostgreSQL (pgtest), whose own
+// CPU is reported beside the server's.
 func BenchmarkAgents1000(b *testing.B) {
 	const agents = 1000
 	dir := b.TempDir()
+	storeURL, pg := benchStore(b)
 	bin := filepath.Join(dir, "hale")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/haleproject/hale/cmd/hale").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	data := filepath.Join(dir, "data")
-	st, err := sqlite.Open(filepath.Join(data, "hale.db"))
+	st, err := server.OpenStore(context.Background(), data, storeURL)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +67,7 @@ func BenchmarkAgents1000(b *testing.B) {
 		return l.Addr().String()
 	}
 	agentAddr := free()
-	srv := exec.Command(bin, "server", "--data-dir", data, "--listen", free(), "--agent-listen", agentAddr, "--heartbeat-interval", "1s")
+	srv := exec.Command(bin, "server", "--data-dir", data, "--listen", free(), "--agent-listen", agentAddr, "--heartbeat-interval", "1s", "--store", storeURL)
 	if err := srv.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -81,18 +85,25 @@ func BenchmarkAgents1000(b *testing.B) {
 			BootstrapTokenFile: filepath.Join(adir, "token"), CAFile: filepath.Join(data, "agent-ca", "ca.crt"), Logger: quiet})
 	}
 	start := time.Now()
-	for registered(b, data) < agents {
+	for registered(b, data, storeURL) < agents {
 		if time.Since(start) > 2*time.Minute {
-			b.Fatalf("only %d of %d agents registered", registered(b, data), agents)
+			b.Fatalf("only %d of %d agents registered", registered(b, data, storeURL), agents)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	joined := time.Since(start)
 	time.Sleep(2 * time.Second) // let the registration burst settle
 	cpu0, _ := procUsage(srv.Process.Pid)
+	var db0 time.Duration
+	if pg != nil {
+		db0 = pg.CPU()
+	}
 	const window = 10 * time.Second
 	time.Sleep(window)
 	cpu1, rss := procUsage(srv.Process.Pid)
+	if pg != nil {
+		b.ReportMetric(100*(pg.CPU()-db0).Seconds()/window.Seconds(), "postgres-cpu-%")
+	}
 	b.ReportMetric(joined.Seconds(), "s-to-register-all")
 	b.ReportMetric(100*(cpu1-cpu0).Seconds()/window.Seconds(), "server-cpu-%")
 	b.ReportMetric(float64(rss)/(1<<20), "server-rss-MiB")
@@ -118,8 +129,8 @@ func procUsage(pid int) (cpu time.Duration, rss int64) {
 }
 
 // registered counts the nodes whose agents registered (their certificate's serial is stored).
-func registered(b *testing.B, data string) int {
-	st, err := sqlite.Open(filepath.Join(data, "hale.db"))
+func registered(b *testing.B, data, storeURL string) int {
+	st, err := server.OpenStore(context.Background(), data, storeURL)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,4 +146,13 @@ func registered(b *testing.B, data string) int {
 		return err
 	})
 	return n
+}
+
+// benchStore is the store a benchmark's server runs on: "" (SQLite in its data directory), or
+// with HALE_BENCH_STORE=postgres a database of a PostgreSQL started for it.
+func benchStore(b *testing.B) (string, *pgtest.Server) {
+	if os.Getenv("HALE_BENCH_STORE") != "postgres" {
+		return "", nil
+	}
+	return pgtest.Database(b)
 }

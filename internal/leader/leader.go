@@ -63,8 +63,8 @@ func (c *Config) defaults() {
 // context that carries the lease's fence and is cancelled when the tenure ends, and keeps
 // renewing. It returns ctx's error when ctx ends (releasing a lease it holds, so a successor
 // need not wait for it to expire), or ErrLost once lead has returned after the lease was lost:
-// a deposed leader's components are not restarted in place (their state was the leader's);
-// its process starts over, as Kubernetes' components do.
+// a deposed leader's components are not started again in this Run (their state was the
+// tenure's); hale's server starts its process over, much as Kubernetes' components exit.
 func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 	c.defaults()
 	var l *store.Lease
@@ -88,10 +88,15 @@ func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 	}
 }
 
-// try asks for (or renews) the lease once.
+// try asks for (or renews) the lease once: apart from the store's writers where it can
+// (store.Leaser), so that a renewal never waits behind the leader's own long writes.
 func try(ctx context.Context, c Config, l **store.Lease) (held bool, err error) {
 	tctx, cancel := context.WithTimeout(ctx, c.TTL/2)
 	defer cancel()
+	if ls, ok := c.Store.(store.Leaser); ok {
+		*l, held, err = ls.AcquireLease(tctx, c.Lease, c.Holder, c.TTL)
+		return held && err == nil, err
+	}
 	err = c.Store.Write(tctx, func(tx store.Tx) error {
 		var err error
 		*l, held, err = tx.AcquireLease(c.Lease, c.Holder, c.TTL)
@@ -152,5 +157,9 @@ func tenure(ctx context.Context, c Config, token int64, renewed time.Time, lead 
 func release(c Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.TTL/2)
 	defer cancel()
+	if ls, ok := c.Store.(store.Leaser); ok {
+		ls.ReleaseLease(ctx, c.Lease, c.Holder)
+		return
+	}
 	c.Store.Write(ctx, func(tx store.Tx) error { return tx.ReleaseLease(c.Lease, c.Holder) })
 }

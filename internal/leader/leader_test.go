@@ -222,3 +222,30 @@ func TestDatabaseStoppedEndsTheTenure(t *testing.T) {
 		t.Fatal("the election did not end while the database was stopped")
 	}
 }
+
+// TestRenewalsDoNotWaitForWriters: a leader whose store is busy with a long write transaction
+// (its own reconcilers', or another server's) keeps its lease: renewals are made apart from
+// the writers (store.Leaser). Before, a renewal queued behind the write lock, and a busy
+// leader deposed itself.
+func TestRenewalsDoNotWaitForWriters(t *testing.T) {
+	ss := stores(t, "postgres", 1)
+	leading := make(chan context.Context, 1)
+	go Run(t.Context(), Config{Store: ss[0], Holder: "server-a", TTL: 600 * time.Millisecond, RetryPeriod: 50 * time.Millisecond},
+		func(ctx context.Context) {
+			leading <- ctx
+			<-ctx.Done()
+		})
+	ctx := <-leading
+	// A write that holds the store's write lock for four lease lengths.
+	err := ss[0].Write(context.Background(), func(tx store.Tx) error {
+		time.Sleep(2400 * time.Millisecond)
+		_, err := tx.CountClusters()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the leader lost its lease while another transaction wrote: %v", context.Cause(ctx))
+	}
+}

@@ -212,9 +212,9 @@ type App struct {
 	// instance groups' ImageId.
 	Images *image.Registry
 	// Lost receives leader.ErrLost when this server led the reconcilers and lost their lease
-	// (internal/leader): the reconcilers stopped for good, and the process should exit so that
-	// its supervisor starts it again as a candidate. Servers on one store run the reconcilers
-	// one at a time; the others stand by and answer the API.
+	// (internal/leader): the reconcilers stopped for good, and the server should start over
+	// (`hale server` re-executes itself) to stand as a candidate again. Servers on one store
+	// run the reconcilers one at a time; the others stand by and answer the API.
 	Lost    chan error
 	leading atomic.Bool
 
@@ -514,9 +514,7 @@ func Start(o Options) (*App, error) {
 	go func() {
 		defer a.wg.Done()
 		defer close(ctlDone)
-		// The reconcilers and the events' deliverer run on the one server that holds the
-		// lease, with its fence on every write they make.
-		err := leader.Run(ctlCtx, leader.Config{Store: st, Holder: holder, Logger: log}, func(ctx context.Context) {
+		lead := func(ctx context.Context) {
 			a.leading.Store(true)
 			a.Metrics.Leading(true)
 			defer func() {
@@ -531,7 +529,16 @@ func Start(o Options) (*App, error) {
 				log.Error("reconcilers stopped", "error", err)
 			}
 			wg.Wait()
-		})
+		}
+		if !IsPostgres(o.Store) {
+			// The SQLite file is this server's alone (its data directory is locked): there is
+			// nobody to elect, and no lease to lose on a busy machine.
+			lead(ctlCtx)
+			return
+		}
+		// On a shared store, the reconcilers and the events' deliverer run on the one server
+		// that holds the lease, with its fence on every write they make.
+		err := leader.Run(ctlCtx, leader.Config{Store: st, Holder: holder, Logger: log}, lead)
 		if errors.Is(err, leader.ErrLost) {
 			a.Lost <- err
 		}

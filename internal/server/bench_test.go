@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -10,16 +11,28 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/server/servertest"
+	"github.com/haleproject/hale/internal/store/postgres/pgtest"
 )
 
 // The benchmarks measure the API as a client sees it: the real AWS SDK for Go v2 over loopback
 // HTTP to a real server (SigV4 verification, model validation, SQLite). Client and server share
 // the machine's cores. Run: go test ./internal/server -run '^$' -bench . -benchtime 3s
+// HALE_BENCH_STORE=postgres runs them on a real PostgreSQL (pgtest) instead of SQLite.
+
+// benchStore is Options.Store for a benchmark: "" (SQLite), or with HALE_BENCH_STORE=postgres
+// a database of a PostgreSQL started for the benchmark.
+func benchStore(b *testing.B) string {
+	if os.Getenv("HALE_BENCH_STORE") != "postgres" {
+		return ""
+	}
+	url, _ := pgtest.Database(b)
+	return url
+}
 
 // BenchmarkListClusterNodesPage fetches one page of up to 100 nodes from the middle of a cluster
 // of 3, 250 or 10,000 nodes: keyset pagination makes a full page cost the same at 250 and 10,000.
 func BenchmarkListClusterNodesPage(b *testing.B) {
-	e := servertest.Start(b, server.Options{Rate: -1})
+	e := servertest.Start(b, server.Options{Rate: -1, Store: benchStore(b)})
 	ctx := context.Background()
 	for _, n := range []int{3, 250, 10000} {
 		name := fmt.Sprintf("bench-%d", n)
@@ -52,7 +65,7 @@ func BenchmarkListClusterNodesPage(b *testing.B) {
 // BenchmarkDescribeCluster calls DescribeCluster from parallel SDK clients and reports the
 // throughput.
 func BenchmarkDescribeCluster(b *testing.B) {
-	e := servertest.Start(b, server.Options{Rate: -1})
+	e := servertest.Start(b, server.Options{Rate: -1, Store: benchStore(b)})
 	createFromFileB(b, e, "bench")
 	ctx := context.Background()
 	b.SetParallelism(4)
@@ -72,7 +85,7 @@ func BenchmarkDescribeCluster(b *testing.B) {
 
 // BenchmarkCreateCluster creates clusters one after another (each a durable SQLite commit).
 func BenchmarkCreateCluster(b *testing.B) {
-	e := servertest.Start(b, server.Options{Rate: -1, MaxClusters: 1 << 30})
+	e := servertest.Start(b, server.Options{Rate: -1, MaxClusters: 1 << 30, Store: benchStore(b)})
 	var in sagemaker.CreateClusterInput
 	unmarshalSDK(readFile(b, "testdata/slurm-cluster.json"), &in)
 	ctx := context.Background()

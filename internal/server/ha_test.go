@@ -17,15 +17,7 @@ import (
 // the API with the same records; exactly one runs the reconcilers, and when it stops, the
 // other takes them over.
 func TestServersShareAPostgresStore(t *testing.T) {
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, _ := pgtest.Database(t)
 	a := servertest.Start(t, server.Options{Store: url})
 	// The second server finds the admin key in the store; its operator gives it the profile.
 	bDir := t.TempDir()

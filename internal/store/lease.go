@@ -28,6 +28,15 @@ type Lease struct {
 	RenewedAt time.Time
 }
 
+// Leaser takes, renews and releases leases outside the store's write lock, in transactions of
+// their own that wait only for each other: a leader's renewal must not queue behind its own
+// long writes (or another's), or a busy leader would lose its lease to the wait. The store's
+// fence check in Write still orders every fenced write against the lease's changes.
+type Leaser interface {
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (l *Lease, held bool, err error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+}
+
 // Fence is what a write is fenced with: the lease it is made under and the token the writer
 // holds it with.
 type Fence struct {

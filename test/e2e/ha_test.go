@@ -57,15 +57,7 @@ func (s *haServer) leading() int {
 // nothing stored lost.
 func TestServersFailOver(t *testing.T) {
 	parallel(t)
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, pg := pgtest.Database(t)
 	var servers []*haServer
 	for i := 0; i < 3; i++ {
 		dir := t.TempDir()
@@ -160,6 +152,16 @@ func TestServersFailOver(t *testing.T) {
 	second := leader(30*time.Second, "after the leader's SIGKILL", rest)
 	t.Logf("leader SIGKILL -> another server leads: %.2f s", time.Since(killed).Seconds())
 	described("after the failover")
+	// The CLI, given every server, moves past the one that is gone.
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.e.url)
+	}
+	cli := haleCmd(first.dir, "list-clusters", "--endpoint-url", first.e.url, "--query", "ClusterSummaries[].ClusterName", "--output", "text")
+	cli.Env = append(cli.Env, "HALE_ENDPOINT_URLS="+strings.Join(urls, ","))
+	if out, err := cli.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "ha" {
+		t.Fatalf("hale list-clusters with the leader gone and HALE_ENDPOINT_URLS: %v\n%s", err, out)
+	}
 	first.cmd = first.run()
 	time.Sleep(2 * time.Second) // long enough to campaign several times
 	if first.leading() != 0 || leader(5*time.Second, "the killed server restarted", servers) != second {

@@ -50,6 +50,9 @@ func SchemaVersion() int { return migrations.Latest() }
 // does; this one spells "hale" in ASCII.
 const writeLock = 0x68616c65
 
+// leaseLock is the key of the lease operations' advisory lock ("hale" and 1).
+const leaseLock = 0x68616c6501
+
 // Open connects to the database at url, waiting while it does not answer (until ctx ends), (postgres://user:pass@host:port/db?sslmode=...: pgx's
 // connection strings, https://pkg.go.dev/github.com/jackc/pgx/v5/pgconn#ParseConfig), and brings
 // its schema up to date. The database must exist and the user must be able to create tables
@@ -181,6 +184,13 @@ func (dialect) NowMs() string { return `(extract(epoch from clock_timestamp()) *
 
 func (dialect) ReadOptions() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+}
+
+// BeginLease takes the leases' own advisory lock: lease operations wait for each other, not for
+// the data writers.
+func (dialect) BeginLease(ctx context.Context, t *sql.Tx) error {
+	_, err := t.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, leaseLock)
+	return err
 }
 
 func (dialect) BeginWrite(ctx context.Context, t *sql.Tx) error {

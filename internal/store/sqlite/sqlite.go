@@ -126,6 +126,9 @@ func (dialect) NowMs() string { return `CAST(unixepoch('subsec') * 1000 AS INTEG
 
 func (dialect) ReadOptions() *sql.TxOptions { return &sql.TxOptions{ReadOnly: true} }
 
+// BeginLease has nothing to do: lease transactions go through the one writer connection too.
+func (dialect) BeginLease(context.Context, *sql.Tx) error { return nil }
+
 // BeginWrite has nothing to do: the one writer connection, with BEGIN IMMEDIATE, serializes
 // the writers.
 func (dialect) BeginWrite(context.Context, *sql.Tx) error { return nil }

@@ -42,6 +42,10 @@ type Dialect interface {
 	NowMs() string
 	// ReadOptions are the options of a read transaction: a consistent snapshot.
 	ReadOptions() *sql.TxOptions
+	// BeginLease runs first in every lease transaction (DB.AcquireLease): what serializes the
+	// lease operations among themselves, apart from the data writers (PostgreSQL: an advisory
+	// lock of its own; SQLite: nothing, its one writer connection does).
+	BeginLease(ctx context.Context, t *sql.Tx) error
 	// BeginWrite runs first in every write transaction: what serializes writers that share the
 	// database (SQLite: the single writer connection already does; PostgreSQL: a transaction
 	// advisory lock, held to the commit).

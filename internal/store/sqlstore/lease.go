@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -87,6 +88,41 @@ func (t *tx) checkFence(f store.Fence) error {
 	}
 	if err == store.ErrNotFound || token != f.Token {
 		return fmt.Errorf("%w (lease %s: token %d, the write's %d)", store.ErrFenced, f.Lease, token, f.Token)
+	}
+	return nil
+}
+
+var _ store.Leaser = (*DB)(nil)
+
+// AcquireLease is store.Leaser's: Tx.AcquireLease in a lease transaction of its own.
+func (s *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (l *store.Lease, held bool, err error) {
+	err = s.leaseTx(ctx, func(x *tx) error {
+		var err error
+		l, held, err = x.AcquireLease(name, holder, ttl)
+		return err
+	})
+	return l, held && err == nil, err
+}
+
+// ReleaseLease is store.Leaser's: Tx.ReleaseLease in a lease transaction of its own.
+func (s *DB) ReleaseLease(ctx context.Context, name, holder string) error {
+	return s.leaseTx(ctx, func(x *tx) error { return x.ReleaseLease(name, holder) })
+}
+
+func (s *DB) leaseTx(ctx context.Context, fn func(*tx) error) error {
+	t, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin lease: %w", err)
+	}
+	defer t.Rollback()
+	if err := s.d.BeginLease(ctx, t); err != nil {
+		return fmt.Errorf("store: begin lease: %w", err)
+	}
+	if err := fn(&tx{q: t, ctx: ctx, d: s.d}); err != nil {
+		return err
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("store: commit lease: %w", err)
 	}
 	return nil
 }

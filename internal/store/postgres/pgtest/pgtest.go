@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
@@ -196,6 +197,31 @@ func (s *Server) signal(sig syscall.Signal, ends bool) error {
 	return nil
 }
 
+// CPU is the CPU time (user and system) the server's processes have used so far: the
+// postmaster and the backends that run now.
+func (s *Server) CPU() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	var total time.Duration
+	for _, pid := range append([]int{s.cmd.Process.Pid}, childrenOf(s.cmd.Process.Pid)...) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := strings.LastIndexByte(string(stat), ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+2:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			k, _ := strconv.ParseInt(f[12], 10, 64)
+			total += time.Duration(u+k) * time.Second / 100 // USER_HZ
+		}
+	}
+	return total
+}
+
 // childrenOf lists the processes whose parent is pid (from /proc).
 func childrenOf(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
@@ -256,6 +282,22 @@ func (s *Server) Stop() {
 
 func (s *Server) url(db string) string {
 	return fmt.Sprintf("postgres://hale@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+}
+
+// Database starts a server for tb alone (stopped when tb ends) and returns the URL of an empty
+// database on it, and the server.
+func Database(tb testing.TB) (string, *Server) {
+	tb.Helper()
+	s, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	url, err := s.NewDatabase()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return url, s
 }
 
 // NewDatabase creates an empty database and returns its URL.
