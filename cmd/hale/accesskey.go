@@ -33,7 +33,7 @@ func newAccessKeyCommand() *cobra.Command {
 		if !server.IsPostgres(storeURL) {
 			path := filepath.Join(dataDir, "hale.db")
 			if _, err := os.Stat(path); err != nil {
-				return nil, fmt.Errorf("no hale database at %s (start hale server with --data-dir %s first): %w", path, dataDir, err)
+				return nil, fmt.Errorf("no hale database at %s (start hale server with --data-dir %s first; for a server on PostgreSQL, pass its --store URL or set HALE_STORE): %w", path, dataDir, err)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

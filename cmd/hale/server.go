@@ -24,7 +24,7 @@ func newServerCommand() *cobra.Command {
 	var debug bool
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Serve the SageMaker cluster API (AWS JSON 1.1, SigV4) from an embedded store",
+		Short: "Serve the SageMaker cluster API (AWS JSON 1.1, SigV4) from an embedded store or PostgreSQL",
 		Long: `Serve the SageMaker cluster API over the AWS JSON 1.1 protocol.
 
 State lives in DATA_DIR/hale.db (SQLite), or in a PostgreSQL database (--store postgres://...).
@@ -43,6 +43,9 @@ works with no other step. The hale CLI reads those files by itself.`,
 				level = slog.LevelDebug
 			}
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			// What logs through the default logger (the store waiting for its database)
+			// logs as the server does.
+			slog.SetDefault(o.Logger)
 			recallSettings(cmd.Flags(), &o)
 			app, err := server.Start(o)
 			if err != nil {

@@ -22,10 +22,11 @@ import (
 
 // Defaults. A dead leader's lease passes to another server at most DefaultTTL after its last
 // renewal, plus one RetryPeriod for a candidate to see it: within the 5 s goal of failover
-// (docs/reliability.md).
+// (docs/reliability.md). A leader ends its tenure when no renewal succeeded for 3/4 of the
+// TTL (3 s): renewals 0.5 s apart may each be slow on a busy machine without costing it.
 const (
 	DefaultLease       = "reconcilers"
-	DefaultTTL         = 3 * time.Second
+	DefaultTTL         = 4 * time.Second
 	DefaultRetryPeriod = 500 * time.Millisecond
 )
 
@@ -68,16 +69,22 @@ func (c *Config) defaults() {
 func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 	c.defaults()
 	var l *store.Lease
-	for {
+	for failed := 0; ; {
 		start := time.Now()
 		held, err := try(ctx, c, &l)
 		if held {
 			c.Logger.Info("leading", "lease", c.Lease, "holder", c.Holder, "token", l.Token)
 			return tenure(ctx, c, l.Token, start, lead)
 		}
-		if err != nil && ctx.Err() == nil {
-			c.Logger.Warn("lease: the store did not answer; trying again", "lease", c.Lease, "error", err)
-		} else if l != nil {
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// Said at the first failure and every 30 s after, not at every try.
+			if failed%int(max(1, 30*time.Second/c.RetryPeriod)) == 0 {
+				c.Logger.Warn("lease: the store did not answer; trying again", "lease", c.Lease, "error", err, "failures", failed+1)
+			}
+			failed++
+		case l != nil:
+			failed = 0
 			c.Logger.Debug("standing by", "lease", c.Lease, "leader", l.Holder, "expires", l.Expires)
 		}
 		select {

@@ -182,11 +182,12 @@ func TestServersFailOver(t *testing.T) {
 	}
 	before := token()
 
-	// PostgreSQL killed (a crash), restarted 3 s later.
+	// PostgreSQL killed (a crash), restarted 6 s later: longer than the lease (4 s), so the
+	// leader must step down and a new tenure begin.
 	if err := pg.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(6 * time.Second)
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,16 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	// Leases get a pool of their own: a renewal must not wait for a connection that a writer
+	// holds while it queues for the write lock.
+	leases, err := sql.Open("pgx", url)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", where, err)
+	}
+	leases.SetMaxOpenConns(2)
 	s := &Store{DB: sqlstore.New(db, db, dialect{}), db: db, where: where}
+	s.UseLeasePool(leases)
 	if err := migrations.Apply(ctx, db, dialect{}, where, SchemaVersion()); err != nil {
 		s.Close()
 		return nil, err

@@ -56,20 +56,30 @@ type Dialect interface {
 // read ones.
 type DB struct {
 	w, r *sql.DB
+	l    *sql.DB // lease transactions (DB.AcquireLease); w unless UseLeasePool
 	d    Dialect
 	pub  store.Publisher // SetPublisher; nil: no outbox entries are written
 }
 
 // New makes a DB of the given pools (which may be the same) and dialect. The schema must be up
 // to date.
-func New(w, r *sql.DB, d Dialect) *DB { return &DB{w: w, r: r, d: d} }
+func New(w, r *sql.DB, d Dialect) *DB { return &DB{w: w, r: r, l: w, d: d} }
 
-// Close closes both connection pools.
+// UseLeasePool makes lease transactions use a pool of their own, so that a renewal never waits
+// for a connection held by a writer queued on the write lock. Call it before the store is
+// shared; Close closes l.
+func (s *DB) UseLeasePool(l *sql.DB) { s.l = l }
+
+// Close closes the connection pools.
 func (s *DB) Close() error {
-	if s.r == s.w {
-		return s.w.Close()
+	var errs []error
+	for i, db := range []*sql.DB{s.w, s.r, s.l} {
+		if i > 0 && (db == s.w || (i == 2 && db == s.r)) {
+			continue // closed already
+		}
+		errs = append(errs, db.Close())
 	}
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(errs...)
 }
 
 // Read runs fn in a read transaction.

@@ -110,7 +110,7 @@ func (s *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 }
 
 func (s *DB) leaseTx(ctx context.Context, fn func(*tx) error) error {
-	t, err := s.w.BeginTx(ctx, nil)
+	t, err := s.l.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin lease: %w", err)
 	}
