@@ -85,7 +85,7 @@ func TestOneLeaderAtATime(t *testing.T) {
 				cancels[i], results[i] = cancel, make(chan error, 1)
 				holder := fmt.Sprintf("server-%d", i)
 				go func() {
-					results[i] <- Run(ctx, Config{Store: ss[i], Holder: holder, TTL: 600 * time.Millisecond, RetryPeriod: 50 * time.Millisecond},
+					results[i] <- Run(ctx, Config{Store: ss[i], Holder: holder, TTL: 2 * time.Second, RetryPeriod: 100 * time.Millisecond},
 						func(ctx context.Context) {
 							n := leading.Add(1)
 							for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -146,7 +146,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 	ss := stores(t, "postgres", 2)
 	a := &cuttable{Store: ss[0]}
 	cfg := func(s store.Store, holder string) Config {
-		return Config{Store: s, Holder: holder, TTL: 600 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
+		return Config{Store: s, Holder: holder, TTL: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
 	}
 	var aCtx atomic.Value
 	aEnded := make(chan error, 1)
@@ -194,7 +194,7 @@ func TestDatabaseStoppedEndsTheTenure(t *testing.T) {
 	leading := make(chan context.Context, 1)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- Run(context.Background(), Config{Store: ss[0], Holder: "server-a", TTL: 600 * time.Millisecond, RetryPeriod: 50 * time.Millisecond},
+		ended <- Run(context.Background(), Config{Store: ss[0], Holder: "server-a", TTL: 2 * time.Second, RetryPeriod: 100 * time.Millisecond},
 			func(ctx context.Context) {
 				leading <- ctx
 				// A leader's work: writes, each waiting on the database.
@@ -230,15 +230,16 @@ func TestDatabaseStoppedEndsTheTenure(t *testing.T) {
 func TestRenewalsDoNotWaitForWriters(t *testing.T) {
 	ss := stores(t, "postgres", 1)
 	leading := make(chan context.Context, 1)
-	go Run(t.Context(), Config{Store: ss[0], Holder: "server-a", TTL: 600 * time.Millisecond, RetryPeriod: 50 * time.Millisecond},
+	go Run(t.Context(), Config{Store: ss[0], Holder: "server-a", TTL: 2 * time.Second, RetryPeriod: 100 * time.Millisecond},
 		func(ctx context.Context) {
 			leading <- ctx
 			<-ctx.Done()
 		})
 	ctx := <-leading
-	// A write that holds the store's write lock for four lease lengths.
+	// A write that holds the store's write lock for two and a half lease lengths (the leases
+	// are long enough that a busy machine's slow renewals do not end a tenure by themselves).
 	err := ss[0].Write(context.Background(), func(tx store.Tx) error {
-		time.Sleep(2400 * time.Millisecond)
+		time.Sleep(5 * time.Second)
 		_, err := tx.CountClusters()
 		return err
 	})
