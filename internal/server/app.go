@@ -501,10 +501,13 @@ func Start(o Options) (*App, error) {
 			a.Agents.Watch(ctx)
 		}()
 	}
-	holder, err := serverID(o.DataDir)
-	if err != nil {
-		a.Close()
-		return nil, err
+	// The lease holder's name, on a shared store only: a server on SQLite elects nobody.
+	var holder string
+	if IsPostgres(o.Store) {
+		if holder, err = serverID(o.DataDir); err != nil {
+			a.Close()
+			return nil, err
+		}
 	}
 	ctlCtx, ctlCancel := context.WithCancel(ctx)
 	ctlDone := make(chan struct{})

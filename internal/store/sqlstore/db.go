@@ -70,14 +70,14 @@ func New(w, r *sql.DB, d Dialect) *DB { return &DB{w: w, r: r, l: w, d: d} }
 // shared; Close closes l.
 func (s *DB) UseLeasePool(l *sql.DB) { s.l = l }
 
-// Close closes the connection pools.
+// Close closes the connection pools (each once: they may be the same).
 func (s *DB) Close() error {
-	var errs []error
-	for i, db := range []*sql.DB{s.w, s.r, s.l} {
-		if i > 0 && (db == s.w || (i == 2 && db == s.r)) {
-			continue // closed already
-		}
-		errs = append(errs, db.Close())
+	errs := []error{s.w.Close()}
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	if s.l != s.w && s.l != s.r {
+		errs = append(errs, s.l.Close())
 	}
 	return errors.Join(errs...)
 }
