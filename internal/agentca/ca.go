@@ -6,6 +6,7 @@
 package agentca
 
 import (
+	"cmp"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -60,6 +61,9 @@ type Options struct {
 	ClientLifetime time.Duration
 	// Now is the clock certificates are issued and checked by (nil: time.Now).
 	Now func() time.Time
+	// Keeper keeps the CA's key, certificate and revocations (nil: files of its directory).
+	// With a keeper, the directory still gets a copy of the certificate (CertPath).
+	Keeper Keeper
 }
 
 // CA is an open agent CA.
@@ -72,10 +76,11 @@ type CA struct {
 	lifetime time.Duration
 	now      func() time.Time
 
-	mu      sync.Mutex
-	revoked map[string]Revocation // by instance id
-	server  *tls.Certificate      // the current server certificate
-	hosts   []string              // its names and addresses
+	keeper Keeper
+
+	mu     sync.Mutex
+	server *tls.Certificate // the current server certificate
+	hosts  []string         // its names and addresses
 }
 
 // Open opens the CA in dir, creating it (dir mode 0700, ca.key 0600) on first use.
@@ -86,26 +91,60 @@ func Open(dir string, o Options) (*CA, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &CA{dir: dir, lifetime: o.ClientLifetime, now: o.Now}
+	c := &CA{dir: dir, lifetime: o.ClientLifetime, now: o.Now, keeper: o.Keeper}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	certPEM, err := os.ReadFile(filepath.Join(dir, CertFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		err = c.create()
-	case err == nil:
-		err = c.load(certPEM)
+	if c.keeper == nil {
+		c.keeper = &dirKeeper{dir: dir}
 	}
-	if err != nil {
+	if err := c.open(); err != nil {
 		return nil, fmt.Errorf("agent CA in %s: %w", dir, err)
+	}
+	if o.Keeper != nil {
+		// A copy for operators and tests (an agent's --ca-file): the keeper holds the truth.
+		if err := writeFile(filepath.Join(dir, CertFile), c.certPEM, 0o644); err != nil {
+			return nil, fmt.Errorf("agent CA in %s: %w", dir, err)
+		}
 	}
 	c.pool = x509.NewCertPool()
 	c.pool.AddCert(c.cert)
-	if err := c.loadRevoked(); err != nil {
+	if _, err := c.revocations(); err != nil {
 		return nil, fmt.Errorf("agent CA in %s: %w", dir, err)
 	}
 	return c, nil
+}
+
+// open loads the CA from its keeper, creating it when the keeper has none. The key is created
+// first: a certificate without its key would be a CA that cannot sign. When another server
+// created a key meanwhile (os.ErrExist), its CA is the one loaded.
+func (c *CA) open() error {
+	certPEM, err := c.keeper.Get(CertFile)
+	if errors.Is(err, os.ErrNotExist) {
+		err = c.create()
+		if errors.Is(err, os.ErrExist) {
+			if certPEM, err = c.waitCert(); err == nil {
+				return c.load(certPEM)
+			}
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return c.load(certPEM)
+}
+
+// waitCert reads the certificate of a CA another server is creating: its key is stored, its
+// certificate follows within moments.
+func (c *CA) waitCert() ([]byte, error) {
+	for i := 0; ; i++ {
+		certPEM, err := c.keeper.Get(CertFile)
+		if !errors.Is(err, os.ErrNotExist) || i == 50 {
+			return certPEM, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (c *CA) create() error {
@@ -132,19 +171,22 @@ func (c *CA) create() error {
 	if err != nil {
 		return err
 	}
-	// The key first: a ca.crt without its key would be a CA that cannot sign.
-	if err := writeFile(filepath.Join(c.dir, KeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := c.keeper.Create(KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
 		return err
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := writeFile(filepath.Join(c.dir, CertFile), certPEM, 0o644); err != nil {
+	if err := c.keeper.Create(CertFile, certPEM); err != nil {
 		return err
 	}
 	return c.load(certPEM)
 }
 
 func (c *CA) load(certPEM []byte) error {
-	pair, err := tls.LoadX509KeyPair(filepath.Join(c.dir, CertFile), filepath.Join(c.dir, KeyFile))
+	keyPEM, err := c.keeper.Get(KeyFile)
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return err
 	}
@@ -261,8 +303,8 @@ func (c *CA) Sign(csrDER []byte, instanceID string) (*x509.Certificate, error) {
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("agent CA: certificate request: %w", err)
 	}
-	if c.IsRevoked(instanceID) {
-		return nil, fmt.Errorf("agent CA: instance %s is %w", instanceID, ErrRevoked)
+	if _, revoked, err := c.revocation(instanceID); err != nil || revoked {
+		return nil, fmt.Errorf("agent CA: instance %s is %w", instanceID, cmp.Or(err, ErrRevoked))
 	}
 	now := c.now()
 	tmpl := &x509.Certificate{
@@ -298,7 +340,9 @@ func (c *CA) Verify(cert *x509.Certificate) (instanceID string, err error) {
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: c.pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return "", fmt.Errorf("the certificate of %q (serial %s) is %w: %v", id, serial, ErrUnknownCA, err)
 	}
-	if r, ok := c.revocation(id); ok {
+	if r, ok, err := c.revocation(id); err != nil {
+		return "", fmt.Errorf("the certificate of %s (serial %s): its revocations: %w", id, serial, err)
+	} else if ok {
 		return "", fmt.Errorf("the certificate of %s (serial %s) is %w: instance revoked at %s (%s)", id, serial, ErrRevoked,
 			r.At.UTC().Format(time.RFC3339), r.Reason)
 	}

@@ -2,10 +2,7 @@ package agentca
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -21,62 +18,67 @@ type Revocation struct {
 	Until time.Time `json:"until"`
 }
 
-// Revoke revokes every certificate of an instance, at once and for good (DATA_DIR/agent-ca/
-// revoked.json). The reconcilers call it when they terminate an instance (it is gone or
+// Revoke revokes every certificate of an instance, at once and for good (RevokedFile, in the
+// CA's keeper). The reconcilers call it when they terminate an instance (it is gone or
 // replaced); a provider may call it to shut a node out (quarantine). Revoking an instance
 // again keeps the first record.
 func (c *CA) Revoke(instanceID, reason string) error {
 	if instanceID == "" {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.revoked[instanceID]; ok {
-		return nil
-	}
 	now := c.now()
-	c.revoked[instanceID] = Revocation{At: now.UTC(), Reason: reason, Until: now.Add(c.lifetime).UTC()}
-	return c.saveRevoked(now)
-}
-
-// IsRevoked says whether an instance's certificates are revoked.
-func (c *CA) IsRevoked(instanceID string) bool {
-	_, ok := c.revocation(instanceID)
-	return ok
-}
-
-func (c *CA) revocation(instanceID string) (Revocation, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.revoked[instanceID]
-	return r, ok
-}
-
-func (c *CA) loadRevoked() error {
-	c.revoked = map[string]Revocation{}
-	b, err := os.ReadFile(filepath.Join(c.dir, RevokedFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, &c.revoked); err != nil {
-		return fmt.Errorf("%s: %w", RevokedFile, err)
-	}
-	return nil
-}
-
-// saveRevoked writes the revocations still needed (c.mu held).
-func (c *CA) saveRevoked(now time.Time) error {
-	for id, r := range c.revoked {
-		if now.After(r.Until) {
-			delete(c.revoked, id) // every certificate it covered has expired
+	return c.keeper.Update(RevokedFile, func(cur []byte) ([]byte, error) {
+		revoked, err := parseRevoked(cur)
+		if err != nil {
+			return nil, err
 		}
-	}
-	b, err := json.MarshalIndent(c.revoked, "", "  ")
+		if _, ok := revoked[instanceID]; !ok {
+			revoked[instanceID] = Revocation{At: now.UTC(), Reason: reason, Until: now.Add(c.lifetime).UTC()}
+		}
+		for id, r := range revoked {
+			if now.After(r.Until) {
+				delete(revoked, id) // every certificate it covered has expired
+			}
+		}
+		b, err := json.MarshalIndent(revoked, "", "  ")
+		return append(b, '\n'), err
+	})
+}
+
+// IsRevoked says whether an instance's certificates are revoked (or whether the revocations
+// could not be read: then nothing of the instance's is trusted).
+func (c *CA) IsRevoked(instanceID string) bool {
+	_, ok, err := c.revocation(instanceID)
+	return ok || err != nil
+}
+
+// revocation reads the instance's revocation from the keeper each time: on a shared store,
+// another server may have revoked it since this one last looked (a connection or a renewal is
+// rare enough for one read each).
+func (c *CA) revocation(instanceID string) (Revocation, bool, error) {
+	revoked, err := c.revocations()
 	if err != nil {
-		return err
+		return Revocation{}, false, err
 	}
-	return writeFile(filepath.Join(c.dir, RevokedFile), append(b, '\n'), 0o600)
+	r, ok := revoked[instanceID]
+	return r, ok, nil
+}
+
+func (c *CA) revocations() (map[string]Revocation, error) {
+	b, err := c.keeper.Get(RevokedFile)
+	if err != nil && !isNotExist(err) {
+		return nil, err
+	}
+	return parseRevoked(b)
+}
+
+func parseRevoked(b []byte) (map[string]Revocation, error) {
+	revoked := map[string]Revocation{}
+	if len(b) == 0 {
+		return revoked, nil
+	}
+	if err := json.Unmarshal(b, &revoked); err != nil {
+		return nil, fmt.Errorf("%s: %w", RevokedFile, err)
+	}
+	return revoked, nil
 }

@@ -203,8 +203,9 @@ type App struct {
 	Console *console.Console
 	// AgentEndpoint is where agents connect ("" without a provider).
 	AgentEndpoint string
-	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca): it issues the agents' client
-	// certificates, and Revoke shuts an instance out (a provider's quarantine).
+	// AgentCA is the agent channel's CA (DATA_DIR/agent-ca; on PostgreSQL, in the store, one CA
+	// for every server: agentcakeeper.go): it issues the agents' client certificates, and
+	// Revoke shuts an instance out (a provider's quarantine).
 	AgentCA *agentca.CA
 	// ObjectStore is the directory lifecycle script buckets are read from.
 	ObjectStore string
@@ -324,7 +325,12 @@ func Start(o Options) (*App, error) {
 	onAutoResume := func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 		return ctl.AutoResume(ctx, clusterID, req)
 	}
-	if a.AgentCA, err = agentca.Open(filepath.Join(o.DataDir, "agent-ca"), agentca.Options{ClientLifetime: o.AgentCertLifetime}); err != nil {
+	caOpts := agentca.Options{ClientLifetime: o.AgentCertLifetime}
+	if IsPostgres(o.Store) {
+		// Every server on the store is one agent CA: the agents trust whichever leads.
+		caOpts.Keeper = storeKeeper{st}
+	}
+	if a.AgentCA, err = agentca.Open(filepath.Join(o.DataDir, "agent-ca"), caOpts); err != nil {
 		return fail(err)
 	}
 	a.Agents = agentserver.New(agentserver.Config{Store: st, CA: a.AgentCA, HeartbeatInterval: o.HeartbeatInterval,

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,6 +38,18 @@ func TestServersShareAPostgresStore(t *testing.T) {
 		}
 	}
 	until("one of the two servers leads", func() bool { return a.App.Leading() != b.App.Leading() })
+
+	// One agent CA in the store: an agent trusts whichever server leads, and an instance one
+	// server revoked is refused by the other.
+	if !bytes.Equal(a.App.AgentCA.CertPEM(), b.App.AgentCA.CertPEM()) {
+		t.Fatal("the two servers have different agent CAs: an agent would trust only one of them")
+	}
+	if err := a.App.AgentCA.Revoke("i-0123456789abcdef0", "replaced"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.App.AgentCA.IsRevoked("i-0123456789abcdef0") {
+		t.Fatal("an instance one server revoked is not revoked on the other")
+	}
 
 	arn := createFromFile(t, a, "../../examples/cluster.json", "shared")
 	out, err := b.SDK.DescribeCluster(servertest.Ctx(t), &sagemaker.DescribeClusterInput{ClusterName: aws.String("shared")})

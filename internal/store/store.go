@@ -180,6 +180,16 @@ type Tx interface {
 	// DeleteAccessKey removes the key with that id; ErrNotFound.
 	DeleteAccessKey(id string) error
 
+	// Secret returns the document stored under name; ErrNotFound. Secrets are what every
+	// server on a store must share and no API returns: the agent CA's key, certificate and
+	// revocations (agentca.Keeper).
+	Secret(name string) ([]byte, error)
+	// InsertSecret stores value under name; ErrExists when name has one (the first writer wins:
+	// two servers creating the CA at once end up with the same one).
+	InsertSecret(name string, value []byte) error
+	// PutSecret stores value under name, replacing what it had.
+	PutSecret(name string, value []byte) error
+
 	// AcquireLease gives the lease to holder for ttl (by the store's clock) when it is free,
 	// expired or already holder's (a renewal), and reports whether holder has it now; the lease
 	// is returned as it stands either way. The token goes up at every new tenure: when the lease

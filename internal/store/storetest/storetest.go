@@ -63,6 +63,7 @@ func Run(t *testing.T, o Opener) {
 		{"Records", testRecords},
 		{"Leases", testLeases},
 		{"FencedWrites", testFencing},
+		{"Secrets", testSecrets},
 		{"RestartLosesNothing", testRestart},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, o) })
