@@ -43,7 +43,7 @@ runs the lifecycle scripts and commands the server sends. Providers start it on 
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Server, "server", "", "the server's agent endpoint, host:port")
+	f.StringVar(&cfg.Server, "server", "", "the server's agent endpoint, host:port; servers on one store: each one's, comma-separated (the agent uses the one that leads)")
 	f.StringVar(&cfg.InstanceID, "instance-id", "", "this node's instance id")
 	f.StringVar(&cfg.InstanceType, "instance-type", "", "this node's ml.* instance type")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/hale-agent", "the agent's directory on the node")

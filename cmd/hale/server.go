@@ -113,6 +113,8 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "static provider: add the key of a host known_hosts does not name (first contact); a changed key is always refused")
 	f.IntVar(&o.AgentPort, "agent-port", server.DefaultAgentPort, "port agents connect to, on the provider's network")
 	f.StringVar(&o.AgentListen, "agent-listen", "", "serve agents (over mutual TLS) on this host:port, which is what agents are given and the server certificate names (default: the provider's agent address and --agent-port; the static provider needs it: an address the hosts reach)")
+	f.StringVar(&o.AgentEndpoints, "agent-endpoints", "", "servers on one PostgreSQL store: every server's agent endpoint, host:port comma-separated, which new nodes' agents are given so they find whichever server leads (default: this server's own; docs/reliability.md)")
+	f.StringVar(&o.ProviderDir, "provider-dir", "", "the provider's records of its instances (default DATA_DIR/PROVIDER); servers on one PostgreSQL store name the same directory (the local provider needs it there)")
 	f.DurationVar(&o.AgentCertLifetime, "agent-cert-lifetime", agentca.DefaultClientLifetime, "how long agents' client certificates are valid (renewed when a third is left)")
 	f.MarkHidden("agent-cert-lifetime")
 	f.StringVar(&o.LocalSubnet, "local-subnet", local.DefaultSubnet, "local provider: the private subnet nodes get addresses from")

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haleproject/hale/internal/agentca"
@@ -40,7 +41,11 @@ const Version = "hale-agent/1"
 
 // Config configures an agent.
 type Config struct {
-	Server       string // host:port of the server's agent listener
+	// Server is the host:port of the server's agent listener, or several comma-separated:
+	// the servers on one store (docs/reliability.md), of which one, the leader, takes agents
+	// and the others refuse them (codes.Unavailable). The agent stays with the one that took it
+	// and moves to the next address when its session ends in an error.
+	Server       string
 	InstanceID   string
 	InstanceType string // ml.* type, for the simulated accelerators of local nodes
 	StateDir     string // the agent's own files on the node (identity.pem, results, devices)
@@ -100,6 +105,9 @@ type Agent struct {
 	faults gpuFaults
 	// gpuCounts counts the GPUs' Xids for the node metrics (nodemetrics.go).
 	gpuCounts gpuCounters
+	// servers are Config.Server's addresses; cur is the one the session loop uses now.
+	servers []string
+	cur     atomic.Int32
 	// caPEM is the CA the server is verified against; id the node's client certificate and
 	// key (nil until enrolled), replaced by renewals.
 	caPEM []byte
@@ -133,6 +141,14 @@ func Run(ctx context.Context, cfg Config) error {
 	// what is secret in it (identity.pem, results/) has modes of its own.
 	os.Chmod(cfg.StateDir, 0o711)
 	a := &Agent{cfg: cfg, log: cfg.Logger, boot: time.Now(), busy: map[string]bool{}, root: ctx, nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	for addr := range strings.SplitSeq(cfg.Server, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			a.servers = append(a.servers, addr)
+		}
+	}
+	if len(a.servers) == 0 {
+		return errors.New("agent: no server address (--server HOST:PORT[,HOST:PORT...])")
+	}
 	if err := a.loadIdentity(); err != nil {
 		return err
 	}
@@ -152,23 +168,32 @@ func Run(ctx context.Context, cfg Config) error {
 	a.startMonitors(ctx)
 	a.startDevicePlugin(ctx)
 	go a.serveBandwidth(ctx)
-	conn, err := a.dial(a.identity)
-	if err != nil {
-		return err
+	clients := make([]agentproto.AgentClient, len(a.servers))
+	for i, addr := range a.servers {
+		conn, err := a.dial(addr, a.identity)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		clients[i] = agentproto.NewAgentClient(conn)
 	}
-	defer conn.Close()
-	client := agentproto.NewAgentClient(conn)
 	go a.serveLocal(ctx)
 	wait := 100 * time.Millisecond
+	var err error
 	for {
 		start := time.Now()
 		if a.identity() == nil {
 			err = a.enroll(ctx)
 		} else {
-			err = a.session(ctx, client)
+			err = a.session(ctx, clients[a.cur.Load()])
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err != nil && !errors.Is(err, errEnrolled) && len(a.servers) > 1 {
+			// The server refused (it stands by), is gone, or the connection broke: the next
+			// address. A whole round of them takes well under the new leader's grace.
+			a.cur.Store((a.cur.Load() + 1) % int32(len(a.servers)))
 		}
 		if time.Since(start) > 10*time.Second || errors.Is(err, errEnrolled) {
 			wait = 100 * time.Millisecond // a session that lasted resets the backoff
@@ -192,17 +217,20 @@ func Run(ctx context.Context, cfg Config) error {
 // minutes after a server restart, long after the server's grace for reconnecting agents, and
 // its node would be judged dead. A bounded backoff (at most half a second, with jitter) brings
 // every agent back within about half a second of the server listening again.
-func (a *Agent) dial(identity func() *tls.Certificate) (*grpc.ClientConn, error) {
+func (a *Agent) dial(addr string, identity func() *tls.Certificate) (*grpc.ClientConn, error) {
 	cfg, err := agentca.ClientTLS(a.caPEM, identity)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", a.cfg.CAFile, err)
 	}
-	return grpc.NewClient(a.cfg.Server,
+	return grpc.NewClient(addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
 			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax}}))
 }
+
+// server is the address the agent uses now (its session's, or the next to try).
+func (a *Agent) server() string { return a.servers[a.cur.Load()] }
 
 // hello is the Hello of this agent, without credentials.
 func (a *Agent) hello() *agentproto.Hello {
@@ -233,7 +261,9 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer scancel()
 	connecting := context.AfterFunc(ctx, scancel)
-	stream, err := client.Connect(sctx, grpc.WaitForReady(true))
+	// With several servers, a server that does not answer must fail the attempt (the next
+	// address is tried) rather than be waited for.
+	stream, err := client.Connect(sctx, grpc.WaitForReady(len(a.servers) == 1))
 	if !connecting() {
 		return cmp.Or(ctx.Err(), err) // the agent is stopping
 	}
@@ -257,7 +287,7 @@ func (a *Agent) session(ctx context.Context, client agentproto.AgentClient) erro
 		return fmt.Errorf("the server speaks capability version %d; this agent needs at least %d: upgrade the hale server",
 			w.ServerCapabilityVersion, agentproto.MinServerCapability)
 	}
-	a.log.Info("registered", "server", a.cfg.Server, "instance_id", a.cfg.InstanceID, "heartbeat_ms", w.HeartbeatIntervalMs)
+	a.log.Info("registered", "server", a.server(), "instance_id", a.cfg.InstanceID, "heartbeat_ms", w.HeartbeatIntervalMs)
 
 	sendq := make(chan *agentproto.AgentMessage, 64)
 	a.mu.Lock()

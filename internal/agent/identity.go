@@ -99,7 +99,7 @@ func (a *Agent) enroll(ctx context.Context) error {
 		return err
 	}
 	hello.Csr = csr
-	conn, err := a.dial(func() *tls.Certificate { return nil })
+	conn, err := a.dial(a.server(), func() *tls.Certificate { return nil })
 	if err != nil {
 		return err
 	}

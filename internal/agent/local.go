@@ -55,7 +55,7 @@ func (a *Agent) serveLocal(ctx context.Context) {
 		}
 		// A connection of its own, so the handshake presents the current certificate (the
 		// session's connection holds the one it was opened with, which a renewal replaced).
-		conn, err := a.dial(a.identity)
+		conn, err := a.dial(a.server(), a.identity)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

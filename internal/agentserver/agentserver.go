@@ -57,6 +57,11 @@ type Config struct {
 	MissedHeartbeats  int
 	// ReconnectGrace: see DefaultReconnectGrace.
 	ReconnectGrace time.Duration
+	// Leading says whether this server leads the servers on its store (nil: it always does, as
+	// alone on SQLite). Agents belong with the leader, whose reconcilers judge their
+	// heartbeats and send them commands: a server that stands by refuses them
+	// (codes.Unavailable, ErrStandingBy), and the agent tries its next address.
+	Leading func() bool
 	// Notify is told the cluster id whenever one of its nodes connects, disconnects, goes
 	// silent or speaks again, and when its inventory is saved.
 	Notify func(clusterID string)
@@ -163,8 +168,16 @@ func NewToken() (token, tokenHash string) {
 	return token, hash(token)
 }
 
+// ErrStandingBy is a standby server's answer to an agent (and to its auto-resume requests).
+var ErrStandingBy = status.Error(codes.Unavailable, "this hale server stands by: another server on its store leads and takes the agents (hale agent --server lists every server's address)")
+
+func (s *Server) leading() bool { return s.cfg.Leading == nil || s.cfg.Leading() }
+
 // Connect is one node's session.
 func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
+	if !s.leading() {
+		return ErrStandingBy
+	}
 	first, err := recvTimeout(stream, 10*time.Second)
 	if err != nil {
 		return err
@@ -225,6 +238,9 @@ func (s *Server) Connect(stream agentproto.Agent_ConnectServer) error {
 		case <-recvErr:
 			return nil // the agent hung up or the connection broke: it reconnects
 		case <-sess.done:
+			if !s.leading() {
+				return ErrStandingBy // StandBy ended the session
+			}
 			return status.Error(codes.Aborted, "a newer connection of this node took over")
 		case out := <-sess.send:
 			if err := stream.Send(out); err != nil {
@@ -751,6 +767,23 @@ func (s *Server) saveLogs(ctx context.Context, sess *session, l *agentproto.LogL
 		return false
 	}
 	return true
+}
+
+// StandBy ends every session: the server stopped leading, and its agents must find the new
+// leader (they try their other addresses) rather than keep talking to a server whose
+// reconcilers no longer run.
+func (s *Server) StandBy() {
+	s.mu.Lock()
+	n := len(s.sessions)
+	for id, sess := range s.sessions {
+		delete(s.sessions, id)
+		s.keepEnded(sess)
+		close(sess.done)
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.log.Info("ended the agents' sessions: this server stands by", "sessions", n)
+	}
 }
 
 // Disconnect ends a node's session (its agent will reconnect if it lives).

@@ -48,6 +48,8 @@ type fixtureOptions struct {
 	lifetime   time.Duration
 	autoResume func(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error)
 	onFinding  func(ctx context.Context, clusterID, instanceID string, f *agentproto.Finding)
+	// leading is the server's Config.Leading (nil: it always leads).
+	leading func() bool
 }
 
 func newFixture(t testing.TB, nodes int, interval time.Duration) *fixture {
@@ -89,8 +91,15 @@ func newFixtureWith(t testing.TB, nodes int, interval time.Duration, o fixtureOp
 		t.Fatal(err)
 	}
 	f.caFile = f.ca.CertPath()
-	f.srv = agentserver.New(agentserver.Config{Store: st, CA: f.ca, HeartbeatInterval: interval, MissedHeartbeats: 3, ReconnectGrace: interval, Logger: quiet,
-		Notify: func(id string) { f.notify <- id }, OnAutoResume: o.autoResume, OnFinding: o.onFinding})
+	f.srv, f.addr = f.serve(t, interval, o, &f.accepts)
+	return f
+}
+
+// serve starts an agent server on the fixture's store and CA, on a loopback listener of its own
+// (another server of the same store, when the fixture has one already), and returns its address.
+func (f *fixture) serve(t testing.TB, interval time.Duration, o fixtureOptions, accepts *atomic.Int32) (*agentserver.Server, string) {
+	srv := agentserver.New(agentserver.Config{Store: f.st, CA: f.ca, HeartbeatInterval: interval, MissedHeartbeats: 3, ReconnectGrace: interval, Logger: quiet,
+		Notify: func(id string) { f.notify <- id }, OnAutoResume: o.autoResume, OnFinding: o.onFinding, Leading: o.leading})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -100,13 +109,12 @@ func newFixtureWith(t testing.TB, nodes int, interval time.Duration, o fixtureOp
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
-	agentproto.RegisterAgentServer(g, f.srv)
-	go g.Serve(countingListener{ln, &f.accepts})
+	agentproto.RegisterAgentServer(g, srv)
+	go g.Serve(countingListener{ln, accepts})
 	ctx, cancel := context.WithCancel(context.Background())
-	go f.srv.Watch(ctx)
+	go srv.Watch(ctx)
 	t.Cleanup(func() { cancel(); g.Stop() })
-	f.addr = ln.Addr().String()
-	return f
+	return srv, ln.Addr().String()
 }
 
 // startAgent runs a real agent in-process for an instance, with its token in a file.

@@ -17,6 +17,9 @@ func (s *Server) AutoResume(ctx context.Context, req *agentproto.AutoResumeReque
 	if s.cfg.OnAutoResume == nil {
 		return nil, status.Error(codes.Unimplemented, "this hale server does not answer auto-resume")
 	}
+	if !s.leading() {
+		return nil, ErrStandingBy
+	}
 	cert, err := s.peerCertificate(ctx)
 	if err != nil {
 		return nil, err

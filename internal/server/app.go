@@ -79,6 +79,14 @@ type Options struct {
 	// --server) and what the server's certificate names; an unspecified host (0.0.0.0) gives
 	// them the provider's agent address, or this machine's first address.
 	AgentListen string
+	// AgentEndpoints, when set, is what nodes' agents are given to connect to: every server's
+	// agent endpoint (host:port, comma-separated) when several servers share a PostgreSQL
+	// store, so an agent finds whichever leads (docs/reliability.md). Default: this server's.
+	AgentEndpoints string
+	// ProviderDir is where the provider keeps its records of the instances (default
+	// DATA_DIR/<provider>). Servers on one store name the same directory: whichever leads
+	// knows every instance. The local provider needs it on a PostgreSQL store.
+	ProviderDir string
 	// MetricsToken, when set, is the bearer token /metrics requires; MetricsListen, when set,
 	// serves /metrics on that host:port too (for a Prometheus that should not reach the API).
 	MetricsToken  string
@@ -333,9 +341,13 @@ func Start(o Options) (*App, error) {
 	if a.AgentCA, err = agentca.Open(filepath.Join(o.DataDir, "agent-ca"), caOpts); err != nil {
 		return fail(err)
 	}
-	a.Agents = agentserver.New(agentserver.Config{Store: st, CA: a.AgentCA, HeartbeatInterval: o.HeartbeatInterval,
+	agentCfg := agentserver.Config{Store: st, CA: a.AgentCA, HeartbeatInterval: o.HeartbeatInterval,
 		MissedHeartbeats: o.MissedHeartbeats, ReconnectGrace: o.ReconnectGrace, Notify: notify, OnFinding: onFinding,
-		OnAutoResume: onAutoResume, Logger: log})
+		OnAutoResume: onAutoResume, Logger: log}
+	if IsPostgres(o.Store) {
+		agentCfg.Leading = a.Leading // the agents are the leader's; a standby sends them on
+	}
+	a.Agents = agentserver.New(agentCfg)
 	a.Metrics = metrics.New(st, a.Agents)
 	var agentLn net.Listener
 	if a.Provider, err = a.openProvider(&o); err != nil {
@@ -396,7 +408,7 @@ func Start(o Options) (*App, error) {
 		slurm.New(slurm.Config{Images: releases}), // every other cluster
 	}
 	ctl = controller.New(controller.Config{Store: st, Provider: a.Provider, Agents: a.Agents,
-		AgentServer: a.AgentEndpoint, AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics, ImageRoot: imageRoot,
+		AgentServer: cmp.Or(o.AgentEndpoints, a.AgentEndpoint), AgentCA: a.AgentCA.CertPEM(), Revoke: revoke, Observer: a.Metrics, ImageRoot: imageRoot,
 		Lifecycle: source, Logger: log, Orchestrators: orchestrators,
 		BootTimeout: o.BootTimeout, LifecycleTimeout: o.LifecycleTimeout, RebootTimeout: o.RebootTimeout,
 		DeepHealthCheckDuration: o.DeepHealthCheckDuration, ConnectivityMBps: o.ConnectivityMBps,
@@ -510,6 +522,9 @@ func Start(o Options) (*App, error) {
 	// The lease holder's name, on a shared store only: a server on SQLite elects nobody.
 	var holder string
 	if IsPostgres(o.Store) {
+		if a.Provider != nil && o.AgentEndpoints == "" {
+			log.Warn("new nodes' agents are given only this server's address: give every server --agent-endpoints with each one's, or the nodes cannot follow a new leader", "agents", a.AgentEndpoint)
+		}
 		if holder, err = serverID(o.DataDir); err != nil {
 			a.Close()
 			return nil, err
@@ -524,11 +539,15 @@ func Start(o Options) (*App, error) {
 		defer a.wg.Done()
 		defer close(ctlDone)
 		lead := func(ctx context.Context) {
+			// A new tenure gives every node the reconnect grace before any heartbeat verdict:
+			// its agent was the old leader's and is on its way here.
+			a.Agents.Serving()
 			a.leading.Store(true)
 			a.Metrics.Leading(true)
 			defer func() {
 				a.leading.Store(false)
 				a.Metrics.Leading(false)
+				a.Agents.StandBy()
 			}()
 			var wg sync.WaitGroup
 			if a.Events != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -60,8 +61,12 @@ func (a *App) openLocal(o *Options) (provider.Provider, error) {
 	if o.AgentPort == 0 {
 		o.AgentPort = DefaultAgentPort
 	}
-	lc := local.Config{Root: filepath.Join(o.DataDir, string(local.Kind)), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
-		AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Logger: a.log}
+	if IsPostgres(o.Store) && o.ProviderDir == "" {
+		return nil, errors.New("the local provider on a PostgreSQL store needs --provider-dir DIR: the instances' records, " +
+			"one directory every server on the store names, so that whichever server leads knows every node (docs/reliability.md)")
+	}
+	lc := local.Config{Root: cmp.Or(o.ProviderDir, filepath.Join(o.DataDir, string(local.Kind))), Bridge: o.LocalBridge, Subnet: o.LocalSubnet,
+		AgentBinary: o.AgentBinary, AgentPort: o.AgentPort, Shared: IsPostgres(o.Store), Logger: a.log}
 	var err error
 	if lc.NodeStack, lc.NodeImages, err = nodeStackDirs(*o); err != nil {
 		return nil, err
@@ -81,6 +86,11 @@ func (a *App) openLocal(o *Options) (provider.Provider, error) {
 
 // openStatic opens the static provider over the hosts file o.Hosts.
 func (a *App) openStatic(o *Options) (provider.Provider, error) {
+	if IsPostgres(o.Store) {
+		// Its pool (which host runs which instance, spares, quarantine) is in memory and in one
+		// server's directory: a new leader would not know it and could launch on busy hosts.
+		return nil, errors.New("the static provider runs on the embedded store only, one server: several servers on a PostgreSQL store cannot share its pool of hosts yet (docs/reliability.md)")
+	}
 	if o.AgentListen == "" {
 		return nil, errors.New("the static provider needs --agent-listen HOST:PORT: an address of this machine the hosts reach, where their agents connect")
 	}

@@ -50,6 +50,10 @@ const (
 type Config struct {
 	// Root holds the instances' records and directories, e.g. DATA_DIR/local.
 	Root string
+	// Shared: several servers on one store open the same Root, and only the one that leads
+	// acts on it (its store lease orders them); the root's lock is taken shared, which still
+	// keeps out a server that did not say so.
+	Shared bool
 	// Bridge is the host bridge the nodes' veths join; Subnet its network.
 	Bridge string
 	Subnet string
@@ -117,7 +121,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Root, "instances"), 0o700); err != nil {
 		return nil, err
 	}
-	if p.lock, err = lockRoot(cfg.Root); err != nil {
+	if p.lock, err = lockRoot(cfg.Root, cfg.Shared); err != nil {
 		return nil, err
 	}
 	if err := p.ensureBridge(); err != nil {
@@ -608,10 +612,22 @@ func (p *Provider) ReleaseCluster(ctx context.Context, clusterID string) error {
 // Close removes the bridge when no instance is left on it, so a provider that is done leaves
 // nothing behind on the machine, and releases the root's lock.
 func (p *Provider) Close() error {
-	defer unlockRoot(p.lock)
 	rs, err := p.records()
 	if err != nil || len(rs) > 0 {
+		unlockRoot(p.lock)
 		return err
 	}
+	if p.cfg.Shared {
+		// Other servers of the store may still serve their agents on the bridge: only the last
+		// one out (it gets the root's lock whole) removes it.
+		unlockRoot(p.lock)
+		last, err := lockRoot(p.cfg.Root, false)
+		if err != nil {
+			return nil
+		}
+		defer unlockRoot(last)
+		return deleteLink(p.cfg.Bridge)
+	}
+	defer unlockRoot(p.lock)
 	return deleteLink(p.cfg.Bridge)
 }

@@ -12,16 +12,21 @@ import (
 	"syscall"
 )
 
-// lockRoot holds ROOT/provider.lock with an exclusive flock for the provider's lifetime. The
+// lockRoot holds ROOT/provider.lock with a flock for the provider's lifetime: exclusive, or
+// shared by the servers of one store (Config.Shared), which leadership orders instead. The
 // bridge's alias names the root that owns it; the lock says whether that owner still lives. The
 // kernel drops a flock when its process dies (even by SIGKILL or a machine restart), so a crash
 // never leaves a live-looking owner behind.
-func lockRoot(root string) (*os.File, error) {
+func lockRoot(root string, shared bool) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(root, "provider.lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	how := syscall.LOCK_EX
+	if shared {
+		how = syscall.LOCK_SH
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("local provider: another hale process uses %s", root)

@@ -11,7 +11,7 @@ import (
 // root "used by another hale process"). The child here keeps the copy for its whole life.
 func TestUnlockRootFreesTheLockAChildShares(t *testing.T) {
 	root := t.TempDir()
-	f, err := lockRoot(root)
+	f, err := lockRoot(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +27,34 @@ func TestUnlockRootFreesTheLockAChildShares(t *testing.T) {
 	if ownerAlive(root) {
 		t.Fatal("the released root looks owned")
 	}
-	again, err := lockRoot(root)
+	again, err := lockRoot(root, false)
 	if err != nil {
 		t.Fatalf("the root's lock after its release, with a child holding the descriptor: %v", err)
 	}
 	unlockRoot(again)
+}
+
+// Servers on one store share the root (Config.Shared): each takes the lock shared; a server
+// that did not say so is still kept out, and the root looks owned while any of them lives.
+func TestSharedRootKeepsOutAnExclusiveServer(t *testing.T) {
+	root := t.TempDir()
+	a, err := lockRoot(root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lockRoot(root, true)
+	if err != nil {
+		t.Fatalf("a second server of the store: %v", err)
+	}
+	if _, err := lockRoot(root, false); err == nil {
+		t.Fatal("a server that does not share the root got it while two servers share it")
+	}
+	unlockRoot(a)
+	if !ownerAlive(root) {
+		t.Fatal("the root looks unowned while a sharing server lives")
+	}
+	unlockRoot(b)
+	if ownerAlive(root) {
+		t.Fatal("the root looks owned after every sharing server left")
+	}
 }
