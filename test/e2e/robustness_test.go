@@ -70,7 +70,7 @@ type fault struct {
 }
 
 // faultNames are the faults' names, as HALE_ROBUSTNESS_FAULTS matches them.
-const faultNames = `"server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
+const faultNames = `"leader SIGKILL" (three servers), "server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
 	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
 	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint", ` +
 	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP", "slow reboot", "clock 10 minutes ahead"`
@@ -80,6 +80,12 @@ type robust struct {
 	t        *testing.T
 	e        *env
 	dir      string
+	seed     uint64
+	// instances is the local provider's directory of instance records.
+	instances string
+	// ha, when set, is the fleet of servers on one PostgreSQL store (ha_robustness_test.go):
+	// srv and run are then its leader's, which the server faults hit.
+	ha       *haFleet
 	srv      *exec.Cmd
 	run      func(env ...string) *exec.Cmd
 	rng      *rand.Rand
@@ -102,16 +108,9 @@ type robust struct {
 
 func TestRobustness(t *testing.T) {
 	parallel(t)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HALE_ROBUSTNESS_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("HALE_ROBUSTNESS_SEED=%s: a seed is a whole number from 0 to 2^64-1, as the suite prints it", v)
-		}
-	}
-	duration := envDuration(t, "HALE_ROBUSTNESS_DURATION", 2*time.Minute)
+	seed, duration := robustnessSettings(t)
 	maxOutage := envDuration(t, "HALE_ROBUSTNESS_MAX_OUTAGE", 15*time.Second)
-	faults := []fault{
+	faults := onlyFaults(t, []fault{
 		{name: "server SIGKILL, down", inject: (*robust).serverOutage, longest: maxOutage},
 		{name: "agent SIGSTOP", inject: (*robust).agentStall, longest: 6 * time.Second},
 		{name: "link cut", inject: (*robust).linkCut, longest: 8 * time.Second},
@@ -127,25 +126,56 @@ func TestRobustness(t *testing.T) {
 		{name: "slurmdbd SIGSTOP", target: "controller-1", inject: (*robust).stallSlurmdbd, longest: 45 * time.Second},
 		{name: "slow reboot", rebooted: true, inject: (*robust).slowReboot, longest: 90 * time.Second},
 		{name: "clock 10 minutes ahead", target: "cpu-1", inject: (*robust).clockAhead, longest: 45 * time.Second},
-	}
-	if only := os.Getenv("HALE_ROBUSTNESS_FAULTS"); only != "" {
-		faults = slices.DeleteFunc(faults, func(f fault) bool {
-			for _, w := range strings.Split(only, ",") {
-				if w = strings.TrimSpace(w); w != "" && strings.Contains(strings.ToLower(f.name), strings.ToLower(w)) {
-					return false
-				}
-			}
-			return true
-		})
-		if len(faults) == 0 {
-			t.Fatalf("HALE_ROBUSTNESS_FAULTS=%s names no fault; the faults are: %s", only, faultNames)
+	})
+	dir := t.TempDir()
+	e, srv, run := binaryServer(t, dir)
+	r := newRobust(t, e, dir, srv, run, seed)
+	r.drive(faults, duration)
+}
+
+// robustnessSettings reads HALE_ROBUSTNESS_SEED (a new seed when unset, printed) and
+// HALE_ROBUSTNESS_DURATION (default 2m).
+func robustnessSettings(t *testing.T) (seed uint64, duration time.Duration) {
+	seed = uint64(time.Now().UnixNano())
+	if v := os.Getenv("HALE_ROBUSTNESS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("HALE_ROBUSTNESS_SEED=%s: a seed is a whole number from 0 to 2^64-1, as the suite prints it", v)
 		}
 	}
 	t.Logf("seed %d: HALE_ROBUSTNESS_SEED=%d replays this schedule", seed, seed)
+	return seed, envDuration(t, "HALE_ROBUSTNESS_DURATION", 2*time.Minute)
+}
 
-	dir := t.TempDir()
-	e, srv, run := binaryServer(t, dir)
-	r := &robust{t: t, e: e, dir: dir, srv: srv, run: run, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}, heartbeatLost: map[string]int{}}
+// onlyFaults keeps the faults HALE_ROBUSTNESS_FAULTS names (all when it is unset).
+func onlyFaults(t *testing.T, faults []fault) []fault {
+	only := os.Getenv("HALE_ROBUSTNESS_FAULTS")
+	if only == "" {
+		return faults
+	}
+	faults = slices.DeleteFunc(faults, func(f fault) bool {
+		for _, w := range strings.Split(only, ",") {
+			if w = strings.TrimSpace(w); w != "" && strings.Contains(strings.ToLower(f.name), strings.ToLower(w)) {
+				return false
+			}
+		}
+		return true
+	})
+	if len(faults) == 0 {
+		t.Fatalf("HALE_ROBUSTNESS_FAULTS=%s names no fault; the faults are: %s", only, faultNames)
+	}
+	return faults
+}
+
+func newRobust(t *testing.T, e *env, dir string, srv *exec.Cmd, run func(env ...string) *exec.Cmd, seed uint64) *robust {
+	return &robust{t: t, e: e, dir: dir, seed: seed, instances: filepath.Join(dir, "local", "instances"), srv: srv, run: run,
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}, heartbeatLost: map[string]int{}}
+}
+
+// drive creates the cluster (the server dying at a point of the creation: the first fault),
+// then draws faults from faults for duration, checking the invariants after each.
+func (r *robust) drive(faults []fault, duration time.Duration) {
+	t, e := r.t, r.e
 	r.lc = e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
 	// The creation is the first fault: the server dies at a point of it.
@@ -159,7 +189,6 @@ func TestRobustness(t *testing.T) {
 	ids := r.converge("the creation")
 	r.heldJob = r.submitHeld(ids["login-1"])
 	violations := r.check(0, fault{name: "CreateCluster at a failpoint"}, "", nil, ids)
-
 	counts := map[string]int{}
 	deadline := time.Now().Add(duration)
 	var ctldKilled time.Time
@@ -184,6 +213,9 @@ func TestRobustness(t *testing.T) {
 		node := f.target
 		if node == "" {
 			node = r.pick(ids, f)
+		}
+		if r.ha != nil {
+			r.srv, r.run = r.ha.lead() // the server faults hit is the leader
 		}
 		what := f.inject(r, ids[node], d)
 		counts[f.name]++
@@ -223,7 +255,7 @@ func TestRobustness(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	t.Logf("seed %d: %d faults in %s (%s); %d invariant violations", seed, sumCounts(counts), duration, strings.Join(kinds, ", "), violations)
+	t.Logf("seed %d: %d faults in %s (%s); %d invariant violations", r.seed, sumCounts(counts), duration, strings.Join(kinds, ", "), violations)
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("robust")}); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +372,7 @@ func (r *robust) check(step int, f fault, node string, before, after map[string]
 		}
 	}
 	r.seenEvent = have
-	if d, _ := os.ReadDir(filepath.Join(r.dir, "local", "instances")); len(d) != r.size {
+	if d, _ := os.ReadDir(r.instances); len(d) != r.size {
 		fail("%d instances on the provider, want %d", len(d), r.size)
 	}
 	for logical, id := range after {
@@ -380,7 +412,7 @@ func (r *robust) eventually(within time.Duration, what string, cond func() (bool
 	}
 	_, ev := r.events()
 	r.t.Logf("events:\n%s", ev)
-	if log, err := os.ReadFile(filepath.Join(r.dir, "server.log")); err == nil {
+	if log, err := os.ReadFile(filepath.Join(r.leaderDir(), "server.log")); err == nil {
 		var lines []string
 		for _, l := range strings.Split(string(log), "\n") {
 			if !strings.Contains(l, "level=DEBUG") {
@@ -425,6 +457,10 @@ func (r *robust) draw(points []string) string { return points[r.rng.IntN(len(poi
 
 // arm restarts the server armed with a failpoint: it exits there (status 137, as a SIGKILL).
 func (r *robust) arm(point string) {
+	if r.ha != nil {
+		r.srv, r.run = r.ha.arm(point)
+		return
+	}
 	r.srv.Process.Signal(syscall.SIGKILL)
 	r.srv.Wait()
 	r.srv = r.run("HALE_FAILPOINT=" + point)
@@ -534,7 +570,7 @@ func (r *robust) scale(_ string, _ time.Duration) string {
 			r.bad++
 		}
 	}
-	if d, _ := os.ReadDir(filepath.Join(r.dir, "local", "instances")); len(d) != 5 {
+	if d, _ := os.ReadDir(r.instances); len(d) != 5 {
 		r.t.Errorf("scale-up: %d instances on the provider, want 5", len(d))
 		r.bad++
 	}
@@ -767,7 +803,7 @@ func (r *robust) clockAhead(id string, d time.Duration) string {
 // PostSecondsFile): it must come back on its own instance, judged by a reboot's budget, not a
 // launch's.
 func (r *robust) slowReboot(id string, d time.Duration) string {
-	post := filepath.Join(r.dir, "local", "instances", id, local.PostSecondsFile)
+	post := filepath.Join(r.instances, id, local.PostSecondsFile)
 	secs := int(d / time.Second)
 	if err := os.WriteFile(post, []byte(strconv.Itoa(secs)+"\n"), 0o644); err != nil {
 		r.t.Fatal(err)
