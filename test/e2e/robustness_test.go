@@ -77,10 +77,10 @@ const faultNames = `"leader SIGKILL" (three servers), "server SIGKILL, down", "a
 
 // robust is one run: the server, the cluster and the bookkeeping of the invariants.
 type robust struct {
-	t        *testing.T
-	e        *env
-	dir      string
-	seed     uint64
+	t    *testing.T
+	e    *env
+	dir  string
+	seed uint64
 	// instances is the local provider's directory of instance records.
 	instances string
 	// ha, when set, is the fleet of servers on one PostgreSQL store (ha_robustness_test.go):
