@@ -59,9 +59,10 @@ func (r *round) decideAccounting(st *State) error {
 	return nil
 }
 
-// accountingOf reads whether node n runs the accounting daemons (it is a controller node and
-// accounting is on, or off for a reason hale may mend) and whether accounting is on.
-func (s *Slurm) accountingOf(ctx context.Context, n *store.Node) (run, on bool, err error) {
+// accountingOf reads whether node n runs the accounting daemons (it is the accounting host,
+// accountingHost, and accounting is on, or off for a reason hale may mend), whether accounting
+// is on, and where MariaDB keeps its data.
+func (s *Slurm) accountingOf(ctx context.Context, n *store.Node) (run, on bool, dataDir string, err error) {
 	err = s.h.Store().Read(ctx, func(tx store.Tx) error {
 		cl, err := tx.ClusterByID(n.ClusterID)
 		if err != nil {
@@ -71,22 +72,27 @@ func (s *Slurm) accountingOf(ctx context.Context, n *store.Node) (run, on bool, 
 		if err != nil {
 			return err
 		}
-		if st == nil || roleIn(st, n.GroupName) != "controller" {
+		if st == nil {
 			return nil
 		}
-		on = st.Accounting
+		host, dir := accountingHost(st, n)
+		if !host {
+			return nil
+		}
+		on, dataDir = st.Accounting, dir
 		run = on || (st.AccountingOff != "" && accountingMissing() == "")
 		return nil
 	})
-	return run, on, err
+	return run, on, dataDir, err
 }
 
 // waitAccounting returns once slurmctld may start on controller node n: at once without
-// accounting, or when slurmdbd answers. When slurmdbd does not answer within
+// accounting or on a backup controller of a multi-head cluster (slurmdbd is the primary's),
+// or when slurmdbd answers. When slurmdbd does not answer within
 // slurmconf.AccountingWait, it turns accounting off and returns once the node holds a slurm.conf
 // without it.
 func (s *Slurm) waitAccounting(ctx context.Context, n *store.Node) error {
-	_, on, err := s.accountingOf(ctx, n)
+	_, on, _, err := s.accountingOf(ctx, n)
 	if err != nil {
 		return s.setupErr(n, "reading the cluster", err)
 	}

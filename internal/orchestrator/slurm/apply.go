@@ -58,13 +58,18 @@ func (r *round) Steps() error {
 			s.apply(ctx, clusterID, inst, hash, restart, names)
 		})
 	}
-	if !st.Accounting && st.AccountingOff != "" && accountingMissing() == "" {
-		clusterID, inst := r.cl.ID, ctl.InstanceID
+	acct := r.accountingNode(ctl)
+	switch {
+	case acct == nil:
+		// A multi-head cluster's primary is away, and its slurmdbd with it (slurmctld keeps the
+		// records meanwhile): there is nothing to look at.
+	case !st.Accounting && st.AccountingOff != "" && accountingMissing() == "":
+		clusterID, inst := r.cl.ID, acct.InstanceID
 		r.r.Go(jobAccounting, clusterID, func(ctx context.Context) {
 			s.accountingBack(ctx, clusterID, inst)
 		})
-	} else if st.Accounting && st.Applied == st.Hash && s.acctLooks.Due(r.cl.ID, r.now) {
-		clusterID, inst, name := r.cl.ID, ctl.InstanceID, orchestrator.NodeName(ctl)
+	case st.Accounting && st.Applied == st.Hash && s.acctLooks.Due(r.cl.ID, r.now):
+		clusterID, inst, name := r.cl.ID, acct.InstanceID, orchestrator.NodeName(acct)
 		r.r.Go(jobAccounting, clusterID, func(ctx context.Context) {
 			s.watchAccounting(ctx, clusterID, inst, name)
 		})

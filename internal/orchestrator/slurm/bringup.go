@@ -28,7 +28,10 @@ func (s *Slurm) before(ctx context.Context, n *store.Node) error {
 	if err := s.startDaemon(ctx, n, slurmconf.Munged()); err != nil {
 		return err
 	}
-	run, _, err := s.accountingOf(ctx, n)
+	if err := s.makeHeadDir(ctx, n); err != nil {
+		return err
+	}
+	run, _, dataDir, err := s.accountingOf(ctx, n)
 	if err != nil {
 		return s.setupErr(n, "reading the cluster", err)
 	}
@@ -38,10 +41,10 @@ func (s *Slurm) before(ctx context.Context, n *store.Node) error {
 	if _, err := s.h.Run(ctx, n.InstanceID, slurmconf.QuickAck(n.Details.PrivateIP), 10*time.Second); err != nil {
 		s.log.Warn("turning delayed ACKs off on the controller (slurmctld talks to slurmdbd more slowly)", "node", n.LogicalID, "error", err)
 	}
-	if err := s.startDaemon(ctx, n, slurmconf.MariaDB()); err != nil {
+	if err := s.startDaemon(ctx, n, slurmconf.MariaDB(dataDir)); err != nil {
 		return err
 	}
-	return s.startDaemon(ctx, n, slurmconf.Slurmdbd())
+	return s.startDaemon(ctx, n, slurmconf.Slurmdbd(dataDir))
 }
 
 // after starts the node's Slurm daemon once its lifecycle scripts succeeded.

@@ -58,6 +58,11 @@ type State struct {
 	// once slurmdbd answers). A cluster first rendered before hale ran accounting has neither.
 	Accounting    bool   `json:",omitempty"`
 	AccountingOff string `json:",omitempty"`
+	// HeadDir is where a multi-head cluster keeps slurmctld's state (statesave/) and the
+	// accounting database (mysql/) on its shared file system, "" for one controller; Heads
+	// are its controllers as Conf lists them, the primary first (multihead.go).
+	HeadDir string `json:",omitempty"`
+	Heads   []Head `json:",omitempty"`
 }
 
 // ConfNode is one compute node as slurm.conf lists it.

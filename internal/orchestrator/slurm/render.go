@@ -177,6 +177,19 @@ func (r *round) render() error {
 	}
 	cfg := slurmconf.Config{ClusterName: strings.ToLower(r.cl.Name), ControllerName: orchestrator.NodeName(ctl), ControllerAddr: ctl.Details.PrivateIP,
 		Accounting: st.Accounting}
+	prevHeads := st.Heads
+	st.HeadDir, st.Heads = r.headDir(), nil
+	if st.HeadDir != "" {
+		st.Heads = r.heads(prevHeads)
+		for i, h := range st.Heads {
+			if i == 0 {
+				cfg.ControllerName, cfg.ControllerAddr = h.Name, h.Addr
+				continue
+			}
+			cfg.Backups = append(cfg.Backups, h.Controller)
+		}
+		cfg.StateSave, cfg.CtldTimeout = st.HeadDir+"/statesave", MultiHeadCtldTimeout
+	}
 	var listed []ConfNode
 	var topo []topology.Node
 	for _, n := range r.nodes {

@@ -66,8 +66,8 @@ func (r *round) inSlurm(n *store.Node) bool {
 // nodes keep nothing of hale's that a replacement needs (users' files belong on the shared
 // file system, /fsx).
 func (r *round) KeepsState(n *store.Node) string {
-	if r.role(n) != "controller" {
-		return ""
+	if r.role(n) != "controller" || r.sl.HeadDir != "" {
+		return "" // a multi-head cluster keeps it all on the shared file system (multihead.go)
 	}
 	return "it is the Slurm controller: slurmctld's state (its StateSaveLocation: every running and pending job) and the accounting database are on its own root"
 }

@@ -2,6 +2,7 @@ package slurmconf
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,11 +29,12 @@ const (
 	// AccountingDB is the database slurmdbd keeps (StorageLoc); slurmdbd creates it.
 	AccountingDB  = "slurm_acct_db"
 	MariaDBDir    = "/var/lib/mysql"
-	MariaDBSocket = MariaDBDir + "/mysql.sock"
-	// mariadbReady marks a data directory mariadb-install-db finished; one without it (an
-	// install interrupted by a reboot) is made again.
-	mariadbReady = MariaDBDir + "/.hale-initialized"
 )
+
+// Socket is MariaDB's socket in its data directory dir. The marker file .hale-initialized
+// there says mariadb-install-db finished; a directory without it (an install interrupted by a
+// reboot) is made again.
+func Socket(dir string) string { return dir + "/mysql.sock" }
 
 // AccountingWait is how long, in seconds, a controller's bring-up waits for slurmdbd before it
 // starts slurmctld without accounting. slurmctld 22.05 started with accounting_storage/slurmdbd
@@ -63,31 +65,34 @@ StorageLoc=` + AccountingDB + `
 // sites and says so in slurmdbd.log); a commit is flushed to the OS at once and to disk every
 // second (innodb_flush_log_at_trx_commit=2), which halves slurmdbd's first start and loses
 // nothing when a process is killed; innodb_lock_wait_timeout is Slurm's recommended 900.
-var mariadbOptions = []string{"--no-defaults", "--user=root", "--datadir=" + MariaDBDir,
+var mariadbOptions = []string{"--no-defaults", "--user=root",
 	"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--innodb-flush-log-at-trx-commit=2"}
 
-// MariaDB is the controller's database server. On a node's first start it makes the data
-// directory (mariadb-install-db: system tables, root by unix_socket, no test database).
-func MariaDB() Daemon {
-	opts := strings.Join(mariadbOptions, " ")
+// MariaDB is the controller's database server, its data directory dir (MariaDBDir, the
+// node's own; in a multi-head cluster one on the shared file system, which a replacement of
+// the primary finds again). On a node's first start it makes the data directory
+// (mariadb-install-db: system tables, root by unix_socket, no test database).
+func MariaDB(dir string) Daemon {
+	opts := strings.Join(append(slices.Clip(mariadbOptions), "--datadir="+dir), " ")
 	script := fmt.Sprintf(`set -e
+mkdir -p %[2]s
 if [ ! -e %[1]s ]; then
   find %[2]s -mindepth 1 -delete
   mariadb-install-db %[3]s --auth-root-authentication-method=socket --skip-test-db
   touch %[1]s
 fi
 exec mariadbd %[3]s --skip-networking --socket=%[4]s --pid-file=%[2]s/mariadbd.pid --innodb-lock-wait-timeout=900 --log-error=/var/log/mysql/error.log`,
-		mariadbReady, MariaDBDir, opts, MariaDBSocket)
+		dir+"/.hale-initialized", dir, opts, Socket(dir))
 	return Daemon{Name: "mariadbd", Log: "/var/log/mysql/mariadbd.out", Argv: []string{"/bin/sh", "-c", script}}
 }
 
 // Slurmdbd is the accounting daemon. It waits (up to 10 s) for MariaDB's socket, since its
 // MySQL plugin otherwise retries only every 5 s; MYSQL_UNIX_PORT tells MariaDB's client library
 // where the socket is.
-func Slurmdbd() Daemon {
-	script := fmt.Sprintf("for i in $(seq 200); do [ -S %[1]s ] && break; sleep 0.05; done\nexec slurmdbd -D", MariaDBSocket)
+func Slurmdbd(dir string) Daemon {
+	script := fmt.Sprintf("for i in $(seq 200); do [ -S %[1]s ] && break; sleep 0.05; done\nexec slurmdbd -D", Socket(dir))
 	return Daemon{Name: "slurmdbd", Log: "/var/log/slurm/slurmdbd.out", Argv: []string{"/bin/sh", "-c", script},
-		Env: map[string]string{"MYSQL_UNIX_PORT": MariaDBSocket}}
+		Env: map[string]string{"MYSQL_UNIX_PORT": Socket(dir)}}
 }
 
 // WaitDbd waits up to seconds for slurmdbd to listen on its port; seconds 0 checks once.

@@ -15,7 +15,7 @@ func TestAccountingGolden(t *testing.T) {
 	c.Accounting = true
 	var b strings.Builder
 	b.WriteString(c.Block() + "\n---- slurmdbd.conf\n" + DbdConf)
-	for _, d := range []Daemon{MariaDB(), Slurmdbd()} {
+	for _, d := range []Daemon{MariaDB(MariaDBDir), Slurmdbd(MariaDBDir)} {
 		b.WriteString("\n---- daemon " + d.Name + " (output to " + d.Log + ")\n")
 		for k, v := range d.Env {
 			b.WriteString(k + "=" + v + "\n")
@@ -63,7 +63,7 @@ func TestAccountingLines(t *testing.T) {
 // The daemons' shell scripts parse, and WaitDbd waits 20 times a second for DbdPort (hex 1AA3 in
 // /proc/net/tcp); TestWaitListening runs the check.
 func TestAccountingScripts(t *testing.T) {
-	for _, argv := range [][]string{MariaDB().Argv, Slurmdbd().Argv, WaitDbd(3), WaitDbd(0), QuickAck("10.1.0.2")} {
+	for _, argv := range [][]string{MariaDB(MariaDBDir).Argv, Slurmdbd(MariaDBDir).Argv, WaitDbd(3), WaitDbd(0), QuickAck("10.1.0.2")} {
 		if argv[0] != "/bin/sh" || argv[1] != "-c" {
 			t.Fatalf("not a shell command: %q", argv)
 		}

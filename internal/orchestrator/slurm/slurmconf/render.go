@@ -2,7 +2,8 @@
 // slurm.conf and gres.conf hale owns, how they merge with the operator's part under each
 // SlurmConfigStrategy, and reading Slurm's view of the nodes back.
 //
-// hale owns ClusterName, SlurmctldHost=<host>(<ip>), the NodeName lines, the partitions (dev
+// hale owns ClusterName, SlurmctldHost=<host>(<ip>) (one per controller node of a multi-head
+// cluster, with its StateSaveLocation and SlurmctldTimeout), the NodeName lines, the partitions (dev
 // with every compute node, Default=YES, and one per compute group) and gres.conf, as HyperPod
 // does (research hyperpod-api-slurm.md §2.4), and the accounting storage lines, since hale
 // runs slurmdbd on the controller (accounting.go); they live between the BEGIN and END marker
@@ -64,7 +65,23 @@ type Config struct {
 	// with GPUs as a tracked resource (AccountingStorageTRES=gres/gpu, as HyperPod's sample
 	// scripts set it) when the cluster has any.
 	Accounting bool
+	// Backups are the backup controllers of a multi-head cluster (HyperPod's multi-head: a
+	// Controller group of several instances), in the order they take over: each gets a
+	// SlurmctldHost line after the primary's (Controller). StateSave, the directory on the
+	// cluster's shared file system that every slurmctld reads and writes (StateSaveLocation), and
+	// CtldTimeout, how many seconds a backup waits for an unanswering primary before it takes
+	// over (SlurmctldTimeout), go with them; all three are hale's in a multi-head cluster.
+	Backups     []Controller
+	StateSave   string
+	CtldTimeout int
 }
+
+// Controller is a slurmctld host: the node's name and address.
+type Controller struct{ Name, Addr string }
+
+// multiHeadKeys are the operator's settings a multi-head cluster's block sets instead: the
+// shared state directory and the takeover timeout cannot be a node's own.
+var multiHeadKeys = []string{"statesavelocation", "slurmctldtimeout"}
 
 // Block renders hale's part of slurm.conf, between the markers.
 func (c *Config) Block() string {
@@ -72,6 +89,15 @@ func (c *Config) Block() string {
 	b.WriteString(BeginMark + "\n")
 	fmt.Fprintf(&b, "ClusterName=%s\n", c.ClusterName)
 	fmt.Fprintf(&b, "SlurmctldHost=%s(%s)\n", c.ControllerName, c.ControllerAddr)
+	for _, bk := range c.Backups {
+		fmt.Fprintf(&b, "SlurmctldHost=%s(%s)\n", bk.Name, bk.Addr)
+	}
+	if c.StateSave != "" {
+		fmt.Fprintf(&b, "StateSaveLocation=%s\n", c.StateSave)
+	}
+	if c.CtldTimeout > 0 {
+		fmt.Fprintf(&b, "SlurmctldTimeout=%d\n", c.CtldTimeout)
+	}
 	b.WriteString(c.accountingLines())
 	if c.TopologyPlugin != "" {
 		fmt.Fprintf(&b, "TopologyPlugin=%s\n", c.TopologyPlugin)
@@ -225,11 +251,14 @@ func OperatorPart(conf string) string {
 }
 
 // withoutHaleKeys drops operator lines that set a key hale owns.
-func withoutHaleKeys(part string) string {
+func withoutHaleKeys(part string) string { return withoutKeys(part, haleKeys) }
+
+// withoutKeys drops the lines that set one of keys (lower case).
+func withoutKeys(part string, keys []string) string {
 	var out []string
 	for _, line := range strings.Split(part, "\n") {
 		key, _, _ := strings.Cut(strings.TrimSpace(line), "=")
-		if slicesContains(haleKeys, strings.ToLower(key)) {
+		if slicesContains(keys, strings.ToLower(key)) {
 			continue
 		}
 		out = append(out, line)
@@ -251,6 +280,9 @@ func slicesContains(s []string, v string) bool {
 func Conf(operator string, cfg *Config) string {
 	if strings.TrimSpace(operator) == "" {
 		operator = DefaultOperatorPart
+	}
+	if cfg.StateSave != "" {
+		operator = withoutKeys(operator, multiHeadKeys)
 	}
 	return strings.TrimRight(operator, "\n") + "\n" + cfg.Block()
 }

@@ -113,3 +113,25 @@ func TestRoles(t *testing.T) {
 		t.Error("a non-Slurm workload manager")
 	}
 }
+
+// A multi-head cluster's block lists the primary's SlurmctldHost, then each backup's, with
+// the shared StateSaveLocation and hale's SlurmctldTimeout; the operator's settings of those
+// two give way (a node's own spool directory cannot be the controllers' shared state).
+func TestMultiHeadBlock(t *testing.T) {
+	c := cfg()
+	c.Backups = []Controller{{Name: "ip-10-222-0-12", Addr: "10.222.0.12"}}
+	c.StateSave, c.CtldTimeout = "/fsx/.hale/slurm/abc/statesave", 10
+	conf := Conf("", c)
+	for _, want := range []string{"SlurmctldHost=ip-10-222-0-11(10.222.0.11)\nSlurmctldHost=ip-10-222-0-12(10.222.0.12)\n",
+		"StateSaveLocation=/fsx/.hale/slurm/abc/statesave\n", "SlurmctldTimeout=10\n"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("slurm.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if strings.Contains(conf, "StateSaveLocation=/var/spool/slurmctld") || strings.Count(conf, "StateSaveLocation=") != 1 {
+		t.Errorf("the operator's StateSaveLocation is still there:\n%s", conf)
+	}
+	if one := Conf("", cfg()); !strings.Contains(one, "StateSaveLocation=/var/spool/slurmctld") || strings.Count(one, "SlurmctldHost=") != 1 {
+		t.Errorf("a single controller's slurm.conf changed:\n%s", one)
+	}
+}
