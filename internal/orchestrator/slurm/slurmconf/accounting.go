@@ -27,8 +27,8 @@ const (
 	// DbdPort is slurmdbd's port (DbdPort, AccountingStoragePort), the sample scripts' 6819.
 	DbdPort = 6819
 	// AccountingDB is the database slurmdbd keeps (StorageLoc); slurmdbd creates it.
-	AccountingDB  = "slurm_acct_db"
-	MariaDBDir    = "/var/lib/mysql"
+	AccountingDB = "slurm_acct_db"
+	MariaDBDir   = "/var/lib/mysql"
 )
 
 // Socket is MariaDB's socket in its data directory dir. The marker file .hale-initialized
