@@ -18,12 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/haleproject/hale/internal/store/postgres/pgtest"
 )
 
 // TestRobustnessOnThreeServers (issue 30) is the robustness suite with three real hale servers
-// on one real PostgreSQL in place of the one server: the faults that hit the server hit the
+// on one real PostgreSQL in place of the one server, and a multi-head Slurm cluster (two
+// controllers, their state on FSx), whose primary controller's node is one of the faults
+// (killed whole: the backup takes over, hale replaces it once). The faults that hit the server hit the
 // leader (its SIGKILL, alone, during a repair, or at a named point of a creation, a scale-up, a
 // scale-down, a repair and a software update), and another server must carry on within the
 // lease, with the suite's invariants: no healthy node repaired, the broken one replaced once,
@@ -42,10 +45,15 @@ func TestRobustnessOnThreeServers(t *testing.T) {
 		{name: "agent SIGKILL, server dies at a failpoint", broken: true, heartbeat: true, inject: (*robust).failpointRepair},
 		{name: "scale-up and scale-down, server dies at failpoints", target: "group cpu", inject: (*robust).scale},
 		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
+		{name: "primary controller's node killed", target: "controller-1", broken: true, heartbeat: true, inject: (*robust).killPrimary},
 	})
 	f := startFleet(t)
 	r := newRobust(t, f.servers[0].e, f.servers[0].dir, nil, nil, seed)
 	r.ha = f
+	// A multi-head Slurm cluster: two controllers with their state on FSx.
+	r.lc = f.servers[0].e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
+	r.groups, r.vpc = withFSx(fourNodes(r.lc)), vpc
+	r.groups[0].InstanceCount = aws.Int32(2)
 	r.drive(faults, duration)
 	if len(f.failovers) > 0 {
 		var s []string
@@ -185,6 +193,13 @@ func (f *haFleet) arm(point string) (*exec.Cmd, func(env ...string) *exec.Cmd) {
 		}
 	}
 	return s.cmd, restarter(s)
+}
+
+// killPrimary kills every process of a multi-head cluster's primary controller (a machine that
+// loses power): the backup serves the queue, and hale replaces the node once (check's
+// invariants: the held job keeps its id, nothing else is touched).
+func (r *robust) killPrimary(id string, _ time.Duration) string {
+	return fmt.Sprintf("the %d processes of %s killed", killNode(r.t, r.e, id), id)
 }
 
 // killLeader SIGKILLs the leader (it never releases its lease), measures the time until another

@@ -70,7 +70,7 @@ type fault struct {
 }
 
 // faultNames are the faults' names, as HALE_ROBUSTNESS_FAULTS matches them.
-const faultNames = `"leader SIGKILL" (three servers), "server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
+const faultNames = `"leader SIGKILL" and "primary controller's node killed" (three servers), "server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
 	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
 	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint", ` +
 	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP", "slow reboot", "clock 10 minutes ahead"`
@@ -83,6 +83,10 @@ type robust struct {
 	seed uint64
 	// instances is the local provider's directory of instance records.
 	instances string
+	// groups are the cluster's instance groups (fourNodes: one controller, a login node, a GPU
+	// and a CPU node), with vpc when they mount FSx.
+	groups []types.ClusterInstanceGroupSpecification
+	vpc    *types.VpcConfig
 	// ha, when set, is the fleet of servers on one PostgreSQL store (ha_robustness_test.go):
 	// srv and run are then its leader's, which the server faults hit.
 	ha       *haFleet
@@ -169,7 +173,7 @@ func onlyFaults(t *testing.T, faults []fault) []fault {
 
 func newRobust(t *testing.T, e *env, dir string, srv *exec.Cmd, run func(env ...string) *exec.Cmd, seed uint64) *robust {
 	return &robust{t: t, e: e, dir: dir, seed: seed, instances: filepath.Join(dir, "local", "instances"), srv: srv, run: run,
-		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), size: 4, seenEvent: map[string]bool{}, heartbeatLost: map[string]int{}}
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seenEvent: map[string]bool{}, heartbeatLost: map[string]int{}}
 }
 
 // drive creates the cluster (the server dying at a point of the creation: the first fault),
@@ -178,10 +182,17 @@ func (r *robust) drive(faults []fault, duration time.Duration) {
 	t, e := r.t, r.e
 	r.lc = e.script("robust", "on_create.sh", "#!/bin/bash\necho configured $(hostname) >> /var/log/provision/runs\n")
 	ctx := context.Background()
+	if r.groups == nil {
+		r.groups = fourNodes(r.lc)
+	}
+	r.size = 0
+	for _, g := range r.groups {
+		r.size += int(*g.InstanceCount)
+	}
 	// The creation is the first fault: the server dies at a point of it.
 	point := r.draw(createPoints)
 	r.arm(point)
-	_, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("robust"), InstanceGroups: fourNodes(r.lc)})
+	_, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("robust"), InstanceGroups: r.groups, VpcConfig: r.vpc})
 	r.unanswered("CreateCluster", err)
 	died := r.settle(func() bool { return r.status() == types.ClusterStatusInservice })
 	t.Logf("step 0: CreateCluster with the server armed at %s: %s", point, died)
@@ -548,14 +559,21 @@ var (
 // removes it (the most recently launched), and no other node is touched.
 func (r *robust) scale(_ string, _ time.Duration) string {
 	ctx := context.Background()
+	others := r.size - 1 // the nodes outside the cpu group, which has one
 	resize := func(count int32, points []string) string {
 		point := r.draw(points)
 		r.arm(point)
-		cpu := group("cpu", "ml.c5.2xlarge", count, types.ClusterSlurmNodeTypeCompute, r.lc, "cpu")
+		var cpu types.ClusterInstanceGroupSpecification
+		for _, g := range r.groups {
+			if *g.InstanceGroupName == "cpu" {
+				cpu = g
+			}
+		}
+		cpu.InstanceCount = aws.Int32(count)
 		_, err := r.e.SDK.UpdateCluster(ctx, &sagemaker.UpdateClusterInput{ClusterName: aws.String("robust"),
 			InstanceGroups: []types.ClusterInstanceGroupSpecification{cpu}})
 		r.unanswered("UpdateCluster", err)
-		r.size = 3 + int(count)
+		r.size = others + int(count)
 		died := r.settle(func() bool { return r.status() == types.ClusterStatusInservice && len(r.e.nodes("robust")) == r.size })
 		return fmt.Sprintf("to %d with the server armed at %s: %s", count, point, died)
 	}
@@ -570,8 +588,8 @@ func (r *robust) scale(_ string, _ time.Duration) string {
 			r.bad++
 		}
 	}
-	if d, _ := os.ReadDir(r.instances); len(d) != 5 {
-		r.t.Errorf("scale-up: %d instances on the provider, want 5", len(d))
+	if d, _ := os.ReadDir(r.instances); len(d) != others+2 {
+		r.t.Errorf("scale-up: %d instances on the provider, want %d", len(d), others+2)
 		r.bad++
 	}
 	down := resize(1, scaleDownPoints)
