@@ -148,6 +148,11 @@ func (a *App) startKubernetes(o Options, region, account string) error {
 	if o.Kubernetes != "local" {
 		return fmt.Errorf("--kubernetes %q: hale runs one kind of control plane itself, local (register others with hale kube register)", o.Kubernetes)
 	}
+	if IsPostgres(o.Store) {
+		// Its etcd and certificates are this server's data directory: the other servers, and a
+		// new leader, could not reach or take it over.
+		return errors.New("--kubernetes local runs on the embedded store only, one server: servers on a PostgreSQL store share a Kubernetes control plane you run, registered with hale kube register (docs/kubernetes.md)")
+	}
 	bin, err := kubeBin(o)
 	if err != nil {
 		return err
