@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +32,8 @@ import (
 // scale-down, a repair and a software update), and another server must carry on within the
 // lease, with the suite's invariants: no healthy node repaired, the broken one replaced once,
 // no event lost, lifecycle scripts run once per instance, the held job kept. The servers share
-// the agent CA (in the store) and the local provider's records (--provider-dir); nodes are
+// the agent CA (in the store) and the local provider's records (--provider-dir); PostgreSQL
+// is killed and restarted, or stopped for 30 s, too; nodes are
 // given every server's agent endpoint (--agent-endpoints); the test's client, like a load
 // balancer, sends each request to the first server that takes the connection.
 func TestRobustnessOnThreeServers(t *testing.T) {
@@ -45,6 +47,8 @@ func TestRobustnessOnThreeServers(t *testing.T) {
 		{name: "agent SIGKILL, server dies at a failpoint", broken: true, heartbeat: true, inject: (*robust).failpointRepair},
 		{name: "scale-up and scale-down, server dies at failpoints", target: "group cpu", inject: (*robust).scale},
 		{name: "UpdateClusterSoftware, server dies at a failpoint", broken: true, inject: (*robust).softwareUpdate},
+		{name: "PostgreSQL killed, restarted", inject: (*robust).restartPostgres, longest: 10 * time.Second},
+		{name: "PostgreSQL stopped 30 s", inject: (*robust).haltPostgres},
 		{name: "primary controller's node killed", target: "controller-1", broken: true, heartbeat: true, inject: (*robust).killPrimary},
 	})
 	f := startFleet(t)
@@ -68,14 +72,15 @@ func TestRobustnessOnThreeServers(t *testing.T) {
 // records, with one client that reaches whichever of them is up.
 type haFleet struct {
 	t       *testing.T
+	pg      *pgtest.Server
 	servers []*haServer
 	// failovers are the measured times from a leader's SIGKILL to another server leading.
 	failovers []time.Duration
 }
 
 func startFleet(t *testing.T) *haFleet {
-	url, _ := pgtest.Database(t)
-	f := &haFleet{t: t}
+	url, pg := pgtest.Database(t)
+	f := &haFleet{t: t, pg: pg}
 	dir0 := t.TempDir()
 	o := options(t, dir0) // the fleet's bridge, subnet and object store, and the clean-up of its nodes
 	gateway, err := subnetGateway(o.LocalSubnet)
@@ -216,6 +221,44 @@ func (r *robust) killLeader(_ string, _ time.Duration) string {
 	f.failovers = append(f.failovers, d)
 	old.cmd = old.run()
 	return fmt.Sprintf("%s killed; %s leads %.2f s later", old.e.url, next.e.url, d.Seconds())
+}
+
+// restartPostgres kills PostgreSQL (a crash) and starts it again d later: a leader whose lease
+// ran out meanwhile steps down, and once the database answers one server leads again.
+func (r *robust) restartPostgres(_ string, d time.Duration) string {
+	if err := r.ha.pg.Kill(); err != nil {
+		r.t.Fatal(err)
+	}
+	time.Sleep(d)
+	if err := r.ha.pg.Restart(); err != nil {
+		r.t.Fatal(err)
+	}
+	return fmt.Sprintf("PostgreSQL killed, restarted %s later; %s", d.Round(time.Millisecond), r.ha.answering())
+}
+
+// haltPostgres stops PostgreSQL for 30 s (SIGSTOP: connections open, nothing answers).
+func (r *robust) haltPostgres(_ string, _ time.Duration) string {
+	if err := r.ha.pg.Halt(); err != nil {
+		r.t.Fatal(err)
+	}
+	time.Sleep(30 * time.Second)
+	if err := r.ha.pg.Resume(); err != nil {
+		r.t.Fatal(err)
+	}
+	return "PostgreSQL stopped 30 s; " + r.ha.answering()
+}
+
+// answering waits for a leader and an API that answers again after the database was away.
+func (f *haFleet) answering() string {
+	start := time.Now()
+	s := f.leader(90*time.Second, "after the database came back")
+	if ok, last := poll(60*time.Second, func() (bool, string) {
+		_, err := f.servers[0].e.SDK.ListClusters(context.Background(), &sagemaker.ListClustersInput{})
+		return err == nil, fmt.Sprint(err)
+	}); !ok {
+		f.t.Fatalf("the API does not answer after the database came back: %s", last)
+	}
+	return fmt.Sprintf("%s leads %.1f s after it came back", s.e.url, time.Since(start).Seconds())
 }
 
 // leaderDir is the data directory of the server whose log tells what went wrong: the leader's

@@ -70,7 +70,7 @@ type fault struct {
 }
 
 // faultNames are the faults' names, as HALE_ROBUSTNESS_FAULTS matches them.
-const faultNames = `"leader SIGKILL" and "primary controller's node killed" (three servers), "server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
+const faultNames = `"leader SIGKILL", "PostgreSQL killed, restarted", "PostgreSQL stopped 30 s" and "primary controller's node killed" (three servers), "server SIGKILL, down", "agent SIGSTOP", "link cut", "slurmctld SIGKILL", "agent SIGKILL", ` +
 	`"agent SIGKILL, then server SIGKILL mid-repair", "agent SIGKILL, server dies at a failpoint", ` +
 	`"scale-up and scale-down, server dies at failpoints", "UpdateClusterSoftware, server dies at a failpoint", ` +
 	`"partition of two nodes", "controller agent SIGKILL", "slurm.conf that does not parse", "slurmdbd SIGSTOP", "slow reboot", "clock 10 minutes ahead"`
