@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -117,7 +116,7 @@ the server's machine.`,
 				fmt.Fprintln(out, choice.Line(logical))
 			}
 			start := time.Now()
-			what, err := local.InjectFault(filepath.Join(dataDir, "local"), id, f)
+			what, err := local.InjectFault(providerRoot(dataDir, string(local.Kind)), id, f)
 			if errors.Is(err, local.ErrNotLocalNode) && (f.Xid > 0 || f.LogLine != "") {
 				// Another machine (the static provider's host): its kernel log, through the server.
 				what, err = injectKernelLog(ctx, c, id, f)

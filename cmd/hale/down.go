@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -36,7 +35,7 @@ directory that holds no hale database. With no server running (a 'hale up' alrea
 			if purge && err != nil && serverGone(err) {
 				// Nothing to delete through the API, as after a hale up that already ended:
 				// purge, unless the stopped server left nodes that only it can terminate.
-				if n := local.Instances(filepath.Join(dataDir, string(local.Kind))); n > 0 {
+				if n := local.Instances(providerRoot(dataDir, string(local.Kind))); n > 0 {
 					return &exitError{Code: 1, Err: fmt.Errorf("no hale server answers for %s, and it left %s running; start it again (hale server --data-dir %s), then run hale down --purge",
 						dataDir, plural.Count(n, "node", "nodes"), dataDir)}
 				}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -91,9 +90,9 @@ func resolveNode(ctx context.Context, cf *clientFlags, cluster, node string) (st
 // nodeCommand is the command line that runs args on the node: in its namespaces for a node of
 // the local provider, over SSH for a host of the static one.
 func nodeCommand(dataDir, id string, args []string) ([]string, error) {
-	argv, err := local.ExecCommand(filepath.Join(dataDir, string(local.Kind)), id, homeDir(), args)
+	argv, err := local.ExecCommand(providerRoot(dataDir, string(local.Kind)), id, homeDir(), args)
 	if errors.Is(err, provider.ErrNotFound) {
-		if argv, serr := static.SSHCommand(filepath.Join(dataDir, string(static.Kind)), id, args); serr == nil {
+		if argv, serr := static.SSHCommand(providerRoot(dataDir, string(static.Kind)), id, args); serr == nil {
 			return argv, nil
 		}
 		return nil, fmt.Errorf("node %s is neither a local-provider node nor a static-provider host of the server at %s (%v)", id, dataDir, err)

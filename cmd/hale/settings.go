@@ -21,6 +21,8 @@ type settings struct {
 	LocalBridge         string `json:"local_bridge,omitempty"`
 	LocalSubnet         string `json:"local_subnet,omitempty"`
 	AgentPort           int    `json:"agent_port,omitempty"`
+	// ProviderDir is --provider-dir (servers on one store share it), "" for DATA_DIR/<provider>.
+	ProviderDir string `json:"provider_dir,omitempty"`
 }
 
 func settingsPath(dataDir string) string { return filepath.Join(dataDir, "server.json") }
@@ -47,6 +49,7 @@ func recallSettings(f *pflag.FlagSet, o *server.Options) {
 	take("object-store-endpoint", &o.ObjectStoreEndpoint, s.ObjectStoreEndpoint)
 	take("local-bridge", &o.LocalBridge, s.LocalBridge)
 	take("local-subnet", &o.LocalSubnet, s.LocalSubnet)
+	take("provider-dir", &o.ProviderDir, s.ProviderDir)
 	if !f.Changed("agent-port") && s.AgentPort != 0 {
 		o.AgentPort = s.AgentPort
 	}
@@ -60,9 +63,27 @@ func rememberSettings(o server.Options, objectStore string) {
 	}
 	s := settings{Provider: o.Provider, ObjectStore: abs, ObjectStoreEndpoint: o.ObjectStoreEndpoint,
 		LocalBridge: o.LocalBridge, LocalSubnet: o.LocalSubnet, AgentPort: o.AgentPort}
+	if o.ProviderDir != "" {
+		if s.ProviderDir, err = filepath.Abs(o.ProviderDir); err != nil {
+			s.ProviderDir = o.ProviderDir
+		}
+	}
 	if o.ObjectStoreEndpoint != "" {
 		s.ObjectStore = ""
 	}
 	b, _ := json.MarshalIndent(s, "", "  ")
 	os.WriteFile(settingsPath(o.DataDir), b, 0o600)
+}
+
+// providerRoot is where the server of dataDir keeps a provider's records of its instances: its
+// --provider-dir as server.json remembers it, else DATA_DIR/<kind>. The commands that reach
+// nodes themselves (exec, debug, down) look there.
+func providerRoot(dataDir, kind string) string {
+	if b, err := os.ReadFile(settingsPath(dataDir)); err == nil {
+		var s settings
+		if json.Unmarshal(b, &s) == nil && s.ProviderDir != "" && (s.Provider == kind || s.Provider == "") {
+			return s.ProviderDir
+		}
+	}
+	return filepath.Join(dataDir, kind)
 }

@@ -69,6 +69,7 @@ func (c *Config) defaults() {
 func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 	c.defaults()
 	var l *store.Lease
+	var following string // the leader this server last said it stands by for
 	for failed := 0; ; {
 		start := time.Now()
 		held, err := try(ctx, c, &l)
@@ -85,7 +86,11 @@ func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 			failed++
 		case l != nil:
 			failed = 0
-			c.Logger.Debug("standing by", "lease", c.Lease, "leader", l.Holder, "expires", l.Expires)
+			if l.Holder != following {
+				// Once per leader: an operator reading a standby's log learns it stands by, and for whom.
+				c.Logger.Info("standing by", "lease", c.Lease, "leader", l.Holder, "token", l.Token)
+				following = l.Holder
+			}
 		}
 		select {
 		case <-ctx.Done():

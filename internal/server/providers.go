@@ -101,7 +101,7 @@ func (a *App) openStatic(o *Options) (provider.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := static.Config{Root: filepath.Join(o.DataDir, string(static.Kind)), Inventory: inv, KnownHosts: o.KnownHosts,
+	sc := static.Config{Root: cmp.Or(o.ProviderDir, filepath.Join(o.DataDir, string(static.Kind))), Inventory: inv, KnownHosts: o.KnownHosts,
 		AcceptNewHostKeys: o.AcceptNewHostKeys, AgentServer: o.AgentListen, AgentBinary: o.AgentBinary, Logger: a.log}
 	if sc.NodeStack, sc.NodeImages, err = nodeStackDirs(*o); err != nil {
 		return nil, err
