@@ -2,8 +2,12 @@ package server_test
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +67,25 @@ func TestServersShareAPostgresStore(t *testing.T) {
 	leader, standby := a, b
 	if b.App.Leading() {
 		leader, standby = b, a
+	}
+	// The console and /metrics work on the standby too: they read the shared store.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	signIn, _ := standby.App.Console.SignInURL(standby.App.URL, a.Admin.ID)
+	if resp, err := browser.Get(signIn); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the standby's console sign-in: %v %v", resp, err)
+	}
+	resp, err := browser.Get(standby.App.URL + "/console/api/clusters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `"shared"`) {
+		t.Fatalf("the standby's console lists the clusters: %d %s", resp.StatusCode, page)
+	}
+	if code, m := scrape(t, standby.App.URL+"/metrics", ""); code != http.StatusOK || !strings.Contains(m, "hale_leader 0") || !strings.Contains(m, "hale_clusters") {
+		t.Fatalf("the standby's /metrics: %d\n%s", code, m)
 	}
 	if err := leader.App.Close(); err != nil {
 		t.Fatal(err)
