@@ -353,7 +353,11 @@ func (e *env) noSlurmctldErrors(t *testing.T, ctl string) {
 		bad = append(bad, l)
 	}
 	if len(bad) > 0 {
-		t.Errorf("slurmctld.log has %d error line(s):\n%s", len(bad), strings.Join(bad, "\n"))
+		// What slurmdbd, MariaDB and the agent's supervision said meanwhile: a slurmdbd that
+		// refused slurmctld's connections was starting, or had stopped.
+		diag, _ := e.onNode(ctl, "tail -n 25 /var/log/slurm/slurmdbd.log; echo ---- slurmdbd.out; tail -n 10 /var/log/slurm/slurmdbd.out; "+
+			"echo ---- mariadb; tail -n 10 /var/log/mysql/error.log; echo ---- slurmctld starts; grep -E 'slurmctld version|Relinquishing|Terminate signal' /var/log/slurm/slurmctld.log")
+		t.Errorf("slurmctld.log has %d error line(s):\n%s\non the controller:\n%s", len(bad), strings.Join(bad, "\n"), diag)
 	}
 }
 
