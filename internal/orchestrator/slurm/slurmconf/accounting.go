@@ -65,7 +65,10 @@ StorageLoc=` + AccountingDB + `
 // sites and says so in slurmdbd.log); a commit is flushed to the OS at once and to disk every
 // second (innodb_flush_log_at_trx_commit=2), which halves slurmdbd's first start and loses
 // nothing when a process is killed; innodb_lock_wait_timeout is Slurm's recommended 900.
-var mariadbOptions = []string{"--no-defaults", "--user=root",
+// innodb_snapshot_isolation, on by default from MariaDB 11.6 (trixie's 11.8), makes slurmdbd
+// fatal on a write conflict (slurmdbd.log: "not supported by Slurm ... Set
+// innodb_snapshot_isolation=OFF"); loose- because bookworm's 10.11 has no such option.
+var mariadbOptions = []string{"--no-defaults", "--user=root", "--loose-innodb-snapshot-isolation=OFF",
 	"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--innodb-flush-log-at-trx-commit=2"}
 
 // MariaDB is the controller's database server, its data directory dir (MariaDBDir, the
@@ -95,20 +98,36 @@ func Slurmdbd(dir string) Daemon {
 		Env: map[string]string{"MYSQL_UNIX_PORT": Socket(dir)}}
 }
 
-// WaitDbd waits up to seconds for slurmdbd to listen on its port; seconds 0 checks once.
-// slurmdbd listens only once its database is ready (its tables made), so a listening slurmdbd
-// is one slurmctld can start against.
-func WaitDbd(seconds int) []string { return waitListening(DbdPort, seconds) }
+// WaitDbd waits up to seconds for slurmdbd to answer; seconds 0 checks once. It waits for a
+// socket listening on slurmdbd's port first, then asks slurmdbd (sacctmgr, which only runs
+// then): a listening port alone was not enough. Slurm 24.11 and newer listen before their
+// database is checked, and a slurmdbd whose first query failed (MariaDB 11.8 refuses one just
+// after it says it is ready: "_check_mysql_concat_is_sane: null result") exits a moment after
+// it listened; slurmctld started in that moment found nothing on the port, and the agent's
+// restart of slurmdbd a second later came too late for its first connection (TestSlurmVersions,
+// sid and trixie, under the full suite's load).
+func WaitDbd(seconds int) []string {
+	return waitPort(DbdPort, seconds, "timeout 5 sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1")
+}
 
-// waitListening waits up to seconds for a TCP socket of the node's network namespace to listen
-// on port (checking every 50 ms; seconds 0 checks once). It looks without connecting (a bare
-// connection is an error in slurmdbd's log), in /proc/net/tcp and tcp6 (state 0A is LISTEN),
-// with the shell's own read: ss and grep, run twenty times a second, were two process starts
-// each time.
-func waitListening(port, seconds int) []string {
-	check := fmt.Sprintf(`listening() { for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue
-  while read -r _ l _ st _; do [ "$st" = 0A ] && case $l in *:%04X) return 0 ;; esac; done <$f; done; return 1; }`, port)
-	return []string{"/bin/sh", "-c", fmt.Sprintf("%s\ni=0; while [ $i -lt %d ]; do listening && exit 0; sleep 0.05; i=$((i + 1)); done; listening", check, seconds*20)}
+// waitPort waits up to seconds for a TCP socket of the node's network namespace to listen on
+// port and then for confirm (a shell command; "" for none) to succeed; seconds 0 checks once.
+// It looks for the listener without connecting (a bare connection is an error in slurmdbd's
+// log), in /proc/net/tcp and tcp6 (state 0A is LISTEN), with the shell's own read, every 50 ms:
+// ss and grep, run twenty times a second, were two process starts each time. confirm runs only
+// once something listens, and an attempt of it counts as a second of the wait.
+func waitPort(port, seconds int, confirm string) []string {
+	if confirm == "" {
+		confirm = "true"
+	}
+	return []string{"/bin/sh", "-c", fmt.Sprintf(`listening() { for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue
+  while read -r _ l _ st _; do [ "$st" = 0A ] && case $l in *:%04X) return 0 ;; esac; done <$f; done; return 1; }
+ready() { listening && %s; }
+i=0; while [ $i -lt %d ]; do
+  if listening; then ready && exit 0; i=$((i + 20)); fi
+  sleep 0.05; i=$((i + 1))
+done
+ready`, port, confirm, seconds*20)}
 }
 
 // QuickAck turns delayed ACKs off for TCP connections a node makes to its own address (the

@@ -143,13 +143,13 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestWaitListening: the port check reads this namespace's /proc/net/tcp and tcp6 as ss would:
+// TestWaitListening: the port check (waitPort, with nothing to confirm) reads this namespace's /proc/net/tcp and tcp6 as ss would:
 // a listening port passes at once, a closed one fails after its wait, and a port that starts
 // listening during the wait is found; a connected (not listening) socket on the port does not
 // count.
 func TestWaitListening(t *testing.T) {
 	run := func(port, seconds int) error {
-		argv := waitListening(port, seconds)
+		argv := waitPort(port, seconds, "")
 		return exec.Command(argv[0], argv[1:]...).Run()
 	}
 	for network, addr := range map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"} {
@@ -236,5 +236,30 @@ func TestWaitUpEndsAtItsTime(t *testing.T) {
 	// A second at the least, pinging every 0.1 s, and a last ping after the loop.
 	if err == nil || !strings.Contains(out, "DOWN") || asked() < 3 {
 		t.Errorf("slurmctld DOWN: WaitUp %v after %d pings, %q; want a failure with the last answer after several", err, asked(), out)
+	}
+}
+
+// TestWaitDbdNeedsAnAnswer: a port that listens is not yet a slurmdbd that answers (Slurm 24.11
+// and newer listen before their database is checked, and may exit a moment later): the wait
+// fails while the confirmation fails, whatever listens, and passes once it succeeds.
+func TestWaitDbdNeedsAnAnswer(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	run := func(confirm string) error {
+		argv := waitPort(port, 1, confirm)
+		return exec.Command(argv[0], argv[1:]...).Run()
+	}
+	if err := run("false"); err == nil {
+		t.Error("a listening port whose daemon does not answer passed")
+	}
+	if err := run("true"); err != nil {
+		t.Errorf("a listening port whose daemon answers: %v", err)
+	}
+	if argv := WaitDbd(0); !strings.Contains(argv[len(argv)-1], "sacctmgr") {
+		t.Errorf("WaitDbd does not ask slurmdbd: %q", argv)
 	}
 }
