@@ -130,11 +130,11 @@ func (s *Slurm) waitAccounting(ctx context.Context, n *store.Node) error {
 	})
 }
 
-// accountingBack turns accounting on again once slurmdbd answers on the running controller; the
+// accountingBack turns accounting on again once slurmdbd listens on the running controller; the
 // next rendering has the accounting lines, and slurmctld restarts with them (hale's block
 // changed). It looks once per accountingRetry.
 func (s *Slurm) accountingBack(ctx context.Context, clusterID, ctlInstance string) {
-	if _, err := s.h.Run(ctx, ctlInstance, slurmconf.WaitDbd(0), 10*time.Second); err != nil {
+	if _, err := s.h.Run(ctx, ctlInstance, slurmconf.DbdListening(), 10*time.Second); err != nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(accountingRetry):

@@ -110,6 +110,12 @@ func WaitDbd(seconds int) []string {
 	return waitPort(DbdPort, seconds, "timeout 5 sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1")
 }
 
+// DbdListening checks once whether something listens on slurmdbd's port. It is what can be
+// seen of slurmdbd while accounting is off: slurm.conf then names no slurmdbd, so sacctmgr
+// cannot ask it (WaitDbd could never pass). slurmctld, restarted with accounting once it
+// listens, has state files by then and retries a slurmdbd that is not quite there.
+func DbdListening() []string { return waitPort(DbdPort, 0, "") }
+
 // waitPort waits up to seconds for a TCP socket of the node's network namespace to listen on
 // port and then for confirm (a shell command; "" for none) to succeed; seconds 0 checks once.
 // It looks for the listener without connecting (a bare connection is an error in slurmdbd's

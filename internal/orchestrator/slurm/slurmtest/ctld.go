@@ -34,7 +34,7 @@ import (
 //   - scontrol show node -o [NAME], update nodename=NAME state=drain|down|resume, reconfigure,
 //     create and delete reservation answer as Slurm's do, unknown names refused ("Invalid node
 //     name specified"); and so do the orchestrator's scripts around them (slurmconf: WaitUp,
-//     WaitListed, WaitDbd, CheckConf, ReadConf, AccountingHealth, QuickAck, munge and unmunge).
+//     WaitListed, WaitDbd, DbdListening, CheckConf, ReadConf, AccountingHealth, QuickAck, munge and unmunge).
 //
 // A command it does not know is recorded (Unexpected) and left to the caller (Answer returns
 // nil), as are the commands that are not Slurm's (lifecycle scripts, checks, GPU resets). It is
@@ -490,7 +490,7 @@ func (c *Ctld) run(instanceID string, argv []string) *agentproto.CommandResult {
 			return exit(1, "sinfo: "+err.Error()+"\n", "")
 		}
 		return ok("")
-	case slices.Equal(argv, slurmconf.WaitDbd(slurmconf.AccountingWait)), slices.Equal(argv, slurmconf.WaitDbd(0)):
+	case slices.Equal(argv, slurmconf.WaitDbd(slurmconf.AccountingWait)), slices.Equal(argv, slurmconf.WaitDbd(0)), slices.Equal(argv, slurmconf.DbdListening()):
 		if !c.running(instanceID, "slurmdbd") || !c.running(instanceID, "mariadbd") {
 			return exit(1, "", "")
 		}
