@@ -128,22 +128,12 @@ func checkGroup(v *validator, g *ClusterInstanceGroupSpecification, p string, ct
 		if sc.GetNodeType() == ClusterSlurmNodeTypeController && g.InstanceCount != nil && *g.InstanceCount < 1 {
 			v.violation(memberPath(p, "instanceCount"), "The Controller group must have at least one instance")
 		}
-		if sc.GetNodeType() == ClusterSlurmNodeTypeController && g.InstanceCount != nil && *g.InstanceCount > 1 && !hasSharedFS(g) {
+		if sc.GetNodeType() == ClusterSlurmNodeTypeController && g.InstanceCount != nil && *g.InstanceCount > 1 && SharedMountPath(g) == "" {
 			// Multi-head: the controllers share slurmctld's state directory, which needs a file
 			// system every one of them mounts (HyperPod's multi-head keeps it on FSx).
 			v.violation(memberPath(p, "instanceStorageConfigs"), fmt.Sprintf("A Controller group of %d instances (Slurm multi-head: a primary and backup controllers) needs a shared file system for slurmctld's state: add an FsxLustreConfig or FsxOpenZfsConfig", *g.InstanceCount))
 		}
 	}
-}
-
-// hasSharedFS says whether a group mounts an FSx file system.
-func hasSharedFS(g *ClusterInstanceGroupSpecification) bool {
-	for _, sc := range g.InstanceStorageConfigs {
-		if sc.FsxLustreConfig != nil || sc.FsxOpenZfsConfig != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // checkStorage: EbsVolumeConfig with RootVolume=true describes the root volume (no size, a KMS

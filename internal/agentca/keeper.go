@@ -61,5 +61,3 @@ func (k *dirKeeper) Update(name string, fn func([]byte) ([]byte, error)) error {
 	}
 	return writeFile(filepath.Join(k.dir, name), next, fileMode(name))
 }
-
-func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }

@@ -2,7 +2,9 @@ package agentca
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -66,7 +68,7 @@ func (c *CA) revocation(instanceID string) (Revocation, bool, error) {
 
 func (c *CA) revocations() (map[string]Revocation, error) {
 	b, err := c.keeper.Get(RevokedFile)
-	if err != nil && !isNotExist(err) {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	return parseRevoked(b)

@@ -775,10 +775,8 @@ func (s *Server) saveLogs(ctx context.Context, sess *session, l *agentproto.LogL
 func (s *Server) StandBy() {
 	s.mu.Lock()
 	n := len(s.sessions)
-	for id, sess := range s.sessions {
-		delete(s.sessions, id)
-		s.keepEnded(sess)
-		close(sess.done)
+	for _, sess := range s.sessions {
+		s.end(sess)
 	}
 	s.mu.Unlock()
 	if n > 0 {
@@ -790,9 +788,15 @@ func (s *Server) StandBy() {
 func (s *Server) Disconnect(instanceID string) {
 	s.mu.Lock()
 	if sess := s.sessions[instanceID]; sess != nil {
-		delete(s.sessions, instanceID)
-		s.keepEnded(sess)
-		close(sess.done)
+		s.end(sess)
 	}
 	s.mu.Unlock()
+}
+
+// end closes a current session from the server's side (s.mu held): its stream returns, and
+// the agent reconnects, to this server or (StandBy) another.
+func (s *Server) end(sess *session) {
+	delete(s.sessions, sess.instanceID)
+	s.keepEnded(sess)
+	close(sess.done)
 }

@@ -117,9 +117,9 @@ func mounts(g *api.ClusterInstanceGroupSpecification) []provider.Mount {
 	for _, s := range g.InstanceStorageConfigs {
 		switch {
 		case s.FsxLustreConfig != nil:
-			out = append(out, provider.Mount{Shared: true, Name: "fsx-lustre-" + s.FsxLustreConfig.GetDnsName(), Path: orDefault(s.FsxLustreConfig.GetMountPath(), "/fsx")})
+			out = append(out, provider.Mount{Shared: true, Name: "fsx-lustre-" + s.FsxLustreConfig.GetDnsName(), Path: orDefault(s.FsxLustreConfig.GetMountPath(), api.DefaultFsxLustreMountPath)})
 		case s.FsxOpenZfsConfig != nil:
-			out = append(out, provider.Mount{Shared: true, Name: "fsx-openzfs-" + s.FsxOpenZfsConfig.GetDnsName(), Path: orDefault(s.FsxOpenZfsConfig.GetMountPath(), "/home")})
+			out = append(out, provider.Mount{Shared: true, Name: "fsx-openzfs-" + s.FsxOpenZfsConfig.GetDnsName(), Path: orDefault(s.FsxOpenZfsConfig.GetMountPath(), api.DefaultFsxOpenZfsMountPath)})
 		case s.EbsVolumeConfig != nil && !s.EbsVolumeConfig.GetRootVolume():
 			out = append(out, provider.Mount{Path: "/opt/sagemaker"})
 		}

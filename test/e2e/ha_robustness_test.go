@@ -119,18 +119,23 @@ func startFleet(t *testing.T) *haFleet {
 		opts.HTTPClient = &http.Client{Transport: &firstUp{hosts: hosts, base: &http.Transport{DisableKeepAlives: true}}}
 		s.e.SDK = sagemaker.New(opts)
 	}
-	t.Cleanup(func() {
-		if !t.Failed() {
+	f.logsOnFailure()
+	f.leader(30*time.Second, "three servers started")
+	return f
+}
+
+// logsOnFailure has a failed test end with the last lines of every server's log.
+func (f *haFleet) logsOnFailure() {
+	f.t.Cleanup(func() {
+		if !f.t.Failed() {
 			return
 		}
 		for _, s := range f.servers {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
 			lines := strings.Split(strings.TrimSpace(string(log)), "\n")
-			t.Logf("the last lines of %s's log:\n%s", s.e.url, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			f.t.Logf("the last lines of %s's log:\n%s", s.e.url, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
-	f.leader(30*time.Second, "three servers started")
-	return f
 }
 
 // leader waits up to within for exactly one server to lead (hale_leader 1 on its /metrics),

@@ -63,51 +63,17 @@ func TestServersFailOver(t *testing.T) {
 		dir := t.TempDir()
 		if i > 0 {
 			// The admin key is in the store; the operator gives the other servers its profile.
-			creds, err := os.ReadFile(filepath.Join(servers[0].dir, "credentials"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "credentials"), creds, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "credentials"), readFileT(t, filepath.Join(servers[0].dir, "credentials")), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
 		e, cmd, run := binaryServerWith(t, dir, &haleBin, []string{}, "--store", url)
 		servers = append(servers, &haServer{e: e, cmd: cmd, run: run, dir: dir})
 	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, s := range servers {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
-			lines := strings.Split(strings.TrimSpace(string(log)), "\n")
-			t.Logf("the last lines of %s's log:\n%s", s.e.url, strings.Join(lines[max(0, len(lines)-25):], "\n"))
-		}
-	})
-	leader := func(within time.Duration, what string, among []*haServer) *haServer {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			var leads []*haServer
-			for _, s := range among {
-				if s.leading() == 1 {
-					leads = append(leads, s)
-				}
-			}
-			if len(leads) > 1 {
-				t.Fatalf("%s: %d servers lead at once", what, len(leads))
-			}
-			if len(leads) == 1 {
-				return leads[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no server leads after %s", what, within)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	f := &haFleet{t: t, pg: pg, servers: servers}
+	f.logsOnFailure()
 	ctx := context.Background()
-	first := leader(30*time.Second, "three servers started", servers)
+	first := f.leader(30*time.Second, "three servers started")
 	var lc string
 	for _, s := range servers {
 		lc = s.e.script("ha", "on_create.sh", "#!/bin/bash\ntrue\n")
@@ -143,13 +109,7 @@ func TestServersFailOver(t *testing.T) {
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	first.cmd.Wait()
 	first.cmd = nil
-	var rest []*haServer
-	for _, s := range servers {
-		if s != first {
-			rest = append(rest, s)
-		}
-	}
-	second := leader(30*time.Second, "after the leader's SIGKILL", rest)
+	second := f.leader(30*time.Second, "after the leader's SIGKILL") // among the servers still running
 	t.Logf("leader SIGKILL -> another server leads: %.2f s", time.Since(killed).Seconds())
 	described("after the failover")
 	// The CLI, given every server, moves past the one that is gone.
@@ -164,7 +124,7 @@ func TestServersFailOver(t *testing.T) {
 	}
 	first.cmd = first.run()
 	time.Sleep(2 * time.Second) // long enough to campaign several times
-	if first.leading() != 0 || leader(5*time.Second, "the killed server restarted", servers) != second {
+	if first.leading() != 0 || f.leader(5*time.Second, "the killed server restarted") != second {
 		t.Fatal("the restarted server took the lease from a live leader")
 	}
 
@@ -191,7 +151,7 @@ func TestServersFailOver(t *testing.T) {
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	leader(60*time.Second, "after PostgreSQL's restart", servers)
+	f.leader(60*time.Second, "after PostgreSQL's restart")
 	described("after PostgreSQL's restart")
 	afterCrash := token()
 	if afterCrash <= before {
@@ -206,7 +166,7 @@ func TestServersFailOver(t *testing.T) {
 	if err := pg.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	leader(60*time.Second, "after PostgreSQL's 30 s stop", servers)
+	f.leader(60*time.Second, "after PostgreSQL's 30 s stop")
 	described("after PostgreSQL's 30 s stop")
 	if tok := token(); tok <= afterCrash {
 		t.Fatalf("lease token %d after a 30 s stop of the database, want more than %d", tok, afterCrash)

@@ -35,24 +35,8 @@ func (r *round) headDir() string {
 		if g.Name != r.sl.Controller || g.Spec.InstanceCount == nil || *g.Spec.InstanceCount < 2 {
 			continue
 		}
-		if mount := SharedMount(&g.Spec); mount != "" {
+		if mount := api.SharedMountPath(&g.Spec); mount != "" {
 			return mount + "/.hale/slurm/" + r.cl.ID
-		}
-	}
-	return ""
-}
-
-// SharedMount is where a group's nodes mount the cluster's shared file system (its FSx for
-// Lustre, else its FSx for OpenZFS), "" when it has none.
-func SharedMount(g *api.ClusterInstanceGroupSpecification) string {
-	for _, s := range g.InstanceStorageConfigs {
-		if f := s.FsxLustreConfig; f != nil {
-			return cmp.Or(f.GetMountPath(), "/fsx")
-		}
-	}
-	for _, s := range g.InstanceStorageConfigs {
-		if f := s.FsxOpenZfsConfig; f != nil {
-			return cmp.Or(f.GetMountPath(), "/home")
 		}
 	}
 	return ""
