@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Slurm accounting, as HyperPod's sample lifecycle scripts set it up
@@ -98,42 +99,68 @@ func Slurmdbd(dir string) Daemon {
 		Env: map[string]string{"MYSQL_UNIX_PORT": Socket(dir)}}
 }
 
-// WaitDbd waits up to seconds for slurmdbd to answer; seconds 0 checks once. It waits for a
-// socket listening on slurmdbd's port first, then asks slurmdbd (sacctmgr, which only runs
-// then): a listening port alone was not enough. Slurm 24.11 and newer listen before their
-// database is checked, and a slurmdbd whose first query failed (MariaDB 11.8 refuses one just
-// after it says it is ready: "_check_mysql_concat_is_sane: null result") exits a moment after
-// it listened; slurmctld started in that moment found nothing on the port, and the agent's
-// restart of slurmdbd a second later came too late for its first connection (TestSlurmVersions,
-// sid and trixie, under the full suite's load).
-func WaitDbd(seconds int) []string {
-	return waitPort(DbdPort, seconds, "timeout 5 sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1")
+// WaitDbd waits for slurmdbd to answer: up to seconds once MariaDB takes connections (its
+// socket in its data directory dir exists), after at most MariaDBWait s for that; seconds 0
+// checks once. It waits for a socket listening on slurmdbd's port first, then asks slurmdbd
+// (sacctmgr, which only runs then): a listening port alone was not enough. Slurm 24.11 and
+// newer listen before their database is checked, and a slurmdbd whose first query failed
+// (MariaDB 11.8 refuses one just after it says it is ready: "_check_mysql_concat_is_sane: null
+// result") exits a moment after it listened; slurmctld started in that moment found nothing on
+// the port, and the agent's restart of slurmdbd a second later came too late for its first
+// connection (TestSlurmVersions, sid and trixie, under the full suite's load).
+//
+// The wait is counted by the clock (/proc/uptime), not in loops: under the full suite's load
+// MariaDB took 20-30 s to take connections, and each sacctmgr asking a slurmdbd that was
+// still connecting to it took up to its 5 s, so a count of loops outlasted the agent's
+// deadline for the command, which turned accounting off while slurmdbd was seconds from
+// answering.
+func WaitDbd(dir string, seconds int) []string {
+	return waitPort(DbdPort, seconds, "timeout 5 sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1", Socket(dir))
+}
+
+// MariaDBWait is how long, in seconds, WaitDbd waits at most for MariaDB to take connections
+// before it counts its own wait for slurmdbd: MariaDB 11.8's first start on a busy machine
+// (InnoDB's files made, the buffer pool loaded) took up to 30 s.
+const MariaDBWait = 90
+
+// WaitDbdLimit is the longest a WaitDbd(dir, seconds) runs: both waits, and a last sacctmgr.
+func WaitDbdLimit(seconds int) time.Duration {
+	return time.Duration(MariaDBWait+seconds+10) * time.Second
 }
 
 // DbdListening checks once whether something listens on slurmdbd's port. It is what can be
 // seen of slurmdbd while accounting is off: slurm.conf then names no slurmdbd, so sacctmgr
 // cannot ask it (WaitDbd could never pass). slurmctld, restarted with accounting once it
 // listens, has state files by then and retries a slurmdbd that is not quite there.
-func DbdListening() []string { return waitPort(DbdPort, 0, "") }
+func DbdListening() []string { return waitPort(DbdPort, 0, "", "") }
 
-// waitPort waits up to seconds for a TCP socket of the node's network namespace to listen on
-// port and then for confirm (a shell command; "" for none) to succeed; seconds 0 checks once.
-// It looks for the listener without connecting (a bare connection is an error in slurmdbd's
-// log), in /proc/net/tcp and tcp6 (state 0A is LISTEN), with the shell's own read, every 50 ms:
-// ss and grep, run twenty times a second, were two process starts each time. confirm runs only
-// once something listens, and an attempt of it counts as a second of the wait.
-func waitPort(port, seconds int, confirm string) []string {
+// waitPort waits for a TCP socket of the node's network namespace to listen on port and then
+// for confirm (a shell command; "" for none) to succeed: up to seconds by the clock, counted
+// from when the path gate exists ("" counts at once), after at most MariaDBWait s for it;
+// seconds 0 checks once. It looks for the listener without connecting (a bare connection is an
+// error in slurmdbd's log), in /proc/net/tcp and tcp6 (state 0A is LISTEN), with the shell's
+// own read, every 50 ms: ss and grep, run twenty times a second, were two process starts each
+// time; the clock is /proc/uptime, read the same way. confirm runs only once something listens.
+func waitPort(port, seconds int, confirm, gate string) []string {
 	if confirm == "" {
 		confirm = "true"
+	}
+	gated := "true"
+	if gate != "" {
+		gated = fmt.Sprintf("[ -e %s ]", gate)
 	}
 	return []string{"/bin/sh", "-c", fmt.Sprintf(`listening() { for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue
   while read -r _ l _ st _; do [ "$st" = 0A ] && case $l in *:%04X) return 0 ;; esac; done <$f; done; return 1; }
 ready() { listening && %s; }
-i=0; while [ $i -lt %d ]; do
-  if listening; then ready && exit 0; i=$((i + 20)); fi
-  sleep 0.05; i=$((i + 1))
-done
-ready`, port, confirm, seconds*20)}
+gated() { %s; }
+now() { read -r up _ </proc/uptime; now=${up%%.*}; }
+now; cap=$((now + %d)); end=$((now + %d))
+gated && cap=$end
+while ! ready; do
+  now; [ $now -ge $end ] && exit 1
+  if [ $cap -gt $end ] && ! gated; then end=$((now + %[5]d)); [ $end -gt $cap ] && end=$cap; fi
+  sleep 0.05
+done`, port, confirm, gated, MariaDBWait+seconds, seconds)}
 }
 
 // QuickAck turns delayed ACKs off for TCP connections a node makes to its own address (the
@@ -153,6 +180,12 @@ func (c *Config) accountingLines() string {
 		return ""
 	}
 	return fmt.Sprintf("AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=%s\nAccountingStoragePort=%d\n", c.ControllerAddr, DbdPort)
+}
+
+// HasAccounting says whether slurm.conf text conf has hale's accounting lines.
+func HasAccounting(conf string) bool {
+	return strings.Contains(conf, "\nAccountingStorageType=accounting_storage/slurmdbd\n") ||
+		strings.HasPrefix(conf, "AccountingStorageType=accounting_storage/slurmdbd\n")
 }
 
 // DbdAnswerWait is how long, in seconds, AccountingHealth gives slurmdbd to answer a query: a

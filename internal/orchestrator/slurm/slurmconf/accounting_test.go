@@ -60,10 +60,10 @@ func TestAccountingLines(t *testing.T) {
 	}
 }
 
-// The daemons' shell scripts parse, and WaitDbd waits 20 times a second for DbdPort (hex 1AA3 in
-// /proc/net/tcp); TestWaitListening runs the check.
+// The daemons' shell scripts parse, and WaitDbd looks for DbdPort (hex 1AA3 in /proc/net/tcp)
+// and MariaDB's socket; TestWaitDbdNeedsAnAnswer and TestWaitDbdCountsFromMariaDB run it.
 func TestAccountingScripts(t *testing.T) {
-	for _, argv := range [][]string{MariaDB(MariaDBDir).Argv, Slurmdbd(MariaDBDir).Argv, WaitDbd(3), WaitDbd(0), QuickAck("10.1.0.2")} {
+	for _, argv := range [][]string{MariaDB(MariaDBDir).Argv, Slurmdbd(MariaDBDir).Argv, WaitDbd(MariaDBDir, 3), WaitDbd(MariaDBDir, 0), DbdListening(), QuickAck("10.1.0.2")} {
 		if argv[0] != "/bin/sh" || argv[1] != "-c" {
 			t.Fatalf("not a shell command: %q", argv)
 		}
@@ -71,7 +71,7 @@ func TestAccountingScripts(t *testing.T) {
 			t.Errorf("sh -n %q: %v %s", argv[2], err, out)
 		}
 	}
-	if !strings.Contains(WaitDbd(3)[2], "-lt 60 ]") || !strings.Contains(WaitDbd(0)[2], "-lt 0 ]") || !strings.Contains(WaitDbd(0)[2], "*:1AA3)") {
-		t.Errorf("WaitDbd: %q %q", WaitDbd(3)[2], WaitDbd(0)[2])
+	if w := WaitDbd(MariaDBDir, 0)[2]; !strings.Contains(w, "*:1AA3)") || !strings.Contains(w, "[ -e "+Socket(MariaDBDir)+" ]") {
+		t.Errorf("WaitDbd: %q", w)
 	}
 }

@@ -149,7 +149,7 @@ func (l *lockedBuffer) String() string {
 // count.
 func TestWaitListening(t *testing.T) {
 	run := func(port, seconds int) error {
-		argv := waitPort(port, seconds, "")
+		argv := waitPort(port, seconds, "", "")
 		return exec.Command(argv[0], argv[1:]...).Run()
 	}
 	for network, addr := range map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"} {
@@ -250,7 +250,7 @@ func TestWaitDbdNeedsAnAnswer(t *testing.T) {
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
 	run := func(confirm string) error {
-		argv := waitPort(port, 1, confirm)
+		argv := waitPort(port, 1, confirm, "")
 		return exec.Command(argv[0], argv[1:]...).Run()
 	}
 	if err := run("false"); err == nil {
@@ -259,7 +259,47 @@ func TestWaitDbdNeedsAnAnswer(t *testing.T) {
 	if err := run("true"); err != nil {
 		t.Errorf("a listening port whose daemon answers: %v", err)
 	}
-	if argv := WaitDbd(0); !strings.Contains(argv[len(argv)-1], "sacctmgr") {
+	if argv := WaitDbd(MariaDBDir, 0); !strings.Contains(argv[len(argv)-1], "sacctmgr") {
 		t.Errorf("WaitDbd does not ask slurmdbd: %q", argv)
+	}
+}
+
+// TestWaitDbdCountsFromMariaDB: the wait for slurmdbd counts by the clock from when MariaDB's
+// socket exists, not from its start and not in loops. A MariaDB slow to start used up the whole
+// wait before slurmdbd could answer, and a confirmation that fails slowly (sacctmgr asking a
+// slurmdbd still connecting to MariaDB took up to 5 s, counted as 1) made the wait outlast the
+// agent's deadline for the command (TestSlurmVersions, sid, under the full suite's load).
+func TestWaitDbdCountsFromMariaDB(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	gate, answered, asked := filepath.Join(dir, "mysql.sock"), filepath.Join(dir, "answered"), filepath.Join(dir, "asked")
+
+	// The gate appears after 4 s and the daemon answers 1 s later: a 3 s wait counted from the
+	// start ends before the answer; counted from the gate it passes.
+	go func() {
+		time.Sleep(4 * time.Second)
+		os.WriteFile(gate, nil, 0o600)
+		time.Sleep(time.Second)
+		os.WriteFile(answered, nil, 0o600)
+	}()
+	argv := waitPort(port, 3, "[ -e "+answered+" ]", gate)
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Errorf("slurmdbd answering 1 s after MariaDB's socket, with a 3 s wait: %v %s", err, out)
+	}
+
+	// A confirmation that takes 2 s and fails, with a 3 s wait: asked twice by the clock (a
+	// count of loops asked three times, each counted as 1 s).
+	argv = waitPort(port, 3, "echo >>"+asked+"; sleep 2; false", "")
+	if err := exec.Command(argv[0], argv[1:]...).Run(); err == nil {
+		t.Error("a daemon that never answers passed")
+	}
+	b, _ := os.ReadFile(asked)
+	if n := bytes.Count(b, []byte("\n")); n < 1 || n > 2 {
+		t.Errorf("a 3 s wait asked a daemon that takes 2 s to fail %d times; want 1 or 2", n)
 	}
 }

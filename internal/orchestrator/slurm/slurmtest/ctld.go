@@ -490,7 +490,7 @@ func (c *Ctld) run(instanceID string, argv []string) *agentproto.CommandResult {
 			return exit(1, "sinfo: "+err.Error()+"\n", "")
 		}
 		return ok("")
-	case slices.Equal(argv, slurmconf.WaitDbd(slurmconf.AccountingWait)), slices.Equal(argv, slurmconf.WaitDbd(0)), slices.Equal(argv, slurmconf.DbdListening()):
+	case isDbdWait(argv), slices.Equal(argv, slurmconf.DbdListening()):
 		if !c.running(instanceID, "slurmdbd") || !c.running(instanceID, "mariadbd") {
 			return exit(1, "", "")
 		}
@@ -709,4 +709,19 @@ func (c *Ctld) showNode(name string) string {
 		line += fmt.Sprintf(" Reason=%s [root@%s]", n.reason, n.reasonAt.UTC().Format("2006-01-02T15:04:05"))
 	}
 	return line + "\n"
+}
+
+// isDbdWait says whether argv is a slurmconf.WaitDbd, for any data directory (the one its
+// script names) and the waits hale uses.
+func isDbdWait(argv []string) bool {
+	if len(argv) != 3 {
+		return false
+	}
+	_, rest, found := strings.Cut(argv[2], "[ -e ")
+	sock, _, _ := strings.Cut(rest, " ]")
+	dir, isSock := strings.CutSuffix(sock, "/mysql.sock")
+	if !found || !isSock || slurmconf.Socket(dir) != sock {
+		return false
+	}
+	return slices.Equal(argv, slurmconf.WaitDbd(dir, slurmconf.AccountingWait)) || slices.Equal(argv, slurmconf.WaitDbd(dir, 0))
 }
