@@ -11,6 +11,8 @@
 #      srun --auto-resume=1, loses a GPU mid-run (hale debug inject-fault --xid 79): hale detects
 #      it, drains and replaces the node, auto-resume retries the step on the repaired job, and
 #      the training finishes from its last checkpoint. A timeline says when each stage happened.
+#      Then the same training with a run policy (examples/train/policy.yaml) has a rank stopped
+#      mid-run (a hang no node check sees): srun finds it and restarts the step in place.
 #   4. `hale down` tears it all down; nothing is left on the machine.
 # `./scripts/demo.sh eks` runs the Kubernetes demo instead (HyperPod on EKS: scripts/demo-eks.sh),
 # `./scripts/demo.sh eks --own-machines` that on SSH hosts through the static provider.
@@ -141,6 +143,31 @@ grep -E '\[Auto Resume\]|resumed from|finished|no checkpoint' "$data/train.out" 
 step "Timeline: fault to finish"
 python3 scripts/timeline.py "$t0" "$data/inject.log" "$data/train.out"
 run "$HALE" exec --cluster-name demo --node-id "$login" -- sinfo -N -p gpu
+
+step "A rank stops mid-run (a hang: every node check passes): srun --run-policy finds it and restarts the step in place"
+run $X sh -c "cat > /fsx/train/policy.yaml" < examples/train/policy.yaml
+run $X sed -n '/^logMonitoringConfiguration/,$p' /fsx/train/policy.yaml
+job=$($X sh -c 'cd /fsx && RUN_POLICY=/fsx/train/policy.yaml TRAIN_ARGS="--steps 400 --ckpt-every 25 --step-seconds 0.05" sbatch --parsable -p gpu /fsx/train/train.sbatch')
+out="/fsx/train-$job.out"
+echo "submitted job $job with RUN_POLICY=/fsx/train/policy.yaml; waiting for step 100:"
+for _ in $(seq 600); do
+  $X grep -q "step 100 " "$out" 2>/dev/null && break
+  sleep 0.2
+done
+$X grep -q "step 100 " "$out" || { $X cat "$out"; echo "demo: the training did not reach step 100" >&2; exit 1; }
+run "$HALE" debug inject-fault --cluster-name demo --job "$job" --stop-job | cut -c1-200
+for _ in $(seq 900); do
+  [ -z "$($X squeue -h -j "$job" 2>/dev/null)" ] && break
+  sleep 0.2
+done
+state=$($X scontrol show job -o "$job" | tr ' ' '\n' | sed -n 's/^JobState=//p')
+$X cat "$out" >"$data/hang.out"
+echo "job $job: $state"
+grep -E '\[Auto Resume\]|resumed from|finished' "$data/hang.out" | cut -c1-240
+[ "$state" = COMPLETED ] && grep -q 'Restarting the step in place' "$data/hang.out" ||
+  { tail -20 "$data/hang.out"; echo "demo: the hung job was not restarted in place and finished ($state)" >&2; exit 1; }
+echo "the restart is an event (hale list-cluster-events):"
+"$HALE" list-cluster-events --cluster-name demo --max-results 20 --output text | grep -F 'Run policy' | cut -c1-240
 
 step "An application error (Xid 13) is recorded and needs nothing"
 run "$HALE" debug inject-fault --cluster-name demo --node-id gpu-1 --xid 13

@@ -33,10 +33,10 @@ func newInjectFaultCommand() *cobra.Command {
 	var logLines []string
 	var xid, gpu, loseGPU int
 	var job string
-	var killAgent, killSlurmd, fillDisk, noWait, batchHost bool
+	var killAgent, killSlurmd, fillDisk, stopJob, noWait, batchHost bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "inject-fault --cluster-name NAME (--node-id ID | --job JOBID [--batch-host]) (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk)",
+		Use:   "inject-fault --cluster-name NAME (--node-id ID | --job JOBID [--batch-host]) (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk | --stop-job)",
 		Short: "Break a node the way hardware breaks, and watch hale repair it",
 		Long: `Inject a fault into a node, through the paths hale's agent watches on every node. On the
 local provider's nodes every kind below works; on the static provider's hosts --xid and
@@ -49,6 +49,9 @@ local provider's nodes every kind below works; on the static provider's hosts --
   --kill-slurmd      SIGKILL slurmd: the agent starts it again (three times a minute is a crash loop)
   --lose-gpu K       GPU K disappears from the node (and stays gone across reboots)
   --fill-disk        fill the node's own disk (/opt/dlami/nvme)
+  --stop-job         stop (SIGSTOP) the node's job step processes: the job hangs in its next
+                     collective while every node check passes; srun --run-policy finds it
+                     (docs/autoresume.md, "Run policies"). Nothing is repaired, so it does not wait.
 
 The node is --node-id (an instance id, hostname, logical id or Kubernetes Node name), or one of a running Slurm job's
 nodes with --job: hale asks Slurm (scontrol show job, on the cluster's controller or login
@@ -64,20 +67,21 @@ the server's machine.`,
 		Example: `  hale debug inject-fault --cluster-name demo --node-id ip-10-222-0-13 --xid 79
   hale debug inject-fault --cluster-name demo --job 12 --xid 79        # a node of job 12 that is not its batch host
   hale debug inject-fault --cluster-name demo --job 12 --batch-host --kill-agent
+  hale debug inject-fault --cluster-name demo --job 12 --stop-job     # job 12 hangs
   hale debug inject-fault --cluster-name demo --node-id gpu-1 --xid 13 --no-wait
   hale debug inject-fault --cluster-name demo --node-id ip-10-222-0-11 --kill-agent`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: strings.Join(logLines, "\n"), KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk}
+			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: strings.Join(logLines, "\n"), KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk, StopJob: stopJob}
 			kinds := 0
-			for _, set := range []bool{xid > 0, len(logLines) > 0, killAgent, killSlurmd, loseGPU >= 0, fillDisk} {
+			for _, set := range []bool{xid > 0, len(logLines) > 0, killAgent, killSlurmd, loseGPU >= 0, fillDisk, stopJob} {
 				if set {
 					kinds++
 				}
 			}
 			if kinds != 1 {
-				return &exitError{Code: 252, Err: errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk")}
+				return &exitError{Code: 252, Err: errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk, --stop-job")}
 			}
 			switch {
 			case node != "" && job != "":
@@ -131,7 +135,7 @@ the server's machine.`,
 				fmt.Fprintf(out, "Automatic repairs of %s are PAUSED since %s (%s on %s): hale records the fault and drains the node, and repairs it once they are resumed: hale repairs resume --cluster-name %s\n",
 					cluster, p.Since.Format(time.RFC3339), p.Fault, strings.Join(p.Nodes, ", "), cluster)
 			}
-			if noWait {
+			if noWait || stopJob {
 				return nil
 			}
 			return watchRepair(ctx, c, out, cluster, group, logical, id, start, timeout)
@@ -152,6 +156,7 @@ the server's machine.`,
 	fl.BoolVar(&killSlurmd, "kill-slurmd", false, "kill the node's slurmd")
 	fl.IntVar(&loseGPU, "lose-gpu", -1, "take this GPU away from the node")
 	fl.BoolVar(&fillDisk, "fill-disk", false, "fill the node's disk")
+	fl.BoolVar(&stopJob, "stop-job", false, "stop the node's job step processes (the job hangs)")
 	fl.BoolVar(&noWait, "no-wait", false, "inject and return, without watching hale handle it")
 	fl.DurationVar(&timeout, "wait-timeout", 5*time.Minute, "how long to watch")
 	cmd.MarkFlagRequired("cluster-name")

@@ -14,7 +14,7 @@ import (
 
 func newSrunCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "srun [--auto-resume=1] [SRUN OPTIONS] COMMAND [ARG...]",
+		Use:   "srun [--auto-resume=1] [--run-policy=FILE] [SRUN OPTIONS] COMMAND [ARG...]",
 		Short: "Slurm's srun with HyperPod's --auto-resume=1 (every node's /usr/local/bin/srun)",
 		Long: `srun --auto-resume=1 runs a job step and, when it fails because a node of the step has a
 fault, drops the faulty nodes from the job, waits for hale to replace them, takes them back and
@@ -30,12 +30,21 @@ Outside a job it first makes one with salloc (with srun's allocation options). I
 fault is the one the job's batch script runs on, the job cannot shrink away from it: the job is
 requeued instead (same job id) and the batch script runs again.
 
+--run-policy=FILE holds the step to a run policy, HyperPod's runPolicy (YAML or JSON, or the
+policy itself): its logMonitoringConfiguration rules find a step that hangs (no progress line
+in time), never starts, or slows down, and its restartPolicy budgets climb the restart ladder:
+the step restarts in place on the same nodes, then the whole job is requeued, and a node blamed
+again and again is replaced. A step that fails on healthy nodes climbs the same ladder. See
+docs/autoresume.md, "Run policies".
+
 Environment:
-  HALE_AUTO_RESUME_MAX_RETRIES   retries of one step (default 3)
+  HALE_RUN_POLICY                the run policy when --run-policy is not given
+  HALE_AUTO_RESUME_MAX_RETRIES   retries of one step without a run policy (default 3)
   HALE_AUTO_RESUME_TIMEOUT       how long a retry waits for the repair (default 15m)
   HALE_AGENT_SOCKET              the node agent's endpoint (default /var/lib/hale-agent/agent.sock)`,
 		Example: `  srun --auto-resume=1 -N2 --ntasks-per-node=1 /usr/bin/python3 /fsx/train.py
-  sbatch -N2 --wrap "srun --auto-resume=1 /usr/bin/python3 /fsx/train.py"`,
+  sbatch -N2 --wrap "srun --auto-resume=1 /usr/bin/python3 /fsx/train.py"
+  srun --auto-resume=1 --run-policy=/fsx/policy.yaml -N2 /usr/bin/python3 /fsx/train.py`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := resume.Parse(args)
@@ -56,7 +65,10 @@ Environment:
 			if err != nil {
 				return &exitError{Code: 2, Err: err}
 			}
-			if !a.AutoResume {
+			if a.RunPolicy == "" {
+				a.RunPolicy = os.Getenv("HALE_RUN_POLICY")
+			}
+			if !a.AutoResume && a.RunPolicy == "" {
 				return syscall.Exec(real, append([]string{real}, a.Srun()...), os.Environ())
 			}
 			self, _ := os.Executable()
@@ -71,6 +83,11 @@ Environment:
 			if v := os.Getenv("HALE_AUTO_RESUME_TIMEOUT"); v != "" {
 				if r.RepairTimeout, err = time.ParseDuration(v); err != nil {
 					return &exitError{Code: 2, Err: fmt.Errorf("srun: HALE_AUTO_RESUME_TIMEOUT=%s: %v", v, err)}
+				}
+			}
+			if a.RunPolicy != "" {
+				if r.Policy, err = resume.LoadPolicy(a.RunPolicy); err != nil {
+					return &exitError{Code: 2, Err: err}
 				}
 			}
 			if err := r.Check(); err != nil {

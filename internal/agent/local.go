@@ -49,6 +49,12 @@ func (a *Agent) serveLocal(ctx context.Context) {
 			json.NewEncoder(w).Encode(&agentproto.AutoResumeResponse{Action: "NONE", Message: "the hale server does not record resumed jobs (capability before 10)"})
 			return
 		}
+		if (req.Kind == "implicate" || req.Kind == "hang") && a.serverCapability() < 11 {
+			// Run policies (hang detection) need a server of capability 11: srun says so and
+			// keeps to the ladder without the server's help.
+			http.Error(w, "the hale server is older than this node's agent and does not know job run policies (capability before 11)", http.StatusNotImplemented)
+			return
+		}
 		if a.identity() == nil {
 			http.Error(w, "this node has not registered with its hale server yet", http.StatusServiceUnavailable)
 			return

@@ -2452,6 +2452,11 @@ func (x *GPUMetrics) GetSimulated() bool {
 // job (its step cannot be shrunk and expanded), from the asking node's agent. Kind "resumed"
 // (capability 10): the job runs again after a fault (its step retried on the repaired nodes, or
 // the requeued job started again); the server records it on the repairs that interrupted it.
+// Kind "implicate" (capability 11): the step broke a rule of its run policy (it hangs); which
+// of its nodes are to blame (a rank stopped or gone there, a fault found there since the step
+// started)? Kind "hang" (capability 11): the step broke a rule and is restarted on the rung
+// given (internal/runpolicy): the server records message as an event on the step's nodes, and
+// for rung "repair-node" opens a Replace repair of each node in repair.
 type AutoResumeRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId      string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // the asking node (the server takes it from the client certificate)
@@ -2462,6 +2467,9 @@ type AutoResumeRequest struct {
 	Nodes           []string               `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`                                                 // Slurm node names (hostnames)
 	StepStartUnixMs int64                  `protobuf:"varint,7,opt,name=step_start_unix_ms,json=stepStartUnixMs,proto3" json:"step_start_unix_ms,omitempty"` // faults found since then count
 	NumNodes        uint32                 `protobuf:"varint,8,opt,name=num_nodes,json=numNodes,proto3" json:"num_nodes,omitempty"`                          // requeue: the job's node count to restore (0: leave it)
+	Rung            string                 `protobuf:"bytes,9,opt,name=rung,proto3" json:"rung,omitempty"`                                                   // hang: the restart's rung (in-place, whole-job, repair-node, give-up)
+	Message         string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`                                            // hang: the rule broken, why, the last progress line and the decision
+	Repair          []string               `protobuf:"bytes,11,rep,name=repair,proto3" json:"repair,omitempty"`                                              // hang, rung repair-node: the nodes to replace
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2550,6 +2558,27 @@ func (x *AutoResumeRequest) GetNumNodes() uint32 {
 		return x.NumNodes
 	}
 	return 0
+}
+
+func (x *AutoResumeRequest) GetRung() string {
+	if x != nil {
+		return x.Rung
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AutoResumeRequest) GetRepair() []string {
+	if x != nil {
+		return x.Repair
+	}
+	return nil
 }
 
 // AutoResumeResponse: action RETRYSTEP (unhealthy names the nodes at fault), NONE or REQUEUE.
@@ -2920,7 +2949,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x11ecc_dbe_vol_total\x18\v \x01(\x04R\x0eeccDbeVolTotal\x12\x19\n" +
 	"\blast_xid\x18\f \x01(\x05R\alastXid\x12\x1b\n" +
 	"\txid_count\x18\r \x01(\x04R\bxidCount\x12\x1c\n" +
-	"\tsimulated\x18\x0e \x01(\bR\tsimulated\"\xf9\x01\n" +
+	"\tsimulated\x18\x0e \x01(\bR\tsimulated\"\xbf\x02\n" +
 	"\x11AutoResumeRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1f\n" +
@@ -2931,7 +2960,11 @@ const file_agent_proto_rawDesc = "" +
 	"\astep_id\x18\x05 \x01(\tR\x06stepId\x12\x14\n" +
 	"\x05nodes\x18\x06 \x03(\tR\x05nodes\x12+\n" +
 	"\x12step_start_unix_ms\x18\a \x01(\x03R\x0fstepStartUnixMs\x12\x1b\n" +
-	"\tnum_nodes\x18\b \x01(\rR\bnumNodes\"\x99\x01\n" +
+	"\tnum_nodes\x18\b \x01(\rR\bnumNodes\x12\x12\n" +
+	"\x04rung\x18\t \x01(\tR\x04rung\x12\x18\n" +
+	"\amessage\x18\n" +
+	" \x01(\tR\amessage\x12\x16\n" +
+	"\x06repair\x18\v \x03(\tR\x06repair\"\x99\x01\n" +
 	"\x12AutoResumeResponse\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1c\n" +
 	"\tunhealthy\x18\x02 \x03(\tR\tunhealthy\x123\n" +

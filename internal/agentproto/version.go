@@ -29,7 +29,10 @@ package agentproto
 //	10: NodeMetrics (the agent samples the node's and its GPUs' metrics; a server takes none
 //	    from an older agent and shows none for it); AutoResumeRequest kind "resumed" (an older
 //	    server refuses it, so the agent sends it only to a server of 10 or later).
-const CapabilityVersion = 10
+//	11: AutoResumeRequest kinds "implicate" and "hang" with rung, message and repair (a job's
+//	    run policy: hang detection and the restart ladder, internal/runpolicy); an older
+//	    server refuses them, so the agent sends them only to a server of 11 or later.
+const CapabilityVersion = 11
 
 // MinAgentCapability is the oldest agent this server accepts: before 8 an agent has no client
 // certificate (and before 6 it loses log lines whenever the server restarts). An older agent is

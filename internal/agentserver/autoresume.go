@@ -40,9 +40,9 @@ func (s *Server) AutoResume(ctx context.Context, req *agentproto.AutoResumeReque
 		return nil, asStatus(err, "auto-resume")
 	}
 	switch req.Kind {
-	case "diagnose", "status", "requeue", "resumed":
+	case "diagnose", "status", "requeue", "resumed", "implicate", "hang":
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "auto-resume: kind %q is not diagnose, status, requeue or resumed", req.Kind)
+		return nil, status.Errorf(codes.InvalidArgument, "auto-resume: kind %q is not diagnose, status, requeue, resumed, implicate or hang", req.Kind)
 	}
 	return s.cfg.OnAutoResume(ctx, clusterID, req)
 }

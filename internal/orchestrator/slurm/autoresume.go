@@ -33,8 +33,13 @@ func (s *Slurm) AutoResume(ctx context.Context, clusterID string, req *agentprot
 	if req.Kind == "requeue" {
 		return s.autoResumeRequeue(ctx, clusterID, req)
 	}
-	if req.Kind == "status" {
+	switch req.Kind {
+	case "status":
 		return s.autoResumeLook(ctx, clusterID, req, since, false)
+	case "implicate":
+		return s.implicate(ctx, clusterID, req)
+	case "hang":
+		return s.hang(ctx, clusterID, req)
 	}
 	deadline := time.Now().Add(AutoResumeSettle)
 	for {
@@ -172,11 +177,7 @@ scontrol update JobId=%[1]s NumNodes=%[2]d`, req.JobId, req.NumNodes)
 // step's first node), so ListClusterEvents shows why a step was or was not retried.
 func (s *Slurm) autoResumeEvent(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest, resp *agentproto.AutoResumeResponse) error {
 	return s.h.Store().Write(ctx, func(tx store.Tx) error {
-		cl, err := tx.ClusterByID(clusterID)
-		if err != nil {
-			return err
-		}
-		nodes, err := tx.NodesOf(clusterID)
+		cl, nodes, err := clusterNodes(tx, clusterID)
 		if err != nil {
 			return err
 		}
@@ -191,6 +192,16 @@ func (s *Slurm) autoResumeEvent(ctx context.Context, clusterID string, req *agen
 		}
 		return nil
 	})
+}
+
+// clusterNodes reads a cluster and its nodes.
+func clusterNodes(tx store.Tx, clusterID string) (*store.Cluster, []*store.Node, error) {
+	cl, err := tx.ClusterByID(clusterID)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes, err := tx.NodesOf(clusterID)
+	return cl, nodes, err
 }
 
 // latestRepair is the node's open repair, or the last one opened since the step started.

@@ -30,6 +30,9 @@ type Fault struct {
 	KillSlurmd bool   // SIGKILL slurmd (the agent starts it again; Slurm notices)
 	LoseGPU    int    // -1 for none: the GPU's device disappears and stays gone across reboots
 	FillDisk   bool   // fill the node's own disk (NodeDisk)
+	// StopJob stops (SIGSTOP) the processes of the node's job steps: a rank that no longer
+	// takes part in its collectives, so the job hangs while every node check passes.
+	StopJob bool
 }
 
 // ErrNotLocalNode: the node is not one of the local provider's (the static provider's nodes
@@ -89,6 +92,17 @@ func InjectFault(root, id string, f Fault) (string, error) {
 		return fmt.Sprintf("killed slurmd on %s (pid %d)", id, pid), syscall.Kill(pid, syscall.SIGKILL)
 	case f.LoseGPU >= 0:
 		return loseGPU(dir, filepath.Join(nodeRoot, "var/lib/hale-agent"), f.LoseGPU)
+	case f.StopJob:
+		var stopped []int
+		for _, pid := range stepProcesses(dir) {
+			if syscall.Kill(pid, syscall.SIGSTOP) == nil {
+				stopped = append(stopped, pid)
+			}
+		}
+		if len(stopped) == 0 {
+			return "", fmt.Errorf("no job step runs on %s", id)
+		}
+		return fmt.Sprintf("stopped the job step processes of %s (pids %v): its job hangs, and every node check still passes", id, stopped), nil
 	case f.FillDisk:
 		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
 		if err != nil {
@@ -186,6 +200,18 @@ func loseGPU(dir, stateDir string, i int) (string, error) {
 // fails). A job process is one started by the slurmstepd of a job step; it uses the GPU when its
 // CUDA_VISIBLE_DEVICES names it or is unset (every GPU is visible). The node's daemons live on.
 func endGPUProcesses(dir string, gpu int) []int {
+	var ended []int
+	for _, pid := range stepProcesses(dir) {
+		if seesGPU(pid, gpu) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			ended = append(ended, pid)
+		}
+	}
+	return ended
+}
+
+// stepProcesses are the processes of the node's job steps: those under a slurmstepd of a step
+// (not a batch script's or an extern step's), the application's ranks and their children.
+func stepProcesses(dir string) []int {
 	var rec record
 	b, err := os.ReadFile(filepath.Join(dir, "instance.json"))
 	if err != nil || json.Unmarshal(b, &rec) != nil {
@@ -213,16 +239,13 @@ func endGPUProcesses(dir string, gpu int) []int {
 			steps[pid] = !strings.Contains(c, ".batch]") && !strings.Contains(c, ".extern]")
 		}
 	}
-	var ended []int
+	var out []int
 	for _, pid := range pids {
-		if _, step := steps[pid]; step || !underStep(pid, parent, steps) || !seesGPU(pid, gpu) {
-			continue
-		}
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			ended = append(ended, pid)
+		if _, step := steps[pid]; !step && underStep(pid, parent, steps) {
+			out = append(out, pid)
 		}
 	}
-	return ended
+	return out
 }
 
 func underStep(pid int, parent map[int]int, steps map[int]bool) bool {

@@ -44,12 +44,15 @@ var allocLong = map[string]bool{
 // (without --auto-resume) and the command with its arguments.
 type Args struct {
 	AutoResume bool
-	Options    [][]string // each option with its value, as given (one or two words)
-	Command    []string
+	// RunPolicy is --run-policy's value (a file, or the policy itself): hang detection and the
+	// restart ladder (LoadPolicy); "" for none.
+	RunPolicy string
+	Options   [][]string // each option with its value, as given (one or two words)
+	Command   []string
 }
 
 // Parse splits an srun command line. --auto-resume takes 1 (on) or 0 (off), as on HyperPod,
-// written --auto-resume=1 or --auto-resume 1; the first word that is not an option starts the
+// written --auto-resume=1 or --auto-resume 1; --run-policy takes a file or a policy; the first word that is not an option starts the
 // command, and nothing of the command is touched.
 func Parse(args []string) (*Args, error) {
 	a := &Args{}
@@ -76,6 +79,19 @@ func Parse(args []string) (*Args, error) {
 			default:
 				return nil, fmt.Errorf("srun: --auto-resume=%s: the value is 1 (on) or 0 (off)", v)
 			}
+		case w == "--run-policy" || strings.HasPrefix(w, "--run-policy="):
+			v, ok := strings.CutPrefix(w, "--run-policy=")
+			if !ok {
+				if i+1 >= len(args) {
+					return nil, fmt.Errorf("srun: option --run-policy needs a value (a file with the run policy, or the policy)")
+				}
+				i++
+				v = args[i]
+			}
+			if v == "" {
+				return nil, fmt.Errorf("srun: --run-policy= is empty: give a file with the run policy, or the policy")
+			}
+			a.RunPolicy = v
 		case strings.HasPrefix(w, "--"):
 			name, _, hasValue := strings.Cut(w[2:], "=")
 			if !hasValue && srunValueLong[name] && i+1 < len(args) {

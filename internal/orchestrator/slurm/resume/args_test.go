@@ -12,6 +12,7 @@ func TestParse(t *testing.T) {
 		auto       bool
 		srun       string
 		alloc      string
+		policy     string
 		wantErrSub string
 	}{
 		{args: "--auto-resume=1 -N2 python3 train.py --auto-resume=0", auto: true, srun: "-N2 python3 train.py --auto-resume=0", alloc: "-N2"},
@@ -21,6 +22,10 @@ func TestParse(t *testing.T) {
 		{args: "-lN2 --time=10 --mpi pmi2 a.out", srun: "-lN2 --time=10 --mpi pmi2 a.out", alloc: "--time=10"},
 		{args: "--auto-resume=yes true", wantErrSub: "1 (on) or 0 (off)"},
 		{args: "--auto-resume", wantErrSub: "needs a value"},
+		{args: "--run-policy=/fsx/p.yaml -N2 train", srun: "-N2 train", alloc: "-N2", policy: "/fsx/p.yaml"},
+		{args: "--auto-resume=1 --run-policy /fsx/p.yaml train --run-policy=x", auto: true, srun: "train --run-policy=x", policy: "/fsx/p.yaml"},
+		{args: "--run-policy", wantErrSub: "--run-policy needs a value"},
+		{args: "--run-policy= true", wantErrSub: "--run-policy= is empty"},
 	} {
 		a, err := Parse(strings.Fields(c.args))
 		if c.wantErrSub != "" {
@@ -32,7 +37,7 @@ func TestParse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", c.args, err)
 		}
-		if a.AutoResume != c.auto || !reflect.DeepEqual(a.Srun(), strings.Fields(c.srun)) || strings.Join(a.Alloc(), " ") != c.alloc {
+		if a.AutoResume != c.auto || a.RunPolicy != c.policy || !reflect.DeepEqual(a.Srun(), strings.Fields(c.srun)) || strings.Join(a.Alloc(), " ") != c.alloc {
 			t.Errorf("Parse(%q) = auto %v, srun %q, alloc %q; want %v, %q, %q", c.args, a.AutoResume, a.Srun(), a.Alloc(), c.auto, c.srun, c.alloc)
 		}
 	}

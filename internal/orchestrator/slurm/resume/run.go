@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/haleproject/hale/internal/agentproto"
 	slurm "github.com/haleproject/hale/internal/orchestrator/slurm/slurmconf"
 	"github.com/haleproject/hale/internal/plural"
+	"github.com/haleproject/hale/internal/runpolicy"
 )
 
 // Defaults for Runner.
@@ -46,6 +48,8 @@ type Runner struct {
 	RepairTimeout time.Duration
 	Stderr        io.Writer
 	Hostname      string
+	// Policy is the step's run policy (srun --run-policy, HALE_RUN_POLICY); nil for none.
+	Policy *runpolicy.Policy
 }
 
 // Exit is the exit status srun ends with.
@@ -74,67 +78,136 @@ func (r *Runner) say(level, jobID, stepID, format string, args ...any) {
 // agent answers.
 func (r *Runner) Check() error {
 	if _, err := os.Stat(ClusterMarker); err != nil {
-		return fmt.Errorf("srun: --auto-resume=1 works only on the nodes of a hale (or HyperPod) cluster, and this machine has no %s; run it on a cluster node (hale exec ... -- srun ...) or drop --auto-resume", ClusterMarker)
+		return fmt.Errorf("srun: --auto-resume=1 and --run-policy work only on the nodes of a hale (or HyperPod) cluster, and this machine has no %s; run it on a cluster node (hale exec ... -- srun ...) or drop them", ClusterMarker)
 	}
 	if _, err := os.Stat(r.Socket); err != nil {
-		return fmt.Errorf("srun: --auto-resume=1 needs the node's hale agent, and its endpoint %s is not there: %v", r.Socket, err)
+		return fmt.Errorf("srun: --auto-resume=1 and --run-policy need the node's hale agent, and its endpoint %s is not there: %v", r.Socket, err)
 	}
 	return nil
 }
 
-// Run runs the step, retrying it as auto-resume says. Inside a job (SLURM_JOB_ID set) it runs
-// the step itself; outside, it first makes the job with salloc and runs itself inside it, so the
-// retries have a job to shrink and expand.
+// Run runs the step, retrying it as auto-resume says and, with a run policy, holding it to the
+// policy's rules and restarting it on the ladder's rungs (policy.go). Inside a job
+// (SLURM_JOB_ID set) it runs the step itself; outside, it first makes the job with salloc and
+// runs itself inside it, so the retries have a job to shrink and expand.
 func (r *Runner) Run(ctx context.Context, a *Args) error {
 	jobID := os.Getenv("SLURM_JOB_ID")
 	if jobID == "" {
 		argv := append(append([]string{"salloc"}, a.Alloc()...), r.Self...)
-		argv = append(append(argv, "--auto-resume=1"), a.Srun()...)
-		return r.child(ctx, argv, os.Environ())
+		if a.AutoResume {
+			argv = append(argv, "--auto-resume=1")
+		}
+		if a.RunPolicy != "" {
+			argv = append(argv, "--run-policy="+a.RunPolicy)
+		}
+		return r.child(ctx, append(argv, a.Srun()...), os.Environ())
 	}
 	env := os.Environ()
-	if n, _ := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT")); n > 0 {
+	restarts, _ := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT"))
+	if restarts > 0 && a.AutoResume {
 		// A job auto-resume requeued runs again (Slurm counts its restarts).
 		r.resumed(ctx, jobID, "")
 	}
+	var ladder *runpolicy.Ladder
+	if r.Policy != nil {
+		ladder = runpolicy.NewLadder(r.Policy, restarts)
+	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		stepc := make(chan string, 1)
-		go func() { stepc <- r.findStep(ctx, jobID, start) }()
-		err := r.child(ctx, append([]string{r.Srun}, a.Srun()...), env)
-		stepID := <-stepc
-		var code Exit
-		if !errors.As(err, &code) || ctx.Err() != nil {
-			return err // success, or srun could not run, or we were told to stop
+		var stepID atomic.Value
+		stepID.Store("")
+		found := make(chan struct{})
+		go func() { stepID.Store(r.findStep(ctx, jobID, start)); close(found) }()
+		step := func() string { return stepID.Load().(string) }
+		var w watched
+		if r.Policy != nil {
+			judge := func() *blame {
+				nodes, _ := hostnames(ctx, os.Getenv("SLURM_JOB_NODELIST"))
+				if j, err := showJob(ctx, jobID); err == nil {
+					nodes, _ = hostnames(ctx, j["NodeList"])
+				}
+				return r.judge(ctx, jobID, step(), start, nodes)
+			}
+			w = r.watch(ctx, append([]string{r.Srun}, a.Srun()...), env, runpolicy.NewMonitor(r.Policy, start), jobID, step, judge)
+		} else {
+			w.err = r.child(ctx, append([]string{r.Srun}, a.Srun()...), env)
 		}
-		if attempt >= r.MaxRetries {
-			r.say("Error", jobID, stepID, "The step failed again; giving up after %s", plural.Count(r.MaxRetries, "retry", "retries"))
-			return err
+		<-found
+		var code Exit
+		if (w.verdict == nil && !errors.As(w.err, &code)) || ctx.Err() != nil {
+			return w.err // success, or srun could not run, or we were told to stop
 		}
 		j, jerr := showJob(ctx, jobID)
 		if jerr != nil {
-			r.say("Error", jobID, stepID, "cannot read the job: %v", jerr)
-			return err
+			r.say("Error", jobID, step(), "cannot read the job: %v", jerr)
+			return failed(w.err)
 		}
 		nodes, _ := hostnames(ctx, j["NodeList"])
-		r.say("Info", jobID, stepID, "Initiating communication with cluster agent to diagnose health of nodes")
-		resp, derr := r.ask(ctx, &agentproto.AutoResumeRequest{Kind: "diagnose", JobId: jobID, StepId: stepID, Nodes: nodes,
-			StepStartUnixMs: start.UnixMilli()})
-		if derr != nil {
-			r.say("Error", jobID, stepID, "cannot reach the cluster agent: %v", derr)
-			return err
+		var bad []string
+		switch {
+		case w.verdict != nil:
+			var d runpolicy.Decision
+			if bad, d = r.climb(ctx, ladder, jobID, step(), start, nodes, w); d.Rung == runpolicy.InPlace {
+				r.say("Info", jobID, step(), "Restarting the step in place on %s. Attempt number: %d", j["NodeList"], attempt+1)
+				continue
+			} else if d.Rung != runpolicy.RepairNode {
+				return r.offLadder(ctx, jobID, step(), d, w.err)
+			}
+		case !a.AutoResume && ladder == nil:
+			return w.err
+		default:
+			if a.AutoResume {
+				if ladder == nil && attempt >= r.MaxRetries {
+					r.say("Error", jobID, step(), "The step failed again; giving up after %s", plural.Count(r.MaxRetries, "retry", "retries"))
+					return w.err
+				}
+				r.say("Info", jobID, step(), "Initiating communication with cluster agent to diagnose health of nodes")
+				resp, derr := r.ask(ctx, &agentproto.AutoResumeRequest{Kind: "diagnose", JobId: jobID, StepId: step(), Nodes: nodes,
+					StepStartUnixMs: start.UnixMilli()})
+				if derr != nil {
+					r.say("Error", jobID, step(), "cannot reach the cluster agent: %v", derr)
+					return w.err
+				}
+				r.say("Info", jobID, step(), "Response from cluster agent: JobId=%s, ResumeAction=%s (%s)", jobID, resp.Action, resp.Message)
+				if resp.Action == "RETRYSTEP" {
+					bad = resp.Unhealthy
+				}
+			}
+			if ladder != nil {
+				// A fault the agent found is repaired whatever the rung; any other failure
+				// climbs the ladder like a hang.
+				d := ladder.Repair(time.Now(), bad)
+				if bad == nil {
+					bad, d = r.climb(ctx, ladder, jobID, step(), start, nodes, w)
+				}
+				switch d.Rung {
+				case runpolicy.InPlace:
+					r.say("Info", jobID, step(), "Restarting the step in place on %s. Attempt number: %d", j["NodeList"], attempt+1)
+					continue
+				case runpolicy.WholeJob, runpolicy.GiveUp:
+					return r.offLadder(ctx, jobID, step(), d, w.err)
+				}
+			} else if bad == nil {
+				return w.err
+			}
 		}
-		r.say("Info", jobID, stepID, "Response from cluster agent: JobId=%s, ResumeAction=%s (%s)", jobID, resp.Action, resp.Message)
-		if resp.Action != "RETRYSTEP" {
-			return err
+		var err error
+		if env, err = r.replaceNodes(ctx, jobID, step(), j, nodes, bad, env); err != nil {
+			r.say("Error", jobID, step(), "%v", err)
+			return failed(w.err)
 		}
-		if env, err = r.replaceNodes(ctx, jobID, stepID, j, nodes, resp.Unhealthy, env); err != nil {
-			r.say("Error", jobID, stepID, "%v", err)
-			return code
-		}
-		r.say("Info", jobID, stepID, "Retrying step. Attempt number: %d", attempt+1)
-		r.resumed(ctx, jobID, stepID)
+		r.say("Info", jobID, step(), "Retrying step. Attempt number: %d", attempt+1)
+		r.resumed(ctx, jobID, step())
 	}
+}
+
+// failed is the exit status of a step that failed or was ended for a broken rule.
+func failed(err error) error {
+	var code Exit
+	if errors.As(err, &code) && code != 0 {
+		return code
+	}
+	return Exit(1)
 }
 
 // replaceNodes drops the unhealthy nodes from the job, waits for hale to replace them and takes

@@ -1,0 +1,128 @@
+package runpolicy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Rung is a step of the restart ladder, from the cheapest.
+type Rung string
+
+const (
+	// InPlace restarts the job's processes on the nodes it has (HyperPod's process-level
+	// restart, PLR): no new allocation, no node repaired.
+	InPlace Rung = "in-place"
+	// WholeJob restarts the whole job (HyperPod's job-level restart, JLR): on Slurm the job is
+	// requeued (same job id), on Kubernetes its pods are made again.
+	WholeJob Rung = "whole-job"
+	// RepairNode takes the implicated nodes out, has hale replace them, and runs the job again
+	// on the repaired nodes (the auto-resume path).
+	RepairNode Rung = "repair-node"
+	// GiveUp ends the job: its budgets are spent.
+	GiveUp Rung = "give-up"
+)
+
+// Restart is one restart the ladder decided: when, which rung, and the nodes it implicated.
+type Restart struct {
+	At    time.Time
+	Rung  Rung
+	Nodes []string
+}
+
+// Decision is the ladder's answer to a broken run: the rung, the nodes to repair (RepairNode),
+// and why, in words with the counts ("in place, restart 2 of 3 within 6h0m0s").
+type Decision struct {
+	Rung  Rung
+	Nodes []string
+	Why   string
+}
+
+// Ladder climbs the restart ladder of one job with its policy's budgets. FullRestarts counts
+// the whole-job restarts already spent (on Slurm, the job's SLURM_RESTART_COUNT: a requeued
+// job's srun is a new process). It is not safe for concurrent use.
+type Ladder struct {
+	Policy       Policy
+	FullRestarts int
+	History      []Restart
+}
+
+// NewLadder is a ladder for a job with policy p, its zero budgets at their defaults.
+func NewLadder(p *Policy, fullRestarts int) *Ladder {
+	return &Ladder{Policy: p.withDefaults(), FullRestarts: fullRestarts}
+}
+
+// Next decides, at now, how a job whose run broke (or failed) is restarted, given the nodes the
+// failure implicates (a rank that stopped or died there, a GPU that logged an error), and
+// records the restart. The order: the retry budget (jobMaxRetryCount) first; then a node
+// implicated maxNumRepeatOffendersToAvoid times within the period is repaired; then in-place
+// restarts up to numRestartBeforeFullJobRestart within the period (counted since the last
+// whole-job restart); then whole-job restarts up to maxFullJobRestarts; then the job gives up.
+func (l *Ladder) Next(now time.Time, implicated []string) Decision {
+	rp := l.Policy.RestartPolicy
+	period := time.Duration(rp.EvalPeriodSeconds) * time.Second
+	d := l.decide(now, period, implicated)
+	if d.Rung != GiveUp {
+		l.History = append(l.History, Restart{At: now, Rung: d.Rung, Nodes: implicated})
+		if d.Rung == WholeJob {
+			l.FullRestarts++
+		}
+	}
+	return d
+}
+
+func (l *Ladder) decide(now time.Time, period time.Duration, implicated []string) Decision {
+	rp := l.Policy.RestartPolicy
+	if n := len(l.History) + l.FullRestarts; n >= l.Policy.JobMaxRetryCount {
+		return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d restart(s), the job's jobMaxRetryCount (%d)", n, l.Policy.JobMaxRetryCount)}
+	}
+	var offenders []string
+	for _, node := range implicated {
+		times := 1
+		for _, r := range l.History {
+			if now.Sub(r.At) <= period && slices.Contains(r.Nodes, node) {
+				times++
+			}
+		}
+		if times >= rp.MaxNumRepeatOffendersToAvoid {
+			offenders = append(offenders, node)
+		}
+	}
+	if len(offenders) > 0 {
+		return Decision{Rung: RepairNode, Nodes: offenders, Why: fmt.Sprintf("node %s implicated %d time(s) within %s (maxNumRepeatOffendersToAvoid %d): repaired before the job runs again",
+			strings.Join(offenders, ","), rp.MaxNumRepeatOffendersToAvoid, period, rp.MaxNumRepeatOffendersToAvoid)}
+	}
+	inPlace := 0 // since the last whole-job restart, which starts the job afresh
+	for _, r := range l.History {
+		switch {
+		case r.Rung == WholeJob:
+			inPlace = 0
+		case r.Rung == InPlace && now.Sub(r.At) <= period:
+			inPlace++
+		}
+	}
+	if inPlace < rp.NumRestartBeforeFullJobRestart {
+		return Decision{Rung: InPlace, Why: fmt.Sprintf("in place, restart %d of %d within %s (numRestartBeforeFullJobRestart)", inPlace+1, rp.NumRestartBeforeFullJobRestart, period)}
+	}
+	if l.FullRestarts < rp.MaxFullJobRestarts {
+		return Decision{Rung: WholeJob, Why: fmt.Sprintf("%d in-place restarts within %s did not bring progress back: whole job, restart %d of %d (maxFullJobRestarts)",
+			inPlace, period, l.FullRestarts+1, rp.MaxFullJobRestarts)}
+	}
+	return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d in-place restarts within %s and %d whole-job restart(s) (maxFullJobRestarts %d) spent",
+		inPlace, period, l.FullRestarts, rp.MaxFullJobRestarts)}
+}
+
+// Repair records, at now, a restart for a fault found on nodes (the auto-resume path: a node
+// whose GPU failed is replaced whatever the rung), and says RepairNode, or GiveUp when the
+// retry budget is spent. With no nodes it records nothing and returns a zero Decision.
+func (l *Ladder) Repair(now time.Time, nodes []string) Decision {
+	if len(nodes) == 0 {
+		return Decision{}
+	}
+	if n := len(l.History) + l.FullRestarts; n >= l.Policy.JobMaxRetryCount {
+		return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d restart(s), the job's jobMaxRetryCount (%d)", n, l.Policy.JobMaxRetryCount)}
+	}
+	l.History = append(l.History, Restart{At: now, Rung: RepairNode, Nodes: nodes})
+	return Decision{Rung: RepairNode, Nodes: nodes, Why: fmt.Sprintf("node %s has a fault: replaced", strings.Join(nodes, ","))}
+}

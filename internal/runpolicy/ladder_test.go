@@ -1,0 +1,43 @@
+package runpolicy
+
+import "testing"
+
+// The ladder: in place up to numRestartBeforeFullJobRestart within the period, then the whole
+// job up to maxFullJobRestarts, then give up; in-place restarts that fell out of the period no
+// longer count.
+func TestLadderClimbs(t *testing.T) {
+	l := NewLadder(&Policy{RestartPolicy: RestartPolicy{NumRestartBeforeFullJobRestart: 2, EvalPeriodSeconds: 60, MaxFullJobRestarts: 1}}, 0)
+	want := []Rung{InPlace, InPlace, WholeJob, InPlace, InPlace, GiveUp}
+	for i, w := range want {
+		if d := l.Next(at(float64(i*10)), nil); d.Rung != w {
+			t.Fatalf("restart %d: %+v; want %s", i+1, d, w)
+		}
+	}
+	// Past the period, in place again, until the retry budget.
+	if d := l.Next(at(200), nil); d.Rung != InPlace {
+		t.Fatalf("a minute later: %+v", d)
+	}
+	l.Policy.JobMaxRetryCount = len(l.History) + l.FullRestarts
+	if d := l.Next(at(300), nil); d.Rung != GiveUp {
+		t.Fatalf("at jobMaxRetryCount: %+v", d)
+	}
+}
+
+// A node implicated twice within the period is repaired; one implicated once, or twice but
+// far apart, is not.
+func TestLadderRepairsRepeatOffenders(t *testing.T) {
+	l := NewLadder(&Policy{RestartPolicy: RestartPolicy{EvalPeriodSeconds: 60}}, 0)
+	if d := l.Next(at(0), []string{"ip-10-1-0-3"}); d.Rung != InPlace {
+		t.Fatalf("first: %+v", d)
+	}
+	if d := l.Next(at(100), []string{"ip-10-1-0-3"}); d.Rung != InPlace {
+		t.Fatalf("again, out of the period: %+v", d)
+	}
+	d := l.Next(at(110), []string{"ip-10-1-0-4", "ip-10-1-0-3"})
+	if d.Rung != RepairNode || len(d.Nodes) != 1 || d.Nodes[0] != "ip-10-1-0-3" {
+		t.Fatalf("twice within the period: %+v", d)
+	}
+	if l.FullRestarts != 0 || len(l.History) != 3 {
+		t.Errorf("history %+v, full restarts %d", l.History, l.FullRestarts)
+	}
+}

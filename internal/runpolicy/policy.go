@@ -1,0 +1,275 @@
+// Package runpolicy is a training job's run policy as HyperPod's training operator spells it
+// (HyperPodPyTorchJob spec.runPolicy, research hyperpod-eks-health.md §1.5): log monitoring
+// rules that find a job that hangs or slows down (logMonitoringConfiguration), and the restart
+// ladder with its budgets (restartPolicy, jobMaxRetryCount). hale's srun reads it for Slurm
+// jobs (srun --run-policy), and the Kubernetes orchestrator from a job's annotation; both
+// evaluate the rules with Monitor and climb the ladder with Ladder.
+package runpolicy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Policy is a job's run policy: the fields of HyperPod's runPolicy that say when a job is
+// stuck and how it is restarted. Zero values take the defaults documented on each field.
+type Policy struct {
+	// LogMonitoringConfiguration are the rules the job's output is held to (Rule).
+	LogMonitoringConfiguration []Rule `json:"logMonitoringConfiguration,omitempty"`
+	// RestartPolicy is the ladder's budgets.
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+	// JobMaxRetryCount bounds the restarts of every kind together (in place and whole job);
+	// 0 takes DefaultJobMaxRetryCount.
+	JobMaxRetryCount int `json:"jobMaxRetryCount,omitempty"`
+}
+
+// RestartPolicy is HyperPod's runPolicy.restartPolicy: restarts in place (HyperPod's
+// process-level restart, PLR) come first; after NumRestartBeforeFullJobRestart of them within
+// EvalPeriodSeconds, the whole job is restarted (job-level restart, JLR), at most
+// MaxFullJobRestarts times. MaxNumRepeatOffendersToAvoid is hale's reading of HyperPod's field
+// of that name: a node implicated in that many restarts within the period is taken out of the
+// cluster and repaired (replaced) before the job runs again.
+type RestartPolicy struct {
+	// NumRestartBeforeFullJobRestart: in-place restarts within the period before the whole
+	// job restarts; 0 takes DefaultNumRestartBeforeFullJobRestart.
+	NumRestartBeforeFullJobRestart int `json:"numRestartBeforeFullJobRestart,omitempty"`
+	// EvalPeriodSeconds is the window, in seconds, the in-place restarts and a node's
+	// implications are counted in; 0 takes DefaultEvalPeriodSeconds.
+	EvalPeriodSeconds int `json:"evalPeriodSeconds,omitempty"`
+	// MaxFullJobRestarts bounds the whole-job restarts; 0 takes DefaultMaxFullJobRestarts.
+	MaxFullJobRestarts int `json:"maxFullJobRestarts,omitempty"`
+	// MaxNumRepeatOffendersToAvoid: implications of one node within the period before it is
+	// repaired; 0 takes DefaultRepeatOffender.
+	MaxNumRepeatOffendersToAvoid int `json:"maxNumRepeatOffendersToAvoid,omitempty"`
+}
+
+// Defaults, those of HyperPod's documented example (numRestartBeforeFullJobRestart 3,
+// evalPeriodSeconds 21600, maxFullJobRestarts 1, jobMaxRetryCount 50), and a node implicated
+// twice is repaired.
+const (
+	DefaultNumRestartBeforeFullJobRestart = 3
+	DefaultEvalPeriodSeconds              = 21600
+	DefaultMaxFullJobRestarts             = 1
+	DefaultJobMaxRetryCount               = 50
+	DefaultRepeatOffender                 = 2
+)
+
+// withDefaults fills the zero budgets.
+func (p Policy) withDefaults() Policy {
+	r := &p.RestartPolicy
+	if r.NumRestartBeforeFullJobRestart == 0 {
+		r.NumRestartBeforeFullJobRestart = DefaultNumRestartBeforeFullJobRestart
+	}
+	if r.EvalPeriodSeconds == 0 {
+		r.EvalPeriodSeconds = DefaultEvalPeriodSeconds
+	}
+	if r.MaxFullJobRestarts == 0 {
+		r.MaxFullJobRestarts = DefaultMaxFullJobRestarts
+	}
+	if r.MaxNumRepeatOffendersToAvoid == 0 {
+		r.MaxNumRepeatOffendersToAvoid = DefaultRepeatOffender
+	}
+	if p.JobMaxRetryCount == 0 {
+		p.JobMaxRetryCount = DefaultJobMaxRetryCount
+	}
+	return p
+}
+
+// Operators are the comparisons a rule's metric may use (HyperPod's operator).
+var Operators = []string{"gt", "gteq", "lt", "lteq", "eq"}
+
+// fields are the keys each level of a policy document may have: everything else is refused
+// by name, as HyperPod's CRD validation does.
+var (
+	policyFields  = []string{"logMonitoringConfiguration", "restartPolicy", "jobMaxRetryCount"}
+	restartFields = []string{"numRestartBeforeFullJobRestart", "evalPeriodSeconds", "maxFullJobRestarts", "maxNumRepeatOffendersToAvoid"}
+	ruleFields    = []string{"name", "logPattern", "expectedStartCutOffInSeconds", "expectedRecurringFrequencyInSeconds",
+		"metricThreshold", "operator", "metricEvaluationDataPoints", "stopPattern", "faultOnMatch"}
+)
+
+// Parse reads a run policy document, YAML or JSON: either a whole runPolicy (the keys of
+// Policy) or only its logMonitoringConfiguration (a list of rules). An error names the field
+// and the rule it breaks ("logMonitoringConfiguration[1].logPattern: ..."); nothing is
+// defaulted silently except the zero budgets.
+func Parse(doc []byte) (*Policy, error) {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("run policy: not YAML or JSON: %v", err)
+	}
+	js = bytes.TrimSpace(js)
+	if bytes.HasPrefix(js, []byte("[")) {
+		js = append(append([]byte(`{"logMonitoringConfiguration":`), js...), '}')
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return nil, fmt.Errorf("run policy: want a runPolicy object or a list of rules: %v", err)
+	}
+	if err := unknownKeys("", raw, policyFields); err != nil {
+		return nil, err
+	}
+	if rp, ok := raw["restartPolicy"].(map[string]any); ok {
+		if err := unknownKeys("restartPolicy.", rp, restartFields); err != nil {
+			return nil, err
+		}
+	}
+	if rules, ok := raw["logMonitoringConfiguration"].([]any); ok {
+		for i, r := range rules {
+			m, ok := r.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("logMonitoringConfiguration[%d]: a rule is an object with name and logPattern", i)
+			}
+			if err := unknownKeys(fmt.Sprintf("logMonitoringConfiguration[%d].", i), m, ruleFields); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var p Policy
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("run policy: %v", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func unknownKeys(prefix string, m map[string]any, known []string) error {
+	var bad []string
+	for k := range m {
+		if !slices.Contains(known, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("%s%s: unknown field (the fields are %s)", prefix, bad[0], strings.Join(known, ", "))
+}
+
+// Validate checks the policy's rules and budgets, naming the field of the first it finds.
+func (p *Policy) Validate() error {
+	names := map[string]bool{}
+	for i := range p.LogMonitoringConfiguration {
+		r := &p.LogMonitoringConfiguration[i]
+		at := fmt.Sprintf("logMonitoringConfiguration[%d]", i)
+		if err := r.compile(at); err != nil {
+			return err
+		}
+		if names[r.Name] {
+			return fmt.Errorf("%s.name: %q is the name of an earlier rule; names must be unique", at, r.Name)
+		}
+		names[r.Name] = true
+	}
+	rp := p.RestartPolicy
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"restartPolicy.numRestartBeforeFullJobRestart", rp.NumRestartBeforeFullJobRestart},
+		{"restartPolicy.evalPeriodSeconds", rp.EvalPeriodSeconds},
+		{"restartPolicy.maxFullJobRestarts", rp.MaxFullJobRestarts},
+		{"restartPolicy.maxNumRepeatOffendersToAvoid", rp.MaxNumRepeatOffendersToAvoid},
+		{"jobMaxRetryCount", p.JobMaxRetryCount},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s: %d is negative; give a count of 1 or more, or leave it out for the default", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// Rule is one of HyperPod's log monitoring rules. A line of the job's output matches it when
+// LogPattern matches from the line's start (Python's re.match, which HyperPod's agent uses).
+type Rule struct {
+	// Name names the rule in events.
+	Name string `json:"name"`
+	// LogPattern is a regular expression (Go's RE2 syntax, close to Python's for the patterns
+	// HyperPod's examples use) for the lines the rule is about; its first capture group, if any,
+	// is the metric.
+	LogPattern string `json:"logPattern"`
+	// ExpectedStartCutOffInSeconds: the first match must come within this many seconds of the
+	// start, or the rule says HANGING (0: no such limit).
+	ExpectedStartCutOffInSeconds int `json:"expectedStartCutOffInSeconds,omitempty"`
+	// ExpectedRecurringFrequencyInSeconds: after a match, the next must come within this many
+	// seconds, or the rule says HANGING (0: no such limit). A loss printed as nan does not match
+	// a pattern whose group is a number, so it counts as no progress.
+	ExpectedRecurringFrequencyInSeconds int `json:"expectedRecurringFrequencyInSeconds,omitempty"`
+	// MetricThreshold and Operator: a match whose metric compares true against the threshold
+	// (metric Operator MetricThreshold) is a breach; MetricEvaluationDataPoints breaches in a
+	// row make the rule say SLOW.
+	MetricThreshold *float64 `json:"metricThreshold,omitempty"`
+	Operator        string   `json:"operator,omitempty"`
+	// MetricEvaluationDataPoints: breaches in a row before SLOW (0 takes 1).
+	MetricEvaluationDataPoints int `json:"metricEvaluationDataPoints,omitempty"`
+	// StopPattern: a line that matches it ends the rule (it says nothing more).
+	StopPattern string `json:"stopPattern,omitempty"`
+	// FaultOnMatch: a line that matches LogPattern is a fault at once (FAULTED).
+	FaultOnMatch bool `json:"faultOnMatch,omitempty"`
+
+	pattern, stop *regexp.Regexp
+}
+
+// compile checks the rule and compiles its patterns; at names it in errors.
+func (r *Rule) compile(at string) error {
+	if strings.TrimSpace(r.Name) == "" {
+		return fmt.Errorf("%s.name: required: a rule needs a name, which events give", at)
+	}
+	if r.LogPattern == "" {
+		return fmt.Errorf("%s.logPattern: required: the regular expression of the lines the rule is about", at)
+	}
+	var err error
+	if r.pattern, err = regexp.Compile(`^(?:` + r.LogPattern + `)`); err != nil {
+		return fmt.Errorf("%s.logPattern: %q does not compile: %v", at, r.LogPattern, unwrapRE(err))
+	}
+	if r.StopPattern != "" {
+		if r.stop, err = regexp.Compile(`^(?:` + r.StopPattern + `)`); err != nil {
+			return fmt.Errorf("%s.stopPattern: %q does not compile: %v", at, r.StopPattern, unwrapRE(err))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"expectedStartCutOffInSeconds", r.ExpectedStartCutOffInSeconds},
+		{"expectedRecurringFrequencyInSeconds", r.ExpectedRecurringFrequencyInSeconds},
+		{"metricEvaluationDataPoints", r.MetricEvaluationDataPoints},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s.%s: %d is negative; give 1 or more, or leave it out", at, f.name, f.v)
+		}
+	}
+	switch {
+	case r.Operator != "" && !slices.Contains(Operators, r.Operator):
+		return fmt.Errorf("%s.operator: %q is not one of %s", at, r.Operator, strings.Join(Operators, ", "))
+	case (r.Operator != "") != (r.MetricThreshold != nil):
+		return fmt.Errorf("%s.metricThreshold: operator and metricThreshold go together: give both or neither", at)
+	case r.MetricThreshold != nil && r.pattern.NumSubexp() == 0:
+		return fmt.Errorf("%s.logPattern: a rule with a metricThreshold needs a capture group in its pattern, the metric", at)
+	case r.MetricEvaluationDataPoints > 0 && r.MetricThreshold == nil:
+		return fmt.Errorf("%s.metricEvaluationDataPoints: counts breaches of a metricThreshold, which the rule lacks", at)
+	case r.ExpectedStartCutOffInSeconds == 0 && r.ExpectedRecurringFrequencyInSeconds == 0 && r.MetricThreshold == nil && !r.FaultOnMatch:
+		return fmt.Errorf("%s: the rule checks nothing: give expectedStartCutOffInSeconds, expectedRecurringFrequencyInSeconds, metricThreshold or faultOnMatch (an interval of 0 is none)", at)
+	}
+	return nil
+}
+
+// unwrapRE drops the pattern Go's regexp repeats (with the anchor hale adds) from its error.
+func unwrapRE(err error) string {
+	var e *syntax.Error
+	if errors.As(err, &e) {
+		return e.Code.String()
+	}
+	return err.Error()
+}
