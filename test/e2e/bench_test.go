@@ -371,6 +371,15 @@ func BenchmarkAutoResume(b *testing.B) {
 		}
 		b.Logf("run %d: fault at step %d, resumed from %d (%d recomputed), training again %.2fs after the fault, goodput %.1f%%",
 			i+1, m.lastBefore, m.from, m.lastBefore-m.from, m.resume.Seconds(), 100*m.goodput)
+		// Where the time went: srun's lines, timed from the fault.
+		for _, l := range strings.Split(r.output(), "\n") {
+			hms, err := time.ParseInLocation("15:04:05.000", strings.Fields(l + " x")[0], time.Local)
+			if err != nil || !(strings.Contains(l, "[Auto Resume]") || strings.Contains(l, "resumed from")) {
+				continue
+			}
+			at := time.Date(fault.Year(), fault.Month(), fault.Day(), hms.Hour(), hms.Minute(), hms.Second(), hms.Nanosecond(), time.Local)
+			b.Logf("  %+7.2fs %s", at.Sub(fault).Seconds(), strings.TrimSpace(l[12:]))
+		}
 		resume = append(resume, m.resume.Seconds())
 		recomputed = append(recomputed, float64(m.lastBefore-m.from))
 		goodput = append(goodput, m.goodput)

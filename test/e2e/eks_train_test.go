@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +65,7 @@ func TestEksTrainsAndResumes(t *testing.T) {
 	trainsAndResumes(t, trainSite{e: e, cs: cs, o: o, group: g, vpc: vpc, hostFSx: "/fsx",
 		fsx:   func() string { return e.sharedFSx() },
 		xid79: func(id string) { e.inject(id, xid(79)) },
+		stop:  stopPodProcess,
 		logs: func(id string) string {
 			out, _ := e.onNode(id, "tail -n 15 /var/log/kubelet.log /var/log/containerd.log 2>&1")
 			return out
@@ -83,6 +85,8 @@ type trainSite struct {
 	hostFSx string
 	xid79   func(instanceID string) // a Xid 79 in the node's kernel log
 	logs    func(instanceID string) string
+	// stop, when set, stops (SIGSTOP) a pod's training process: the run policy phase runs.
+	stop func(pod string) error
 }
 
 // trainsAndResumes creates cluster train on site and runs examples/eks's training job and
@@ -331,10 +335,115 @@ func trainsAndResumes(t *testing.T, site trainSite) {
 	if a, b := parseFloat(was[1]), parseFloat(fin[1]); !(b < a) {
 		t.Errorf("the loss did not fall: %v at the checkpoint, %v at the end", a, b)
 	}
+	if site.stop != nil {
+		holdsToRunPolicy(t, site, dyn, manifest("pytorchjob-train.yaml"))
+	}
 	if _, err := e.SDK.DeleteCluster(ctx, &sagemaker.DeleteClusterInput{ClusterName: aws.String("train")}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone("train", 120*time.Second)
+}
+
+// holdsToRunPolicy: a PyTorchJob whose annotation holds a run policy that does not parse is
+// suspended with an event naming the field; one whose worker stops mid-run (SIGSTOP: the master
+// waits in its all-reduce, its log says nothing more) is found hanging by its rule, its pods
+// are made again, it resumes from its checkpoint and completes.
+func holdsToRunPolicy(t *testing.T, site trainSite, dyn dynamic.Interface, train []byte) {
+	ctx := context.Background()
+	cs := site.cs
+	job := func(name, policy string) *unstructured.Unstructured {
+		m := strings.NewReplacer("name: train", "name: "+name, "app: train", "app: "+name, "/fsx/ckpt/train", "/fsx/ckpt/"+name, `"1000"`, `"400"`).Replace(string(train))
+		pj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(m), &pj.Object); err != nil {
+			t.Fatal(err)
+		}
+		ann := pj.GetAnnotations()
+		ann[eks.AnnotationRunPolicy] = policy
+		pj.SetAnnotations(ann)
+		if _, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Create(ctx, pj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return pj
+	}
+	events := func(name string) string {
+		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		var b strings.Builder
+		for _, ev := range evs.Items {
+			fmt.Fprintf(&b, "%s %s: %s\n", ev.Type, ev.Reason, ev.Message)
+		}
+		return b.String()
+	}
+
+	job("badpolicy", `[{"name":"Progress","logPattern":"step (","expectedRecurringFrequencyInSeconds":5}]`)
+	eventually(t, 60*time.Second, "the job with a bad policy refused", func() (bool, string) {
+		got, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Get(ctx, "badpolicy", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		suspended, _, _ := unstructured.NestedBool(got.Object, "spec", "runPolicy", "suspend")
+		ev := events("badpolicy")
+		return suspended && strings.Contains(ev, "RunPolicyInvalid: annotation "+eks.AnnotationRunPolicy+": logMonitoringConfiguration[0].logPattern"), ev
+	})
+
+	job("hang", `[{"name":"Progress","logPattern":".*\\[train\\] step \\d+ loss","expectedRecurringFrequencyInSeconds":5}]`)
+	log := func() string {
+		b, _ := cs.CoreV1().Pods("default").GetLogs("hang-master-0", &corev1.PodLogOptions{}).Do(ctx).Raw()
+		return string(b)
+	}
+	eventually(t, 180*time.Second, "the held job checkpointing", func() (bool, string) {
+		l := log()
+		return strings.Contains(l, "checkpoint saved at step 100"), tail(l, 2)
+	})
+	master, err := cs.CoreV1().Pods("default").Get(ctx, "hang-master-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := site.stop("hang-worker-0"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the hang found and the job's pods made again", func() (bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "hang-master-0", metav1.GetOptions{})
+		ev := events("hang")
+		return err == nil && p.UID != master.UID && strings.Contains(ev, "RunPolicy: rule Progress says HANGING"), ev
+	})
+	t.Logf("hang found and the pods deleted %.1f s after the worker stopped (rule: 5 s)", time.Since(stopped).Seconds())
+	eventually(t, 240*time.Second, "the held job Succeeded", func() (bool, string) {
+		got, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Get(ctx, "hang", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if c := c.(map[string]any); c["type"] == "Succeeded" && c["status"] == "True" {
+				return true, ""
+			}
+		}
+		return false, tail(log(), 2)
+	})
+	if l := log(); !strings.Contains(l, "resumed from step") || !strings.Contains(l, "finished 400 steps") {
+		t.Errorf("the restarted master did not resume from its checkpoint and finish:\n%s", tail(l, 6))
+	}
+	if ev := site.e.events("train"); !strings.Contains(ev, "Run policy: PyTorchJob default/hang: rule Progress says HANGING") {
+		t.Errorf("the cluster's events lack the restart:\n%s", tail(ev, 10))
+	}
+}
+
+// stopPodProcess stops (SIGSTOP) the training process of a pod on this machine's nodes: the
+// process whose environment has the pod's name as HOSTNAME and runs train.py.
+func stopPodProcess(pod string) error {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		env, err := os.ReadFile(p + "/environ")
+		if err != nil || !strings.Contains("\x00"+string(env), "\x00HOSTNAME="+pod+"\x00") {
+			continue
+		}
+		if cmd, _ := os.ReadFile(p + "/cmdline"); strings.Contains(string(cmd), "train.py") {
+			pid, _ := strconv.Atoi(filepath.Base(p))
+			return syscall.Kill(pid, syscall.SIGSTOP)
+		}
+	}
+	return fmt.Errorf("no train.py process of pod %s on this machine", pod)
 }
 
 // maxFailedInARow is how many of examples/eks/ask.py's requests, asked twice a second, may fail

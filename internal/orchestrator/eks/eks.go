@@ -82,12 +82,14 @@ type EKS struct {
 	polls   orchestrator.Every              // each cluster's Nodes, read once per pollInterval
 	routed  map[string]string               // the pod routes last set, by cluster (kubelet.go)
 	gone    map[string]time.Time            // when a missing Node was last brought back, by instance (nodeGone)
+	// policies are the PyTorchJobs held to a run policy now, by UID (runpolicy.go).
+	policies map[string]bool
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
 	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval},
-		routed: map[string]string{}, gone: map[string]time.Time{}}
+		routed: map[string]string{}, gone: map[string]time.Time{}, policies: map[string]bool{}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)

@@ -100,6 +100,9 @@ func (r *round) Steps() error {
 			}
 		})
 	}
+	if dyn := o.dynamicClient(cl); dyn != nil {
+		r.r.Go("run-policies", cl.ID, func(ctx context.Context) { o.watchRunPolicies(ctx, cs, dyn, cl) })
+	}
 	r.r.Go("poll", cl.ID, func(ctx context.Context) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelClusterName + "=" + cl.Name})
 		if err != nil {
