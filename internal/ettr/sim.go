@@ -216,13 +216,7 @@ func Run(cfg Config, r Repairer) (*Result, error) {
 			if !back {
 				res.Quarantined++
 			}
-			if d := ladder.Repair(epoch.Add(now), []string{fmt.Sprint(placed[slot])}); d.Rung == runpolicy.GiveUp {
-				// The job's restart budget is spent: it fails, and a person submits it again.
-				res.Rungs[runpolicy.GiveUp]++
-				now += cfg.Manual
-				res.Lost.Manual += cfg.Manual
-				ladder = runpolicy.NewLadder(cfg.Policy, 0)
-			}
+			ladder.Repair(epoch.Add(now), []string{fmt.Sprint(placed[slot])})
 			switch {
 			case len(spares) > 0:
 				// The job moves to a spare at once; the node repairs meanwhile.

@@ -17,7 +17,7 @@ func TestLadderClimbs(t *testing.T) {
 	if d := l.Next(at(200), nil); d.Rung != InPlace {
 		t.Fatalf("a minute later: %+v", d)
 	}
-	l.Policy.JobMaxRetryCount = len(l.History) + l.FullRestarts
+	l.Policy.JobMaxRetryCount = l.retries()
 	if d := l.Next(at(300), nil); d.Rung != GiveUp {
 		t.Fatalf("at jobMaxRetryCount: %+v", d)
 	}
@@ -39,5 +39,23 @@ func TestLadderRepairsRepeatOffenders(t *testing.T) {
 	}
 	if l.FullRestarts != 0 || len(l.History) != 3 {
 		t.Errorf("history %+v, full restarts %d", l.History, l.FullRestarts)
+	}
+}
+
+// Repairs of nodes hale found a fault on do not spend jobMaxRetryCount: a long job on many nodes
+// has more node faults than HyperPod's 50.
+func TestFaultRepairsAreOutsideTheRetryBudget(t *testing.T) {
+	l := NewLadder(&Policy{JobMaxRetryCount: 2}, 0)
+	for i := 0; i < 10; i++ {
+		if d := l.Repair(at(float64(i)), []string{"ip-10-1-0-3"}); d.Rung != RepairNode {
+			t.Fatalf("fault %d: %+v", i+1, d)
+		}
+	}
+	if d := l.Next(at(20), nil); d.Rung != InPlace {
+		t.Fatalf("after 10 node faults, a hang: %+v", d)
+	}
+	l.Next(at(21), nil)
+	if d := l.Next(at(22), nil); d.Rung != GiveUp {
+		t.Fatalf("the third restart of the job's own, with a budget of 2: %+v", d)
 	}
 }

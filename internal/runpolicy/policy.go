@@ -27,8 +27,8 @@ type Policy struct {
 	LogMonitoringConfiguration []Rule `json:"logMonitoringConfiguration,omitempty"`
 	// RestartPolicy is the ladder's budgets.
 	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
-	// JobMaxRetryCount bounds the restarts of every kind together (in place and whole job);
-	// 0 takes DefaultJobMaxRetryCount.
+	// JobMaxRetryCount bounds the job's restarts together (in place and whole job), those for
+	// a fault hale found on a node apart (Ladder.Repair); 0 takes DefaultJobMaxRetryCount.
 	JobMaxRetryCount int `json:"jobMaxRetryCount,omitempty"`
 }
 

@@ -361,7 +361,8 @@ func BenchmarkAutoResume(b *testing.B) {
 			b.Fatalf("job %s on %v", r.id, nodes)
 		}
 		fault := time.Now()
-		e.inject(e.nodeNamed(b, "bench-resume", nodes[1]).InstanceID, xid(79))
+		bad := e.nodeNamed(b, "bench-resume", nodes[1])
+		e.inject(bad.InstanceID, xid(79))
 		if state, _ := r.waitEnd(b, 240*time.Second); state != "COMPLETED" {
 			b.Fatalf("job %s ended %s:\n%s", r.id, state, r.output())
 		}
@@ -379,6 +380,13 @@ func BenchmarkAutoResume(b *testing.B) {
 			}
 			at := time.Date(fault.Year(), fault.Month(), fault.Day(), hms.Hour(), hms.Minute(), hms.Second(), hms.Nanosecond(), time.Local)
 			b.Logf("  %+7.2fs %s", at.Sub(fault).Seconds(), strings.TrimSpace(l[12:]))
+		}
+		// And the repair's own steps.
+		if rps := e.repairsOf("bench-resume", bad.LogicalID); len(rps) > 0 {
+			rp := rps[len(rps)-1]
+			for _, st := range rp.Timeline {
+				b.Logf("  %+7.2fs repair: %s", st.At.Sub(fault).Seconds(), st.What)
+			}
 		}
 		resume = append(resume, m.resume.Seconds())
 		recomputed = append(recomputed, float64(m.lastBefore-m.from))

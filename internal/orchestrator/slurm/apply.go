@@ -365,7 +365,9 @@ func setDiff(a, b []string) []string {
 // exact and case-sensitive) gets the request recorded for the repair flow and is drained;
 // a node hale itself took down (reason "hale: ...") is resumed once it is Running again.
 func (s *Slurm) poll(ctx context.Context, clusterID, ctlInstance string) {
-	readAt := time.Now() // the states below are no older than this
+	// The states below are no older than this, on the controller's clock, which is what a
+	// repair's times are on (JobsLeft, Released compare them).
+	readAt := s.h.Now()
 	out, err := s.h.Run(ctx, ctlInstance, slurmconf.ShowNodes(), 10*time.Second)
 	if err != nil {
 		return

@@ -55,7 +55,8 @@ func TestHeldNodeReleasedOnlyByAFreshState(t *testing.T) {
 
 	// The controller answers again and hale drains the node: a state read before the hold
 	// began releases nothing; one read after it, in service, does.
-	rp.Drained, rp.UpdatedAt = true, time.Now()
+	// (A few milliseconds ago: the controller's clock, which the poll reads, is in milliseconds.)
+	rp.Drained, rp.UpdatedAt = true, time.Now().Add(-5*time.Millisecond)
 	c.s.polled[joinCluster] = rp.UpdatedAt.Add(-time.Millisecond)
 	if released, why := round(rp.UpdatedAt.Add(time.Minute)).Released(rp, gpu); released {
 		t.Fatalf("a state read before the hold released it: %q", why)
@@ -69,5 +70,30 @@ func TestHeldNodeReleasedOnlyByAFreshState(t *testing.T) {
 	}
 	if released, why := round(rp.UpdatedAt.Add(time.Minute)).Released(rp, gpu); !released || !strings.Contains(why, "by an operator") {
 		t.Fatalf("a node an operator resumed after the hold: released %v %q", released, why)
+	}
+}
+
+// TestJobsLeftWantsAPollAfterTheDrain: a node is free of jobs only by a state slurmctld gave
+// after the drain; one read before (idle, while a job still ran) does not say so. (Before, any
+// state 1.5 s after the drain did, and the repair waited those 1.5 s every time.)
+func TestJobsLeftWantsAPollAfterTheDrain(t *testing.T) {
+	c, _ := joinFixture(t, store.PhaseReady, time.Now().UTC())
+	gpu := &store.Node{LogicalID: "gpu-1", GroupName: "gpu", InstanceID: "i-gpu", Details: store.NodeDetails{Phase: store.PhaseReady}}
+	drained := time.Now().Add(-time.Minute) // long enough ago that no quick poll is asked for
+	round := func(polled time.Time, state string) *round {
+		return &round{s: c.s, nodes: []*store.Node{gpu}, now: time.Now(), ok: true,
+			sl:       &State{Resolved: true, Controller: "controller", Workers: map[string]string{"gpu": "gpu"}},
+			recs:     map[string]*NodeRecord{"gpu-1": {State: state}},
+			polledAt: polled}
+	}
+	rp := &store.Repair{ID: "repair-1", Action: "Replace", State: store.RepairDraining, UpdatedAt: drained}
+	if left, _ := round(drained.Add(-time.Millisecond), "IDLE+DRAIN").JobsLeft(rp, gpu); left {
+		t.Error("a state read before the drain said the node was free")
+	}
+	if left, _ := round(drained.Add(time.Millisecond), "MIXED+DRAIN").JobsLeft(rp, gpu); left {
+		t.Error("a node with a job on it was free")
+	}
+	if left, what := round(drained.Add(time.Millisecond), "IDLE+DRAIN").JobsLeft(rp, gpu); !left {
+		t.Errorf("an idle node read after the drain: not free (%q)", what)
 	}
 }

@@ -265,16 +265,43 @@ func (r *round) Released(rp *store.Repair, n *store.Node) (bool, string) {
 	return false, ""
 }
 
-// JobsLeft implements orchestrator.Round.
+// JobsLeft implements orchestrator.Round: the node is free once a poll that read slurmctld
+// after the drain shows no job on it. For quickPollFor after the drain it asks for polls every
+// quickPollInterval rather than pollInterval: a job with auto-resume shrinks away from the node
+// within a second of the fault, and the repair, which waited for the 1 s poll and then 1.5 s
+// more (any poll within that might have read the state from before the drain), started its
+// replacement about 2.5 s after the fault; the job waits for the replacement.
 func (r *round) JobsLeft(rp *store.Repair, n *store.Node) (bool, string) {
 	switch {
 	case !r.inSlurm(n):
 		return true, "not in Slurm: no jobs to wait for"
 	case rp.IdleAtDrain:
-	case busy(r.recs[n.LogicalID].State) || r.now.Sub(rp.UpdatedAt) < pollInterval+500*time.Millisecond:
-		return false, "" // jobs still run, or the state read back may predate the drain
+	case busy(r.recs[n.LogicalID].State) || !r.polledAt.After(rp.UpdatedAt):
+		// Jobs still run, or the state read back may predate the drain.
+		if r.now.Sub(rp.UpdatedAt) < quickPollFor {
+			r.quickPoll()
+		}
+		return false, ""
 	}
 	return true, "no jobs left on it"
+}
+
+// quickPollFor and quickPollInterval: how long after a drain, and how often, a repair that
+// waits for its node's jobs to leave has slurmctld's states read (JobsLeft).
+const (
+	quickPollFor      = 10 * time.Second
+	quickPollInterval = 250 * time.Millisecond
+)
+
+// quickPoll reads slurmctld's node states now, if the last quick poll is quickPollInterval
+// old; the poll's end brings another round.
+func (r *round) quickPoll() {
+	ctl := r.ctl()
+	if ctl == "" || !r.s.quickPolls.Due(r.cl.ID, r.now) {
+		return
+	}
+	s, clusterID := r.s, r.cl.ID
+	r.r.Go(jobPoll, clusterID, func(ctx context.Context) { s.poll(ctx, clusterID, ctl) })
 }
 
 // Resume implements orchestrator.Round: it reads the node's state in Slurm and resumes it while

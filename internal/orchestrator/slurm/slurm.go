@@ -45,12 +45,14 @@ type Slurm struct {
 	h   orchestrator.Host
 	log *slog.Logger
 
-	polls     orchestrator.Every // slurmctld's view of each cluster's nodes, read once per pollInterval
-	mu        sync.Mutex
-	fileLocks map[string]chan struct{} // one Slurm file write per instance at a time
-	verdicts  map[string]verdict       // what Slurm said of each slurm.conf it read, by content (confcheck.go)
-	acctLooks orchestrator.Every       // a look at each cluster's accounting (accountingwatch.go)
-	acct      map[string]*acctWatch
+	polls orchestrator.Every // slurmctld's view of each cluster's nodes, read once per pollInterval
+	// quickPolls are the polls a repair waiting for its node's jobs asks for (JobsLeft).
+	quickPolls orchestrator.Every
+	mu         sync.Mutex
+	fileLocks  map[string]chan struct{} // one Slurm file write per instance at a time
+	verdicts   map[string]verdict       // what Slurm said of each slurm.conf it read, by content (confcheck.go)
+	acctLooks  orchestrator.Every       // a look at each cluster's accounting (accountingwatch.go)
+	acct       map[string]*acctWatch
 	// mungeChecks and skewReports: the munge clock checks of nodes slurmctld has not
 	// responding, and the skews they reported, by instance (mungeclock.go).
 	mungeChecks, skewReports orchestrator.Every
@@ -63,7 +65,7 @@ type Slurm struct {
 
 // New returns the Slurm orchestrator, to be bound to a controller.
 func New(cfg Config) *Slurm {
-	return &Slurm{cfg: cfg, polls: orchestrator.Every{Interval: pollInterval}, fileLocks: map[string]chan struct{}{},
+	return &Slurm{cfg: cfg, polls: orchestrator.Every{Interval: pollInterval}, quickPolls: orchestrator.Every{Interval: quickPollInterval}, fileLocks: map[string]chan struct{}{},
 		verdicts:  map[string]verdict{},
 		acctLooks: orchestrator.Every{Interval: accountingWatchInterval}, acct: map[string]*acctWatch{},
 		mungeChecks: orchestrator.Every{Interval: mungeCheckEvery}, skewReports: orchestrator.Every{Interval: mungeSkewReportEvery},

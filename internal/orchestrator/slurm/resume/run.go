@@ -310,10 +310,15 @@ func (r *Runner) waitRepairs(ctx context.Context, jobID, stepID string, bad []st
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(statusPoll):
 		}
 	}
 }
+
+// statusPoll is how often a waiting srun asks how far its nodes' repairs are: each question is
+// a read of the server's store through the node's agent, and the job waits on the answer (at
+// 500 ms, 0.25 s of the fault-to-resumed time on average went to it).
+const statusPoll = 100 * time.Millisecond
 
 // resumed reports that the job runs again after a fault (controller.KindResumed), so hale puts
 // it on the repairs' timelines and measures fault to job resumed. Only a report: the job goes on
