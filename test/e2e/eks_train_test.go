@@ -407,6 +407,10 @@ func holdsToRunPolicy(t *testing.T, site trainSite, dyn dynamic.Interface, train
 		ev := events("hang")
 		return err == nil && p.UID != master.UID && strings.Contains(ev, "RunPolicy: rule Progress says HANGING"), ev
 	})
+	// The node's agent found the stopped process: its node is to blame.
+	if ev := events("hang"); !regexp.MustCompile(`to blame: hyperpod-i-[0-9a-f]+ \(pod hang-worker-0\): process \d+ \(\S+\) is stopped`).MatchString(ev) {
+		t.Errorf("the hang's event does not blame the worker's node:\n%s", ev)
+	}
 	t.Logf("hang found and the pods deleted %.1f s after the worker stopped (rule: 5 s)", time.Since(stopped).Seconds())
 	eventually(t, 240*time.Second, "the held job Succeeded", func() (bool, string) {
 		got, err := dyn.Resource(eks.PyTorchJobs).Namespace("default").Get(ctx, "hang", metav1.GetOptions{})

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +31,8 @@ import (
 // then a restart on the ladder's rung: in place and whole job both delete the job's pods,
 // which the training operator makes again (a pod is the unit Kubernetes restarts; HyperPod's
 // in-pod agent can restart processes alone, hale has no process inside the pods); repair-node
-// opens a Replace repair of the nodes to blame, which auto-resume then moves the job off. An
+// opens a Replace repair of the nodes to blame (a pod's process stopped, wedged or a zombie
+// there, found by the node's agent), whose drain moves the job off them. An
 // annotation that does not parse is refused: the job is suspended (spec.runPolicy.suspend) with
 // an event naming the field, so nothing runs on a policy hale cannot hold it to.
 const (
@@ -120,19 +123,29 @@ func (o *EKS) holdToPolicy(ctx context.Context, cs kubernetes.Interface, dyn dyn
 		if v == nil {
 			continue
 		}
-		d := ladder.Next(time.Now(), nil)
+		blamed, why := o.blame(ctx, cs, pj)
+		d := ladder.Next(time.Now(), blamed)
 		done[d.Rung]++
 		msg := fmt.Sprintf("rule %s says %s: %s", v.Rule, v.State, v.Why)
 		if v.LastLine != "" {
 			msg += fmt.Sprintf("; last line it matched: %q", v.LastLine)
+		}
+		if why != "" {
+			msg += "; to blame: " + why
 		}
 		msg += fmt.Sprintf("; restart: %s (%s)", d.Rung, d.Why)
 		o.jobEvent(ctx, cs, pj, corev1.EventTypeWarning, "RunPolicy", msg)
 		o.clusterEvent(ctx, cl, pod.Spec.NodeName, fmt.Sprintf("Run policy: PyTorchJob %s/%s: %s.", pj.GetNamespace(), pj.GetName(), msg))
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationRunPolicyRestarts, formatRestarts(done))
 		dyn.Resource(PyTorchJobs).Namespace(pj.GetNamespace()).Patch(ctx, pj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-		if d.Rung == runpolicy.GiveUp {
+		switch d.Rung {
+		case runpolicy.GiveUp:
 			return
+		case runpolicy.RepairNode:
+			// The node is drained for its replacement, which evicts the job's pod there (and
+			// restarts the job, with auto-resume); the pods elsewhere stay.
+			o.repairNodes(ctx, cl, d.Nodes, fmt.Sprintf("PyTorchJob %s/%s: %s", pj.GetNamespace(), pj.GetName(), msg))
+			continue
 		}
 		// In place and whole job alike: the pods go, the training operator makes them again.
 		pods, err := cs.CoreV1().Pods(pj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: labelJobName + "=" + pj.GetName()})
@@ -141,6 +154,66 @@ func (o *EKS) holdToPolicy(ctx context.Context, cs kubernetes.Interface, dyn dyn
 				cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 			}
 		}
+	}
+}
+
+// blame finds the nodes to blame for a job's hang: those where a process of one of its pods
+// (HOSTNAME is the pod's name in its containers) is stopped, wedged or a zombie, seen by the
+// node's agent. It returns their Node names and why, in words.
+func (o *EKS) blame(ctx context.Context, cs kubernetes.Interface, pj *unstructured.Unstructured) ([]string, string) {
+	pods, err := cs.CoreV1().Pods(pj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: labelJobName + "=" + pj.GetName()})
+	if err != nil {
+		return nil, ""
+	}
+	whys := make([]string, len(pods.Items))
+	var wg sync.WaitGroup
+	for i, p := range pods.Items {
+		instance, ok := strings.CutPrefix(p.Spec.NodeName, "hyperpod-")
+		if !ok || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := o.h.Run(ctx, instance, runpolicy.ProcessProbe("HOSTNAME="+p.Name), 10*time.Second)
+			if err != nil {
+				return // the probe could not look: nothing to say
+			}
+			if why, _ := runpolicy.Blamed(out); why != "" {
+				whys[i] = fmt.Sprintf("%s (pod %s): %s", p.Spec.NodeName, p.Name, why)
+			}
+		}()
+	}
+	wg.Wait()
+	var nodes, said []string
+	for i, w := range whys {
+		if w != "" && !slices.Contains(nodes, pods.Items[i].Spec.NodeName) {
+			nodes = append(nodes, pods.Items[i].Spec.NodeName)
+			said = append(said, w)
+		}
+	}
+	return nodes, strings.Join(said, "; ")
+}
+
+// repairNodes opens a Replace repair of each node (by Node name) that has none.
+func (o *EKS) repairNodes(ctx context.Context, cl *store.Cluster, names []string, why string) {
+	var logicals []string
+	o.h.Store().Read(ctx, func(tx store.Tx) error {
+		nodes, err := tx.NodesOf(cl.ID)
+		for _, n := range nodes {
+			if slices.Contains(names, NodeName(n.InstanceID)) {
+				logicals = append(logicals, n.LogicalID)
+			}
+		}
+		return err
+	})
+	for _, logical := range logicals {
+		o.h.NodeTx(ctx, cl.ID, logical, func(tx store.Tx, c *store.Cluster, n *store.Node) error {
+			if n.Details.RepairStatus != "" {
+				return nil
+			}
+			return o.h.RequestRepair(tx, c, n, store.RepairReplace, why)
+		})
 	}
 }
 

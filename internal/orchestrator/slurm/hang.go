@@ -20,59 +20,15 @@ import (
 // climbs the restart ladder itself (internal/runpolicy), and tells the server the rung it took
 // ("hang"): the server records it as an event and, on the repair-node rung, opens the repairs.
 
-// stepProcs lists, on one node, the processes of job step job.step that run there (their
-// environment names the job, the step and the node: slurmstepd sets SLURM_JOB_ID,
-// SLURM_STEP_ID and SLURMD_NODENAME for every task), one "pid state command" line each.
-// ps's e shows each process's environment after its arguments.
+// stepProcs lists, on one node, the processes of job step job.step that run there:
+// slurmstepd sets SLURM_JOB_ID, SLURM_STEP_ID and SLURMD_NODENAME for every task.
 func stepProcs(job, step, node string) []string {
-	return []string{"/bin/sh", "-c", fmt.Sprintf(`ps -e e -ww -o pid=,stat=,args= | awk -v j=SLURM_JOB_ID=%s -v s=SLURM_STEP_ID=%s -v n=SLURMD_NODENAME=%s '
-{ fj = fs = fn = 0; for (i = 3; i <= NF; i++) { if ($i == j) fj = 1; else if ($i == s) fs = 1; else if ($i == n) fn = 1 }
-  if (fj && fs && fn) print $1, $2, $3 }'`, shellWord(job), shellWord(step), shellWord(node))}
-}
-
-// shellWord keeps only what a Slurm job id, step id or node name has: digits, letters, '-',
-// '.' and '_' (the request comes from a node, and the words go into a shell command).
-func shellWord(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= '0' && r <= '9', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '-', r == '.', r == '_':
-			return r
-		}
-		return -1
-	}, s)
-}
-
-// blamed is what stepProcs' lines say of a node: why it is to blame ("" when it is not), and
-// whether any process of the step runs there. A process stopped (T, t: SIGSTOP, a debugger),
-// in uninterruptible sleep (D: a wedged driver or file system) or a zombie (Z: dead, its parent
-// not told) is a rank that cannot take part in a collective.
-func blamed(out string) (why string, runs bool) {
-	var bad []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 {
-			continue
-		}
-		runs = true
-		var what string
-		switch f[1][0] {
-		case 'T', 't':
-			what = "stopped"
-		case 'D':
-			what = "in uninterruptible sleep"
-		case 'Z':
-			what = "a zombie"
-		default:
-			continue
-		}
-		bad = append(bad, fmt.Sprintf("process %s (%s) is %s (%s)", f[0], f[2], what, f[1]))
-	}
-	return strings.Join(bad, ", "), runs
+	return runpolicy.ProcessProbe("SLURM_JOB_ID="+job, "SLURM_STEP_ID="+step, "SLURMD_NODENAME="+node)
 }
 
 // implicate answers kind "implicate": which of the step's nodes are to blame for its hang. A
 // node is, when a repair of it opened since the step started (a fault the agent found), when a
-// process of the step there is stopped, wedged or dead (blamed), or when no process of the step
+// process of the step there is stopped, wedged or dead (runpolicy.Blamed), or when no process of the step
 // runs there while some run elsewhere (its rank is gone), or when its agent is not connected.
 func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	look, err := s.autoResumeLook(ctx, clusterID, req, time.UnixMilli(req.StepStartUnixMs), false)
@@ -112,7 +68,7 @@ func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto
 				s.log.Warn("looking for a hung step's processes", "node", orchestrator.NodeName(n), "error", err)
 				return
 			}
-			probes[i].why, probes[i].runs = blamed(out)
+			probes[i].why, probes[i].runs = runpolicy.Blamed(out)
 			probes[i].looked = true
 		}()
 	}

@@ -7,10 +7,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/haleproject/hale/internal/runpolicy"
 )
 
 // stepProcs finds, among this machine's processes, those of one job step on one node by their
-// environment, and blamed tells a stopped rank from a running one.
+// environment, and runpolicy.Blamed tells a stopped rank from a running one.
 func TestStepProcsFindsAStoppedRank(t *testing.T) {
 	start := func(node string) *exec.Cmd {
 		cmd := exec.Command("sleep", "60")
@@ -29,7 +31,7 @@ func TestStepProcsFindsAStoppedRank(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", argv, err)
 		}
-		return blamed(string(out))
+		return runpolicy.Blamed(string(out))
 	}
 	// The stop takes effect asynchronously; ps shows T once it has.
 	var why string
@@ -46,7 +48,7 @@ func TestStepProcsFindsAStoppedRank(t *testing.T) {
 	if why, runs := look("4242", "4", "ip-10-9-0-1"); why != "" || runs {
 		t.Errorf("another step: %q, runs %v", why, runs)
 	}
-	if got := shellWord("4242; rm -rf /"); got != "4242rm-rf" {
-		t.Errorf("shellWord: %q", got)
+	if argv := stepProcs("4242; rm -rf /", "3", "n"); strings.Contains(argv[2], ";rm") || strings.Contains(argv[2], "rm -rf") {
+		t.Errorf("a job id with a shell command in it: %q", argv[2])
 	}
 }
