@@ -74,7 +74,9 @@ func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto
 	}
 	wg.Wait()
 	anyRuns := slices.ContainsFunc(probes, func(p probe) bool { return p.runs })
-	resp := &agentproto.AutoResumeResponse{Action: ResumeNone}
+	// The repairs of nodes with a fault go back with the answer: their nodes are repaired
+	// whatever the ladder says, as auto-resume's are.
+	resp := &agentproto.AutoResumeResponse{Action: ResumeNone, Repairs: look.Repairs}
 	var whys []string
 	for i, n := range nodes {
 		name, why := orchestrator.NodeName(n), ""

@@ -63,7 +63,12 @@ func (r *Runner) climb(ctx context.Context, ladder *runpolicy.Ladder, jobID, ste
 	if why != "" {
 		what += "; to blame: " + why
 	}
-	d := ladder.Next(time.Now(), blamed)
+	// A node with a fault hale is repairing is repaired whatever the rung: the step cannot run
+	// on it again.
+	d := ladder.Repair(time.Now(), b.faulty)
+	if d.Rung == "" {
+		d = ladder.Next(time.Now(), blamed)
+	}
 	r.say("Info", jobID, stepID, "Run policy: %s. Restart: %s (%s)", what, d.Rung, d.Why)
 	resp, err := r.ask(ctx, &agentproto.AutoResumeRequest{Kind: "hang", JobId: jobID, StepId: stepID, Nodes: nodes,
 		Rung: string(d.Rung), Message: what + "; " + d.Why, Repair: d.Nodes})
@@ -89,7 +94,11 @@ func (r *Runner) judge(ctx context.Context, jobID, stepID string, start time.Tim
 	if len(resp.Unhealthy) == 0 {
 		return &blame{}
 	}
-	return &blame{nodes: resp.Unhealthy, why: resp.Message}
+	b := &blame{nodes: resp.Unhealthy, why: resp.Message}
+	for _, rp := range resp.Repairs {
+		b.faulty = append(b.faulty, rp.Node)
+	}
+	return b
 }
 
 // offLadder takes the rungs that end this srun: the whole job restarts (requeued, same job id:

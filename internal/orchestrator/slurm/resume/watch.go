@@ -36,10 +36,13 @@ type watched struct {
 	blame *blame
 }
 
-// blame is the nodes the server holds to blame for a broken step, and why.
+// blame is the nodes the server holds to blame for a broken step, and why; faulty are those
+// of them with a fault hale is repairing (a GPU that fell off the bus can hang a step as well as
+// end it).
 type blame struct {
-	nodes []string
-	why   string
+	nodes  []string
+	why    string
+	faulty []string
 }
 
 // taskFailed is srun's line for a task that ended badly ("srun: error: ip-10-1-0-3: task 1:
