@@ -163,7 +163,7 @@ done
 state=$($X scontrol show job -o "$job" | tr ' ' '\n' | sed -n 's/^JobState=//p')
 $X cat "$out" >"$data/hang.out"
 echo "job $job: $state"
-grep -E '\[Auto Resume\]|resumed from|finished' "$data/hang.out" | cut -c1-240
+grep -E '\[Auto Resume\]|resumed from|finished' "$data/hang.out" | cut -c1-400
 [ "$state" = COMPLETED ] && grep -q 'Restarting the step in place' "$data/hang.out" ||
   { tail -20 "$data/hang.out"; echo "demo: the hung job was not restarted in place and finished ($state)" >&2; exit 1; }
 echo "the restart is an event (hale list-cluster-events):"

@@ -65,8 +65,9 @@ Environment:
 			if err != nil {
 				return &exitError{Code: 2, Err: err}
 			}
+			policyFrom := "--run-policy"
 			if a.RunPolicy == "" {
-				a.RunPolicy = os.Getenv("HALE_RUN_POLICY")
+				a.RunPolicy, policyFrom = os.Getenv("HALE_RUN_POLICY"), "HALE_RUN_POLICY"
 			}
 			if !a.AutoResume && a.RunPolicy == "" {
 				return syscall.Exec(real, append([]string{real}, a.Srun()...), os.Environ())
@@ -86,7 +87,7 @@ Environment:
 				}
 			}
 			if a.RunPolicy != "" {
-				if r.Policy, err = resume.LoadPolicy(a.RunPolicy); err != nil {
+				if r.Policy, err = resume.LoadPolicy(policyFrom, a.RunPolicy); err != nil {
 					return &exitError{Code: 2, Err: err}
 				}
 			}

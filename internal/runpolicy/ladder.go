@@ -46,14 +46,14 @@ type Decision struct {
 // the whole-job restarts already spent (on Slurm, the job's SLURM_RESTART_COUNT: a requeued
 // job's srun is a new process). It is not safe for concurrent use.
 type Ladder struct {
-	Policy       Policy
+	Budgets      Budgets
 	FullRestarts int
 	History      []Restart
 }
 
-// NewLadder is a ladder for a job with policy p, its zero budgets at their defaults.
+// NewLadder is a ladder for a job with policy p, its budgets left out at their defaults.
 func NewLadder(p *Policy, fullRestarts int) *Ladder {
-	return &Ladder{Policy: p.withDefaults(), FullRestarts: fullRestarts}
+	return &Ladder{Budgets: p.Budgets(), FullRestarts: fullRestarts}
 }
 
 // Next decides, at now, how a job whose run broke (or failed) is restarted, given the nodes the
@@ -63,9 +63,7 @@ func NewLadder(p *Policy, fullRestarts int) *Ladder {
 // restarts up to numRestartBeforeFullJobRestart within the period (counted since the last
 // whole-job restart); then whole-job restarts up to maxFullJobRestarts; then the job gives up.
 func (l *Ladder) Next(now time.Time, implicated []string) Decision {
-	rp := l.Policy.RestartPolicy
-	period := time.Duration(rp.EvalPeriodSeconds) * time.Second
-	d := l.decide(now, period, implicated)
+	d := l.decide(now, l.Budgets.Period, implicated)
 	if d.Rung != GiveUp {
 		l.History = append(l.History, Restart{At: now, Rung: d.Rung, Nodes: implicated})
 		if d.Rung == WholeJob {
@@ -87,9 +85,9 @@ func (l *Ladder) retries() int {
 }
 
 func (l *Ladder) decide(now time.Time, period time.Duration, implicated []string) Decision {
-	rp := l.Policy.RestartPolicy
-	if n := l.retries(); n >= l.Policy.JobMaxRetryCount {
-		return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d restart(s), the job's jobMaxRetryCount (%d)", n, l.Policy.JobMaxRetryCount)}
+	b := l.Budgets
+	if n := l.retries(); n >= b.Retries {
+		return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d restart(s), the job's jobMaxRetryCount (%d)", n, b.Retries)}
 	}
 	var offenders []string
 	for _, node := range implicated {
@@ -99,13 +97,13 @@ func (l *Ladder) decide(now time.Time, period time.Duration, implicated []string
 				times++
 			}
 		}
-		if times >= rp.MaxNumRepeatOffendersToAvoid {
+		if b.RepeatOffender > 0 && times >= b.RepeatOffender {
 			offenders = append(offenders, node)
 		}
 	}
 	if len(offenders) > 0 {
 		return Decision{Rung: RepairNode, Nodes: offenders, Why: fmt.Sprintf("node %s implicated %d time(s) within %s (maxNumRepeatOffendersToAvoid %d): repaired before the job runs again",
-			strings.Join(offenders, ","), rp.MaxNumRepeatOffendersToAvoid, period, rp.MaxNumRepeatOffendersToAvoid)}
+			strings.Join(offenders, ","), b.RepeatOffender, period, b.RepeatOffender)}
 	}
 	inPlace := 0 // since the last whole-job restart, which starts the job afresh
 	for _, r := range l.History {
@@ -116,15 +114,15 @@ func (l *Ladder) decide(now time.Time, period time.Duration, implicated []string
 			inPlace++
 		}
 	}
-	if inPlace < rp.NumRestartBeforeFullJobRestart {
-		return Decision{Rung: InPlace, Why: fmt.Sprintf("in place, restart %d of %d within %s (numRestartBeforeFullJobRestart)", inPlace+1, rp.NumRestartBeforeFullJobRestart, period)}
+	if inPlace < b.InPlace {
+		return Decision{Rung: InPlace, Why: fmt.Sprintf("in place, restart %d of %d within %s (numRestartBeforeFullJobRestart)", inPlace+1, b.InPlace, period)}
 	}
-	if l.FullRestarts < rp.MaxFullJobRestarts {
+	if l.FullRestarts < b.FullJob {
 		return Decision{Rung: WholeJob, Why: fmt.Sprintf("%d in-place restarts within %s did not bring progress back: whole job, restart %d of %d (maxFullJobRestarts)",
-			inPlace, period, l.FullRestarts+1, rp.MaxFullJobRestarts)}
+			inPlace, period, l.FullRestarts+1, b.FullJob)}
 	}
 	return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d in-place restarts within %s and %d whole-job restart(s) (maxFullJobRestarts %d) spent",
-		inPlace, period, l.FullRestarts, rp.MaxFullJobRestarts)}
+		inPlace, period, l.FullRestarts, b.FullJob)}
 }
 
 // Repair records, at now, a restart for a fault hale found on nodes (the auto-resume path: a

@@ -2,6 +2,7 @@ package runpolicy
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -130,8 +131,9 @@ func (r *ruleState) line(line string, now time.Time) *Verdict {
 		return nil
 	}
 	value, err := strconv.ParseFloat(match[1], 64)
-	if err != nil || breaches(value, r.Operator, *r.MetricThreshold) {
-		// A metric that is not a number (nan, inf, garbage) breaches any threshold.
+	if err != nil || math.IsNaN(value) || math.IsInf(value, 0) || breaches(value, r.Operator, *r.MetricThreshold) {
+		// A metric that is not a number (nan, inf, garbage) breaches any threshold: nan parses
+		// as a float, and compares false with everything.
 		r.breaches++
 	} else {
 		r.breaches = 0

@@ -90,3 +90,18 @@ func TestStopPatternAndFaultOnMatch(t *testing.T) {
 		t.Fatalf("a faultOnMatch line: %+v", v)
 	}
 }
+
+// A metric printed as nan or inf is a breach, whatever the operator (nan compares false with
+// everything, so a loss that turned to nan passed a "gt 100" rule).
+func TestNaNMetricBreaches(t *testing.T) {
+	m := monitor(t, `[{"name":"loss","logPattern":"step \\d+ loss (\\S+)","metricThreshold":100,"operator":"gt"}]`)
+	if v := m.Line("step 3 loss 0.5", at(0)); v != nil {
+		t.Fatalf("a good loss: %+v", v)
+	}
+	for _, l := range []string{"step 4 loss nan", "step 4 loss inf", "step 4 loss -inf"} {
+		m := monitor(t, `[{"name":"loss","logPattern":"step \\d+ loss (\\S+)","metricThreshold":100,"operator":"gt"}]`)
+		if v := m.Line(l, at(1)); v == nil || v.State != Slow {
+			t.Errorf("%q: %+v", l, v)
+		}
+	}
+}

@@ -16,20 +16,24 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
 
 // Policy is a job's run policy: the fields of HyperPod's runPolicy that say when a job is
-// stuck and how it is restarted. Zero values take the defaults documented on each field.
+// stuck and how it is restarted. A budget left out (nil) takes the default named on its field;
+// one given as 0 is 0 (maxFullJobRestarts: 0 turns the whole-job rung off).
 type Policy struct {
-	// LogMonitoringConfiguration are the rules the job's output is held to (Rule).
+	// LogMonitoringConfiguration are the rules the job's output is held to (Rule). A policy
+	// without rules holds the job to nothing, and its budgets still bound the restarts of a job
+	// that fails.
 	LogMonitoringConfiguration []Rule `json:"logMonitoringConfiguration,omitempty"`
 	// RestartPolicy is the ladder's budgets.
 	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
 	// JobMaxRetryCount bounds the job's restarts together (in place and whole job), those for
-	// a fault hale found on a node apart (Ladder.Repair); 0 takes DefaultJobMaxRetryCount.
-	JobMaxRetryCount int `json:"jobMaxRetryCount,omitempty"`
+	// a fault hale found on a node apart (Ladder.Repair); DefaultJobMaxRetryCount when nil.
+	JobMaxRetryCount *int `json:"jobMaxRetryCount,omitempty"`
 }
 
 // RestartPolicy is HyperPod's runPolicy.restartPolicy: restarts in place (HyperPod's
@@ -37,19 +41,20 @@ type Policy struct {
 // EvalPeriodSeconds, the whole job is restarted (job-level restart, JLR), at most
 // MaxFullJobRestarts times. MaxNumRepeatOffendersToAvoid is hale's reading of HyperPod's field
 // of that name: a node implicated in that many restarts within the period is taken out of the
-// cluster and repaired (replaced) before the job runs again.
+// cluster and repaired (replaced) before the job runs again. Each is a whole number; nil takes
+// its default.
 type RestartPolicy struct {
 	// NumRestartBeforeFullJobRestart: in-place restarts within the period before the whole
-	// job restarts; 0 takes DefaultNumRestartBeforeFullJobRestart.
-	NumRestartBeforeFullJobRestart int `json:"numRestartBeforeFullJobRestart,omitempty"`
-	// EvalPeriodSeconds is the window, in seconds, the in-place restarts and a node's
-	// implications are counted in; 0 takes DefaultEvalPeriodSeconds.
-	EvalPeriodSeconds int `json:"evalPeriodSeconds,omitempty"`
-	// MaxFullJobRestarts bounds the whole-job restarts; 0 takes DefaultMaxFullJobRestarts.
-	MaxFullJobRestarts int `json:"maxFullJobRestarts,omitempty"`
+	// job restarts; DefaultNumRestartBeforeFullJobRestart when nil, none when 0.
+	NumRestartBeforeFullJobRestart *int `json:"numRestartBeforeFullJobRestart,omitempty"`
+	// EvalPeriodSeconds is the window, in seconds (1 or more), the in-place restarts and a
+	// node's implications are counted in; DefaultEvalPeriodSeconds when nil.
+	EvalPeriodSeconds *int `json:"evalPeriodSeconds,omitempty"`
+	// MaxFullJobRestarts bounds the whole-job restarts; DefaultMaxFullJobRestarts when nil.
+	MaxFullJobRestarts *int `json:"maxFullJobRestarts,omitempty"`
 	// MaxNumRepeatOffendersToAvoid: implications of one node within the period before it is
-	// repaired; 0 takes DefaultRepeatOffender.
-	MaxNumRepeatOffendersToAvoid int `json:"maxNumRepeatOffendersToAvoid,omitempty"`
+	// repaired; DefaultRepeatOffender when nil, never when 0.
+	MaxNumRepeatOffendersToAvoid *int `json:"maxNumRepeatOffendersToAvoid,omitempty"`
 }
 
 // Defaults, those of HyperPod's documented example (numRestartBeforeFullJobRestart 3,
@@ -63,25 +68,28 @@ const (
 	DefaultRepeatOffender                 = 2
 )
 
-// withDefaults fills the zero budgets.
-func (p Policy) withDefaults() Policy {
-	r := &p.RestartPolicy
-	if r.NumRestartBeforeFullJobRestart == 0 {
-		r.NumRestartBeforeFullJobRestart = DefaultNumRestartBeforeFullJobRestart
+// Budgets are a policy's budgets with the defaults filled in.
+type Budgets struct {
+	InPlace, FullJob, RepeatOffender, Retries int
+	Period                                    time.Duration
+}
+
+// Budgets resolves the policy's budgets.
+func (p *Policy) Budgets() Budgets {
+	or := func(v *int, def int) int {
+		if v == nil {
+			return def
+		}
+		return *v
 	}
-	if r.EvalPeriodSeconds == 0 {
-		r.EvalPeriodSeconds = DefaultEvalPeriodSeconds
+	r := p.RestartPolicy
+	return Budgets{
+		InPlace:        or(r.NumRestartBeforeFullJobRestart, DefaultNumRestartBeforeFullJobRestart),
+		FullJob:        or(r.MaxFullJobRestarts, DefaultMaxFullJobRestarts),
+		RepeatOffender: or(r.MaxNumRepeatOffendersToAvoid, DefaultRepeatOffender),
+		Retries:        or(p.JobMaxRetryCount, DefaultJobMaxRetryCount),
+		Period:         time.Duration(or(r.EvalPeriodSeconds, DefaultEvalPeriodSeconds)) * time.Second,
 	}
-	if r.MaxFullJobRestarts == 0 {
-		r.MaxFullJobRestarts = DefaultMaxFullJobRestarts
-	}
-	if r.MaxNumRepeatOffendersToAvoid == 0 {
-		r.MaxNumRepeatOffendersToAvoid = DefaultRepeatOffender
-	}
-	if p.JobMaxRetryCount == 0 {
-		p.JobMaxRetryCount = DefaultJobMaxRetryCount
-	}
-	return p
 }
 
 // Operators are the comparisons a rule's metric may use (HyperPod's operator).
@@ -99,52 +107,127 @@ var (
 // Parse reads a run policy document, YAML or JSON: either a whole runPolicy (the keys of
 // Policy) or only its logMonitoringConfiguration (a list of rules). An error names the field
 // and the rule it breaks ("logMonitoringConfiguration[1].logPattern: ..."); nothing is
-// defaulted silently except the zero budgets.
+// defaulted silently except the budgets left out.
 func Parse(doc []byte) (*Policy, error) {
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
-		return nil, fmt.Errorf("run policy: not YAML or JSON: %v", err)
+		msg := err.Error()
+		if strings.Contains(msg, "unknown escape character") {
+			msg += ` (in YAML, a regular expression goes in single quotes, where \d is \d: '.*step \d+')`
+		}
+		return nil, fmt.Errorf("run policy: not YAML or JSON: %s", msg)
 	}
 	js = bytes.TrimSpace(js)
 	if bytes.HasPrefix(js, []byte("[")) {
 		js = append(append([]byte(`{"logMonitoringConfiguration":`), js...), '}')
 	}
-	var raw map[string]any
+	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(js, &raw); err != nil {
-		return nil, fmt.Errorf("run policy: want a runPolicy object or a list of rules: %v", err)
+		return nil, errors.New("run policy: want a runPolicy (an object: logMonitoringConfiguration, restartPolicy, jobMaxRetryCount) or a list of rules")
 	}
 	if err := unknownKeys("", raw, policyFields); err != nil {
 		return nil, err
 	}
-	if rp, ok := raw["restartPolicy"].(map[string]any); ok {
-		if err := unknownKeys("restartPolicy.", rp, restartFields); err != nil {
+	p := &Policy{}
+	if v, ok := raw["jobMaxRetryCount"]; ok {
+		if err := decode(v, &p.JobMaxRetryCount, "jobMaxRetryCount"); err != nil {
 			return nil, err
 		}
 	}
-	if rules, ok := raw["logMonitoringConfiguration"].([]any); ok {
-		for i, r := range rules {
-			m, ok := r.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("logMonitoringConfiguration[%d]: a rule is an object with name and logPattern", i)
+	if v, ok := raw["restartPolicy"]; ok {
+		var rp map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rp); err != nil {
+			return nil, errors.New("restartPolicy: want an object with " + strings.Join(restartFields, ", "))
+		}
+		if err := unknownKeys("restartPolicy.", rp, restartFields); err != nil {
+			return nil, err
+		}
+		for k, v := range rp {
+			var dst **int
+			switch k {
+			case "numRestartBeforeFullJobRestart":
+				dst = &p.RestartPolicy.NumRestartBeforeFullJobRestart
+			case "evalPeriodSeconds":
+				dst = &p.RestartPolicy.EvalPeriodSeconds
+			case "maxFullJobRestarts":
+				dst = &p.RestartPolicy.MaxFullJobRestarts
+			case "maxNumRepeatOffendersToAvoid":
+				dst = &p.RestartPolicy.MaxNumRepeatOffendersToAvoid
 			}
-			if err := unknownKeys(fmt.Sprintf("logMonitoringConfiguration[%d].", i), m, ruleFields); err != nil {
+			if err := decode(v, dst, "restartPolicy."+k); err != nil {
 				return nil, err
 			}
 		}
 	}
-	var p Policy
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("run policy: %v", err)
+	if v, ok := raw["logMonitoringConfiguration"]; ok {
+		var rules []map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rules); err != nil {
+			return nil, errors.New("logMonitoringConfiguration: want a list of rules, each an object with name and logPattern")
+		}
+		for i, r := range rules {
+			at := fmt.Sprintf("logMonitoringConfiguration[%d]", i)
+			if err := unknownKeys(at+".", r, ruleFields); err != nil {
+				return nil, err
+			}
+			var rule Rule
+			for k, v := range r {
+				if err := decode(v, ruleField(&rule, k), at+"."+k); err != nil {
+					return nil, err
+				}
+			}
+			p.LogMonitoringConfiguration = append(p.LogMonitoringConfiguration, rule)
+		}
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &p, nil
+	return p, nil
 }
 
-func unknownKeys(prefix string, m map[string]any, known []string) error {
+// ruleField is where a rule's field k goes.
+func ruleField(r *Rule, k string) any {
+	switch k {
+	case "name":
+		return &r.Name
+	case "logPattern":
+		return &r.LogPattern
+	case "expectedStartCutOffInSeconds":
+		return &r.ExpectedStartCutOffInSeconds
+	case "expectedRecurringFrequencyInSeconds":
+		return &r.ExpectedRecurringFrequencyInSeconds
+	case "metricThreshold":
+		return &r.MetricThreshold
+	case "operator":
+		return &r.Operator
+	case "metricEvaluationDataPoints":
+		return &r.MetricEvaluationDataPoints
+	case "stopPattern":
+		return &r.StopPattern
+	default: // faultOnMatch (unknownKeys let no other through)
+		return &r.FaultOnMatch
+	}
+}
+
+// decode reads one field's value into dst, or says what the field wants.
+func decode(v json.RawMessage, dst any, field string) error {
+	if err := json.Unmarshal(v, dst); err != nil {
+		want := "a value of another kind"
+		switch dst.(type) {
+		case *int, **int:
+			want = "a whole number"
+		case *string:
+			want = "a string"
+		case **float64:
+			want = "a number"
+		case *bool:
+			want = "true or false"
+		}
+		return fmt.Errorf("%s: want %s, got %s", field, want, v)
+	}
+	return nil
+}
+
+func unknownKeys[V any](prefix string, m map[string]V, known []string) error {
 	var bad []string
 	for k := range m {
 		if !slices.Contains(known, k) {
@@ -175,16 +258,17 @@ func (p *Policy) Validate() error {
 	rp := p.RestartPolicy
 	for _, f := range []struct {
 		name string
-		v    int
+		v    *int
+		min  int
 	}{
-		{"restartPolicy.numRestartBeforeFullJobRestart", rp.NumRestartBeforeFullJobRestart},
-		{"restartPolicy.evalPeriodSeconds", rp.EvalPeriodSeconds},
-		{"restartPolicy.maxFullJobRestarts", rp.MaxFullJobRestarts},
-		{"restartPolicy.maxNumRepeatOffendersToAvoid", rp.MaxNumRepeatOffendersToAvoid},
-		{"jobMaxRetryCount", p.JobMaxRetryCount},
+		{"restartPolicy.numRestartBeforeFullJobRestart", rp.NumRestartBeforeFullJobRestart, 0},
+		{"restartPolicy.evalPeriodSeconds", rp.EvalPeriodSeconds, 1},
+		{"restartPolicy.maxFullJobRestarts", rp.MaxFullJobRestarts, 0},
+		{"restartPolicy.maxNumRepeatOffendersToAvoid", rp.MaxNumRepeatOffendersToAvoid, 0},
+		{"jobMaxRetryCount", p.JobMaxRetryCount, 0},
 	} {
-		if f.v < 0 {
-			return fmt.Errorf("%s: %d is negative; give a count of 1 or more, or leave it out for the default", f.name, f.v)
+		if f.v != nil && *f.v < f.min {
+			return fmt.Errorf("%s: %d is below %d; leave it out for the default", f.name, *f.v, f.min)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package runpolicy
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // HyperPod's documented example (sagemaker-eks-operator-usage), as a whole runPolicy in YAML.
@@ -31,8 +32,7 @@ func TestParseHyperPodExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.LogMonitoringConfiguration) != 3 || p.JobMaxRetryCount != 50 || p.RestartPolicy.NumRestartBeforeFullJobRestart != 3 ||
-		p.RestartPolicy.EvalPeriodSeconds != 21600 || p.RestartPolicy.MaxFullJobRestarts != 1 {
+	if b := p.Budgets(); len(p.LogMonitoringConfiguration) != 3 || b.Retries != 50 || b.InPlace != 3 || b.Period != 6*time.Hour || b.FullJob != 1 {
 		t.Fatalf("parsed: %+v", p)
 	}
 	r := p.LogMonitoringConfiguration[2]
@@ -55,6 +55,10 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{rule(`,"logPattern":"step (","expectedStartCutOffInSeconds":5`), "logMonitoringConfiguration[1].logPattern: \"step (\" does not compile: missing closing )"},
 		{rule(`,"expectedRecurringFrequencyInSeconds":0`), "logMonitoringConfiguration[1]: the rule checks nothing"},
 		{rule(`,"expectedRecurringFrequencyInSeconds":-5`), "logMonitoringConfiguration[1].expectedRecurringFrequencyInSeconds: -5 is negative"},
+		{rule(`,"expectedRecurringFrequencyInSeconds":"30"`), `logMonitoringConfiguration[1].expectedRecurringFrequencyInSeconds: want a whole number, got "30"`},
+		{rule(`,"expectedRecurringFrequencyInSeconds":2.5`), "logMonitoringConfiguration[1].expectedRecurringFrequencyInSeconds: want a whole number, got 2.5"},
+		{"- name: p\n  logPattern: \".*step \\d+\"\n", "in YAML, a regular expression goes in single quotes"},
+		{`{"restartPolicy":{"evalPeriodSeconds":0}}`, "restartPolicy.evalPeriodSeconds: 0 is below 1"},
 		{rule(`,"expectedRecurringFrequency":30`), "logMonitoringConfiguration[1].expectedRecurringFrequency: unknown field"},
 		{rule(`,"metricThreshold":1`), "logMonitoringConfiguration[1].metricThreshold: operator and metricThreshold go together"},
 		{rule(`,"metricThreshold":1,"operator":"le"`), `logMonitoringConfiguration[1].operator: "le" is not one of gt, gteq, lt, lteq, eq`},
@@ -64,10 +68,10 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{`[{"name":"a","expectedStartCutOffInSeconds":5}]`, "logMonitoringConfiguration[0].logPattern: required"},
 		{`[{"name":"a","logPattern":"x","faultOnMatch":true},{"name":"a","logPattern":"y","faultOnMatch":true}]`, "logMonitoringConfiguration[1].name: \"a\" is the name of an earlier rule"},
 		{`{"restartPolicy":{"numRestartsBeforeFullJobRestart":3}}`, "restartPolicy.numRestartsBeforeFullJobRestart: unknown field"},
-		{`{"restartPolicy":{"maxFullJobRestarts":-1}}`, "restartPolicy.maxFullJobRestarts: -1 is negative"},
+		{`{"restartPolicy":{"maxFullJobRestarts":-1}}`, "restartPolicy.maxFullJobRestarts: -1 is below 0"},
 		{`{"logMonitoring":[]}`, "logMonitoring: unknown field"},
-		{`{"jobMaxRetryCount":"many"}`, "run policy: json: cannot unmarshal string"},
-		{`"steps"`, "run policy: want a runPolicy object or a list of rules"},
+		{`{"jobMaxRetryCount":"many"}`, `jobMaxRetryCount: want a whole number, got "many"`},
+		{`"steps"`, "run policy: want a runPolicy (an object"},
 	} {
 		_, err := Parse([]byte(c.doc))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

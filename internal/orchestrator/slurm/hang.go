@@ -28,8 +28,9 @@ func stepProcs(job, step, node string) []string {
 
 // implicate answers kind "implicate": which of the step's nodes are to blame for its hang. A
 // node is, when a repair of it opened since the step started (a fault the agent found), when a
-// process of the step there is stopped, wedged or dead (runpolicy.Blamed), or when no process of the step
-// runs there while some run elsewhere (its rank is gone), or when its agent is not connected.
+// process of the step there is stopped, wedged or dead (runpolicy.Blamed), or when its agent is
+// not connected. A node with no process of the step left is not to blame: its rank may have
+// finished (a rank that died is in srun's "task N: Exited" lines, which srun reads itself).
 func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto.AutoResumeRequest) (*agentproto.AutoResumeResponse, error) {
 	look, err := s.autoResumeLook(ctx, clusterID, req, time.UnixMilli(req.StepStartUnixMs), false)
 	if err != nil {
@@ -49,8 +50,8 @@ func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto
 		return nil, err
 	}
 	type probe struct {
-		why                string
-		runs, gone, looked bool
+		why  string
+		gone bool
 	}
 	probes := make([]probe, len(nodes))
 	var wg sync.WaitGroup
@@ -68,12 +69,10 @@ func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto
 				s.log.Warn("looking for a hung step's processes", "node", orchestrator.NodeName(n), "error", err)
 				return
 			}
-			probes[i].why, probes[i].runs = runpolicy.Blamed(out)
-			probes[i].looked = true
+			probes[i].why, _ = runpolicy.Blamed(out)
 		}()
 	}
 	wg.Wait()
-	anyRuns := slices.ContainsFunc(probes, func(p probe) bool { return p.runs })
 	// The repairs of nodes with a fault go back with the answer: their nodes are repaired
 	// whatever the ladder says, as auto-resume's are.
 	resp := &agentproto.AutoResumeResponse{Action: ResumeNone, Repairs: look.Repairs}
@@ -87,8 +86,6 @@ func (s *Slurm) implicate(ctx context.Context, clusterID string, req *agentproto
 			why = "has lost its agent (the node is down or wedged)"
 		case p.why != "":
 			why = p.why
-		case anyRuns && p.looked && !p.runs:
-			why = "runs no process of the step any more (its rank is gone)"
 		}
 		if why != "" {
 			resp.Unhealthy = append(resp.Unhealthy, name)

@@ -12,21 +12,21 @@ import (
 	"github.com/haleproject/hale/internal/runpolicy"
 )
 
-// LoadPolicy reads a run policy given to srun (--run-policy=VALUE or HALE_RUN_POLICY): VALUE
-// is a file holding the policy (YAML or JSON), or the policy itself when it starts with { or [.
-// Errors name the value and the field (runpolicy.Parse).
-func LoadPolicy(value string) (*runpolicy.Policy, error) {
+// LoadPolicy reads a run policy given to srun (from, "--run-policy" or "HALE_RUN_POLICY"):
+// value is a file holding the policy (YAML or JSON), or the policy itself when it starts with {
+// or [. Errors name where it came from and the field (runpolicy.Parse).
+func LoadPolicy(from, value string) (*runpolicy.Policy, error) {
 	doc := []byte(value)
 	if t := strings.TrimSpace(value); !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "[") {
 		b, err := os.ReadFile(value)
 		if err != nil {
-			return nil, fmt.Errorf("srun: --run-policy: %v", err)
+			return nil, fmt.Errorf("srun: %s: %v", from, err)
 		}
 		doc = b
 	}
 	p, err := runpolicy.Parse(doc)
 	if err != nil {
-		return nil, fmt.Errorf("srun: --run-policy %s: %v", value, err)
+		return nil, fmt.Errorf("srun: %s %s: %v", from, value, err)
 	}
 	return p, nil
 }
@@ -103,7 +103,12 @@ func (r *Runner) judge(ctx context.Context, jobID, stepID string, start time.Tim
 
 // offLadder takes the rungs that end this srun: the whole job restarts (requeued, same job id:
 // Slurm ends this batch script and runs it again) or the job gives up with the step's status.
-func (r *Runner) offLadder(ctx context.Context, jobID, stepID string, d runpolicy.Decision, stepErr error) error {
+// Slurm requeues batch jobs only: a job made by salloc (or by srun outside a batch script) gives
+// up at that rung, saying why.
+func (r *Runner) offLadder(ctx context.Context, jobID, stepID string, j job, d runpolicy.Decision, stepErr error) error {
+	if d.Rung == runpolicy.WholeJob && j["BatchFlag"] == "0" {
+		d = runpolicy.Decision{Rung: runpolicy.GiveUp, Why: d.Why + "; but Slurm requeues only batch jobs (sbatch), and this job is interactive (salloc, or srun outside a batch script)"}
+	}
 	if d.Rung == runpolicy.WholeJob {
 		return r.requeue(ctx, jobID, stepID, nil, d.Why, 0)
 	}

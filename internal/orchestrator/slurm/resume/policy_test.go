@@ -75,3 +75,17 @@ func TestClimbRepairsAFaultyNodeAtOnce(t *testing.T) {
 		t.Errorf("the server heard %+v", *hangs)
 	}
 }
+
+// An interactive job (salloc, or srun outside a batch script) cannot be requeued: the
+// whole-job rung gives up there, saying why, with the step's status.
+func TestWholeJobRungOfAnInteractiveJobGivesUp(t *testing.T) {
+	var stderr bytes.Buffer
+	r := &Runner{Socket: "/nonexistent/agent.sock", Stderr: &stderr}
+	err := r.offLadder(context.Background(), "8", "1", job{"BatchFlag": "0"}, runpolicy.Decision{Rung: runpolicy.WholeJob, Why: "3 in-place restarts"}, Exit(137))
+	if code, ok := err.(Exit); !ok || code != 137 {
+		t.Errorf("err %v; want the step's exit status 137", err)
+	}
+	if !bytes.Contains(stderr.Bytes(), []byte("Slurm requeues only batch jobs")) || !bytes.Contains(stderr.Bytes(), []byte("giving up")) {
+		t.Errorf("srun said:\n%s", stderr.String())
+	}
+}

@@ -151,7 +151,7 @@ func (r *Runner) Run(ctx context.Context, a *Args) error {
 				r.say("Info", jobID, step(), "Restarting the step in place on %s. Attempt number: %d", j["NodeList"], attempt+1)
 				continue
 			} else if d.Rung != runpolicy.RepairNode {
-				return r.offLadder(ctx, jobID, step(), d, w.err)
+				return r.offLadder(ctx, jobID, step(), j, d, w.err)
 			}
 		case !a.AutoResume && ladder == nil:
 			return w.err
@@ -185,7 +185,7 @@ func (r *Runner) Run(ctx context.Context, a *Args) error {
 					r.say("Info", jobID, step(), "Restarting the step in place on %s. Attempt number: %d", j["NodeList"], attempt+1)
 					continue
 				case runpolicy.WholeJob, runpolicy.GiveUp:
-					return r.offLadder(ctx, jobID, step(), d, w.err)
+					return r.offLadder(ctx, jobID, step(), j, d, w.err)
 				}
 			} else if bad == nil {
 				return w.err

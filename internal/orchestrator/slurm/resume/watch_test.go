@@ -74,14 +74,14 @@ func TestWatchLeavesAStepThatEnds(t *testing.T) {
 func TestLoadPolicy(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(f, []byte("logMonitoringConfiguration:\n  - name: steps\n    logPattern: 'step \\d+'\n    expectedRecurringFrequencyInSeconds: 30\n"), 0o644)
-	if p, err := LoadPolicy(f); err != nil || len(p.LogMonitoringConfiguration) != 1 {
+	if p, err := LoadPolicy("--run-policy", f); err != nil || len(p.LogMonitoringConfiguration) != 1 {
 		t.Errorf("a file: %+v %v", p, err)
 	}
-	if _, err := LoadPolicy(`[{"name":"steps","logPattern":"step (","expectedRecurringFrequencyInSeconds":30}]`); err == nil ||
+	if _, err := LoadPolicy("--run-policy", `[{"name":"steps","logPattern":"step (","expectedRecurringFrequencyInSeconds":30}]`); err == nil ||
 		!strings.Contains(err.Error(), "logMonitoringConfiguration[0].logPattern") {
 		t.Errorf("a bad pattern: %v", err)
 	}
-	if _, err := LoadPolicy(filepath.Join(t.TempDir(), "none.yaml")); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := LoadPolicy("--run-policy", filepath.Join(t.TempDir(), "none.yaml")); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing file: %v", err)
 	}
 }
