@@ -20,14 +20,15 @@ import (
 )
 
 // hangPolicy holds examples/train to its progress: it must say its world size within 60 s and
-// print a step line at least every 5 s.
+// print a step line at least every 10 s (a step takes 50 ms; 10 s leaves room for a machine
+// busy with the rest of the suite, where a slow moment must not be a hang).
 const hangPolicy = `logMonitoringConfiguration:
   - name: JobStart
     logPattern: '.*\[train\] world size'
     expectedStartCutOffInSeconds: 60
   - name: Progress
     logPattern: '.*\[train\] step \d+ loss (\d+\.\d+)'
-    expectedRecurringFrequencyInSeconds: 5
+    expectedRecurringFrequencyInSeconds: 10
 restartPolicy:
   numRestartBeforeFullJobRestart: 3
   evalPeriodSeconds: 3600
@@ -65,8 +66,8 @@ func TestHangDetection(t *testing.T) {
 		before := len(e.repairsOf("hang", second.LogicalID))
 
 		injectInto(t, e, second.InstanceID, local.Fault{StopJob: true, LoseGPU: -1})
-		r.waitFor(t, `Restarting the step in place`, 60*time.Second)
-		r.waitFor(t, `(?s)Restarting the step in place.*resumed from step \d+.*checkpoint saved at step \d+`, 120*time.Second)
+		// The stopped rank found, the step restarted in place, and the training going again.
+		r.waitFor(t, `(?s)is stopped \(T.*Restarting the step in place.*resumed from step \d+.*checkpoint saved at step \d+`, 180*time.Second)
 		o := r.output()
 		for _, want := range []string{"broke rule Progress of its run policy (HANGING)", "Restart: in-place",
 			names[1] + ": process", "is stopped (T"} {
