@@ -24,6 +24,7 @@ declare -A why=(
   [ca-certificates]="TLS roots for the Go module proxy"
   [iproute2]="ip: the local provider's bridge, veths and network namespaces"
   [util-linux]="nsenter and unshare: the nodes' namespaces"
+  [procps]="ps: finding a hung job's stopped ranks (run policies) and the tests' process checks"
   [python3]="the example lifecycle scripts"
   [slurm-wlm]="Slurm (slurmctld, slurmd, srun, sbatch, scontrol) on every cluster"
   [munge]="Slurm's authentication"
@@ -47,7 +48,7 @@ declare -A why=(
 # slurmdbd and mariadb-server: each cluster's controller node runs its own slurmdbd and MariaDB,
 # in the node's own directories, as HyperPod's sample lifecycle scripts set them up
 # (docs/slurm.md, Accounting).
-apt_packages=(ca-certificates iproute2 util-linux python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime libseccomp-dev busybox-static nftables iptables postgresql)
+apt_packages=(ca-certificates iproute2 util-linux procps python3 slurm-wlm munge gcc libc6-dev python3-torch slurmdbd mariadb-server openssh-server prometheus chromium fonts-dejavu-core mmdebstrap faketime libseccomp-dev busybox-static nftables iptables postgresql)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -14,9 +14,11 @@ func ProcessProbe(env ...string) []string {
 	for _, e := range env {
 		conds = append(conds, fmt.Sprintf(`want[%q] = 1`, shellWord(e)))
 	}
-	return []string{"/bin/sh", "-c", fmt.Sprintf(`ps -e e -ww -o pid=,stat=,args= | awk 'BEGIN { %s; n = length(want) }
+	// The count is given, not taken with length(want): mawk, Debian's awk, has no length of
+	// an array before 1.3.4's later releases.
+	return []string{"/bin/sh", "-c", fmt.Sprintf(`ps -e e -ww -o pid=,stat=,args= | awk 'BEGIN { %s }
 { got = 0; for (i = 3; i <= NF; i++) if ($i in want) got++
-  if (got >= n) print $1, $2, $3 }'`, strings.Join(conds, "; "))}
+  if (got >= %d) print $1, $2, $3 }'`, strings.Join(conds, "; "), len(env))}
 }
 
 // shellWord keeps only what a job id, step id, node or pod name and their variables' names
