@@ -63,7 +63,7 @@ func NewLadder(p *Policy, fullRestarts int) *Ladder {
 // restarts up to numRestartBeforeFullJobRestart within the period (counted since the last
 // whole-job restart); then whole-job restarts up to maxFullJobRestarts; then the job gives up.
 func (l *Ladder) Next(now time.Time, implicated []string) Decision {
-	d := l.decide(now, l.Budgets.Period, implicated)
+	d := l.decide(now, implicated)
 	if d.Rung != GiveUp {
 		l.History = append(l.History, Restart{At: now, Rung: d.Rung, Nodes: implicated})
 		if d.Rung == WholeJob {
@@ -84,8 +84,8 @@ func (l *Ladder) retries() int {
 	return n
 }
 
-func (l *Ladder) decide(now time.Time, period time.Duration, implicated []string) Decision {
-	b := l.Budgets
+func (l *Ladder) decide(now time.Time, implicated []string) Decision {
+	b, period := l.Budgets, l.Budgets.Period
 	if n := l.retries(); n >= b.Retries {
 		return Decision{Rung: GiveUp, Why: fmt.Sprintf("%d restart(s), the job's jobMaxRetryCount (%d)", n, b.Retries)}
 	}

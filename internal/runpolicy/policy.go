@@ -95,14 +95,48 @@ func (p *Policy) Budgets() Budgets {
 // Operators are the comparisons a rule's metric may use (HyperPod's operator).
 var Operators = []string{"gt", "gteq", "lt", "lteq", "eq"}
 
-// fields are the keys each level of a policy document may have: everything else is refused
-// by name, as HyperPod's CRD validation does.
-var (
-	policyFields  = []string{"logMonitoringConfiguration", "restartPolicy", "jobMaxRetryCount"}
-	restartFields = []string{"numRestartBeforeFullJobRestart", "evalPeriodSeconds", "maxFullJobRestarts", "maxNumRepeatOffendersToAvoid"}
-	ruleFields    = []string{"name", "logPattern", "expectedStartCutOffInSeconds", "expectedRecurringFrequencyInSeconds",
-		"metricThreshold", "operator", "metricEvaluationDataPoints", "stopPattern", "faultOnMatch"}
-)
+// policyFields are the keys of a runPolicy; restartPolicy's and a rule's are their fields
+// (restartFields, ruleFields). Anything else is refused by name, as HyperPod's CRD validation
+// does.
+var policyFields = []string{"logMonitoringConfiguration", "restartPolicy", "jobMaxRetryCount"}
+
+// field is a key of a policy document and where its value goes.
+type field struct {
+	name string
+	dst  any
+}
+
+func restartFields(r *RestartPolicy) []field {
+	return []field{{"numRestartBeforeFullJobRestart", &r.NumRestartBeforeFullJobRestart}, {"evalPeriodSeconds", &r.EvalPeriodSeconds},
+		{"maxFullJobRestarts", &r.MaxFullJobRestarts}, {"maxNumRepeatOffendersToAvoid", &r.MaxNumRepeatOffendersToAvoid}}
+}
+
+func ruleFields(r *Rule) []field {
+	return []field{{"name", &r.Name}, {"logPattern", &r.LogPattern}, {"expectedStartCutOffInSeconds", &r.ExpectedStartCutOffInSeconds},
+		{"expectedRecurringFrequencyInSeconds", &r.ExpectedRecurringFrequencyInSeconds}, {"metricThreshold", &r.MetricThreshold},
+		{"operator", &r.Operator}, {"metricEvaluationDataPoints", &r.MetricEvaluationDataPoints}, {"stopPattern", &r.StopPattern},
+		{"faultOnMatch", &r.FaultOnMatch}}
+}
+
+// decodeFields reads an object's keys into fields, in the fields' order (so the first error is
+// always the same one), refusing a key no field has.
+func decodeFields(prefix string, obj map[string]json.RawMessage, fields []field) error {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
+	if err := unknownKeys(prefix, obj, names); err != nil {
+		return err
+	}
+	for _, f := range fields {
+		if v, ok := obj[f.name]; ok {
+			if err := decode(v, f.dst, prefix+f.name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // Parse reads a run policy document, YAML or JSON: either a whole runPolicy (the keys of
 // Policy) or only its logMonitoringConfiguration (a list of rules). An error names the field
@@ -137,26 +171,10 @@ func Parse(doc []byte) (*Policy, error) {
 	if v, ok := raw["restartPolicy"]; ok {
 		var rp map[string]json.RawMessage
 		if err := json.Unmarshal(v, &rp); err != nil {
-			return nil, errors.New("restartPolicy: want an object with " + strings.Join(restartFields, ", "))
+			return nil, errors.New("restartPolicy: want an object with numRestartBeforeFullJobRestart, evalPeriodSeconds, maxFullJobRestarts, maxNumRepeatOffendersToAvoid")
 		}
-		if err := unknownKeys("restartPolicy.", rp, restartFields); err != nil {
+		if err := decodeFields("restartPolicy.", rp, restartFields(&p.RestartPolicy)); err != nil {
 			return nil, err
-		}
-		for k, v := range rp {
-			var dst **int
-			switch k {
-			case "numRestartBeforeFullJobRestart":
-				dst = &p.RestartPolicy.NumRestartBeforeFullJobRestart
-			case "evalPeriodSeconds":
-				dst = &p.RestartPolicy.EvalPeriodSeconds
-			case "maxFullJobRestarts":
-				dst = &p.RestartPolicy.MaxFullJobRestarts
-			case "maxNumRepeatOffendersToAvoid":
-				dst = &p.RestartPolicy.MaxNumRepeatOffendersToAvoid
-			}
-			if err := decode(v, dst, "restartPolicy."+k); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if v, ok := raw["logMonitoringConfiguration"]; ok {
@@ -165,15 +183,9 @@ func Parse(doc []byte) (*Policy, error) {
 			return nil, errors.New("logMonitoringConfiguration: want a list of rules, each an object with name and logPattern")
 		}
 		for i, r := range rules {
-			at := fmt.Sprintf("logMonitoringConfiguration[%d]", i)
-			if err := unknownKeys(at+".", r, ruleFields); err != nil {
-				return nil, err
-			}
 			var rule Rule
-			for k, v := range r {
-				if err := decode(v, ruleField(&rule, k), at+"."+k); err != nil {
-					return nil, err
-				}
+			if err := decodeFields(fmt.Sprintf("logMonitoringConfiguration[%d].", i), r, ruleFields(&rule)); err != nil {
+				return nil, err
 			}
 			p.LogMonitoringConfiguration = append(p.LogMonitoringConfiguration, rule)
 		}
@@ -182,30 +194,6 @@ func Parse(doc []byte) (*Policy, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// ruleField is where a rule's field k goes.
-func ruleField(r *Rule, k string) any {
-	switch k {
-	case "name":
-		return &r.Name
-	case "logPattern":
-		return &r.LogPattern
-	case "expectedStartCutOffInSeconds":
-		return &r.ExpectedStartCutOffInSeconds
-	case "expectedRecurringFrequencyInSeconds":
-		return &r.ExpectedRecurringFrequencyInSeconds
-	case "metricThreshold":
-		return &r.MetricThreshold
-	case "operator":
-		return &r.Operator
-	case "metricEvaluationDataPoints":
-		return &r.MetricEvaluationDataPoints
-	case "stopPattern":
-		return &r.StopPattern
-	default: // faultOnMatch (unknownKeys let no other through)
-		return &r.FaultOnMatch
-	}
 }
 
 // decode reads one field's value into dst, or says what the field wants.

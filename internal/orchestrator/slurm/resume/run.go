@@ -122,10 +122,11 @@ func (r *Runner) Run(ctx context.Context, a *Args) error {
 		var w watched
 		if r.Policy != nil {
 			judge := func() *blame {
-				nodes, _ := hostnames(ctx, os.Getenv("SLURM_JOB_NODELIST"))
+				list := os.Getenv("SLURM_JOB_NODELIST") // the job's nodes when the step began
 				if j, err := showJob(ctx, jobID); err == nil {
-					nodes, _ = hostnames(ctx, j["NodeList"])
+					list = j["NodeList"] // and now
 				}
+				nodes, _ := hostnames(ctx, list)
 				return r.judge(ctx, jobID, step(), start, nodes)
 			}
 			w = r.watch(ctx, append([]string{r.Srun}, a.Srun()...), env, runpolicy.NewMonitor(r.Policy, start), jobID, step, judge)
