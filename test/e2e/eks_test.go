@@ -484,12 +484,13 @@ func TestEksNodeRecoveryNone(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if kn.Labels[eks.LabelHealth] != eks.UnschedulablePendingReplacement || !kn.Spec.Unschedulable || !hasTaint(kn, eks.TaintHealth, eks.Unschedulable) {
-			return false, fmt.Sprintf("labels %v, taints %v", kn.Labels, kn.Spec.Taints)
-		}
 		rs := e.repairsOf("manual", target.LogicalID)
+		if kn.Labels[eks.LabelHealth] != eks.UnschedulablePendingReplacement || !kn.Spec.Unschedulable || !hasTaint(kn, eks.TaintHealth, eks.Unschedulable) {
+			// What a failure needs: the Node, hale's repairs of it and its events.
+			return false, fmt.Sprintf("labels %v, taints %v; repairs %s; events:\n%s", kn.Labels, kn.Spec.Taints, repairStates(rs), tail(e.events("manual"), 12))
+		}
 		if len(rs) != 1 || rs[0].State != store.RepairHeld {
-			return false, fmt.Sprintf("%d repairs", len(rs))
+			return false, "repairs " + repairStates(rs)
 		}
 		n, nodes := runningPods(cs, selector)
 		return n == 2 && !slices.Contains(nodes, nodeName), fmt.Sprintf("job Running %d on %v", n, nodes)

@@ -64,6 +64,19 @@ func (e *env) repairsOf(cluster, logical string) []*store.Repair {
 	return out
 }
 
+// repairStates says each repair's state and last step, for a failure's message.
+func repairStates(rs []*store.Repair) string {
+	var parts []string
+	for _, rp := range rs {
+		last := ""
+		if len(rp.Timeline) > 0 {
+			last = rp.Timeline[len(rp.Timeline)-1].What
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", rp.ID, rp.State, last))
+	}
+	return fmt.Sprint(parts)
+}
+
 // waitRepair waits for the node's n-th repair (from 1) to end, and returns it.
 func (e *env) waitRepair(t *testing.T, cluster, logical string, n int, within time.Duration) *store.Repair {
 	t.Helper()

@@ -2,14 +2,18 @@ package eks_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/agentproto"
@@ -297,4 +301,35 @@ func TestDeepHealthCheckHoldsTheNode(t *testing.T) {
 	if kn := c.api.node(name); kn.Spec.Unschedulable || kn.Labels[eks.LabelHealth] != eks.Schedulable {
 		t.Errorf("the Node is not Schedulable after its check passed: %+v", kn)
 	}
+}
+
+// A repair whose Kubernetes cluster cannot be reached (its clients fail to build after a
+// restart) waits in Draining: it never says the Node was labelled and cordoned when it was not,
+// and it drains the Node once the cluster answers again.
+func TestUnreachableClusterDrainsNothingOnPaper(t *testing.T) {
+	c := newEksCluster(t, simulated, eks.Config{EvictTimeout: 300 * time.Millisecond})
+	var down atomic.Bool
+	down.Store(true)
+	c.Restart([]orchestrator.Orchestrator{eks.New(eks.Config{SimulatedKubelets: true, EvictTimeout: 300 * time.Millisecond,
+		Connect: func(string, *store.KubeCluster) (kubernetes.Interface, dynamic.Interface, error) {
+			if down.Load() {
+				return nil, nil, errors.New("dial tcp 10.200.0.1:6443: connect: connection refused")
+			}
+			return c.api.cs, c.api.dyn, nil
+		}})})
+	bad := c.nodeOf("workers-1")
+	c.xid79("workers-1")
+	c.Steps(c.id, 10, time.Second, func() bool { return false })
+	rs := c.OpenRepairs(c.id)
+	if len(rs) != 1 || rs[0].State != store.RepairDraining || rs[0].Drained {
+		t.Fatalf("with the cluster unreachable the repair went on: %+v", rs)
+	}
+	if kn := c.api.node(bad); kn.Spec.Unschedulable {
+		t.Fatalf("the Node changed with no client: %+v", kn)
+	}
+	down.Store(false)
+	c.Until(c.id, 30, "the Node drained", func() bool {
+		kn := c.api.node(bad)
+		return kn == nil || kn.Labels[eks.LabelHealth] == eks.UnschedulablePendingReplacement
+	})
 }

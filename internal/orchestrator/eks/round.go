@@ -530,12 +530,19 @@ func (r *round) Reserve(n *store.Node) (func(ctx context.Context) string, func(c
 	if r.cs == nil {
 		return nil, nil
 	}
-	cs, name := r.cs, NodeName(n.InstanceID)
+	o, cs, name := r.o, r.cs, NodeName(n.InstanceID)
 	hold := func(ctx context.Context) string {
-		if err := setHealth(ctx, cs, name, Unschedulable, map[string]string{LabelDeepHealth: "InProgress"}, true); err != nil {
-			return ""
+		// A busy API server can time out one request (10 s, connectKubeconfig); the checks
+		// should not run on a Node that still takes pods, so the hold is tried again.
+		var err error
+		for try := 0; try < 3 && ctx.Err() == nil; try++ {
+			if err = setHealth(ctx, cs, name, Unschedulable, map[string]string{LabelDeepHealth: "InProgress"}, true); err == nil {
+				return "node " + name + " is " + Unschedulable + " in Kubernetes (deep-health-check-status InProgress)"
+			}
+			o.h.Sleep(ctx, time.Second)
 		}
-		return "node " + name + " is " + Unschedulable + " in Kubernetes (deep-health-check-status InProgress)"
+		o.log.Warn("deep health check: holding a Node", "node", name, "error", err)
+		return ""
 	}
 	release := func(ctx context.Context, passed bool) {
 		if passed {
@@ -595,8 +602,13 @@ func (r *round) Drain(rp *store.Repair, n *store.Node) (bool, string, error) {
 	if rp.Action != store.RepairReplace { // Reboot, or a GPU reset (a reboot where it cannot be done)
 		health = UnschedulablePendingReboot
 	}
-	if rp.Drained || r.cs == nil {
+	if rp.Drained {
 		return false, "labelled " + health + ", tainted and cordoned; its pods evicted", nil
+	}
+	if r.cs == nil {
+		// Not drained is not drained: the repair waits for the cluster rather than say it
+		// was (its Node would take pods while the repair went on).
+		return true, "", nil
 	}
 	o, cs, dyn, id, fault, reason, clusterID, logical := r.o, r.cs, r.o.dynamicClient(r.cl), rp.ID, rp.Fault, rp.Reason, r.cl.ID, n.LogicalID
 	r.r.Go("drain", id, func(ctx context.Context) {
@@ -786,8 +798,11 @@ func (r *round) JobsLeft(*store.Repair, *store.Node) (bool, string) {
 // replacement joins as a new Node, Schedulable (Join).
 func (r *round) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	name := NodeName(n.InstanceID)
-	if rp.InService || r.cs == nil {
+	if rp.InService {
 		return false, "Schedulable in Kubernetes as " + name + ", Running"
+	}
+	if r.cs == nil {
+		return true, "" // the cluster cannot be reached: the Node is not Schedulable yet
 	}
 	o, cs, id, node := r.o, r.cs, rp.ID, *n
 	r.r.Go("resume", id, func(ctx context.Context) {
