@@ -72,41 +72,17 @@ func victims(live []*store.Node, k int) []*store.Node {
 
 // addNode records a new node of the group, Pending, with its instance id chosen now.
 func (r *round) addNode(g *store.Group) error {
-	g.State.NextLogicalOrdinal++
-	ord := g.State.NextLogicalOrdinal
-	g.State.Scaling = true
+	n := g.NewNode(r.cl.ID, provider.NewInstanceID(), r.now)
 	if err := r.tx.PutGroup(g); err != nil {
 		return err
 	}
-	n := &store.Node{ClusterID: r.cl.ID, InstanceID: provider.NewInstanceID(), LogicalID: fmt.Sprintf("%s-%d", g.Name, ord),
-		GroupName: g.Name, InstanceType: instanceType(&g.Spec), LaunchTime: r.now}
-	n.Details.Ordinal = ord
-	n.Details.ImageID = g.State.DesiredImageID
-	n.Details.ImageReleaseVersion = g.State.DesiredImageReleaseVersion
-	if ro := g.State.Rollout; ro != nil && ro.Rollback {
-		// A software update is being rolled back: the group's image is its current one.
-		n.Details.ImageID, n.Details.ImageReleaseVersion = g.State.CurrentImageID, g.State.CurrentImageReleaseVersion
-	}
-	n.Details.SoftwareGeneration = g.State.SoftwareGeneration
-	n.Details.ThreadsPerCore = g.Spec.GetThreadsPerCore()
 	enterPhase(n, store.PhasePending, r.now)
-	n.Status = api.ClusterInstanceStatusPending
 	if err := r.tx.InsertNode(n); err != nil {
 		return err
 	}
 	r.nodes = append(r.nodes, n)
 	return r.nodeEvent(n, api.ClusterEventLevelInfo, "Instance %s added to group %s as node %s (target %d); launching it.",
 		n.InstanceID, g.Name, n.LogicalID, g.Spec.GetInstanceCount())
-}
-
-func instanceType(g *api.ClusterInstanceGroupSpecification) string {
-	if g.InstanceType != nil {
-		return string(*g.InstanceType)
-	}
-	if g.InstanceRequirements != nil && len(g.InstanceRequirements.InstanceTypes) > 0 {
-		return string(g.InstanceRequirements.InstanceTypes[0])
-	}
-	return ""
 }
 
 // mounts are the storage a group's nodes get (InstanceStorageConfigs): FSx file systems become

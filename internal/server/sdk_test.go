@@ -170,10 +170,10 @@ func TestSDKEveryOperation(t *testing.T) {
 		t.Fatalf("after UpdateClusterSoftware: %s %s", d.ClusterStatus, d.InstanceGroups[3].SoftwareUpdateStatus)
 	}
 
-	// Operations hale does not serve say so, naming the operation.
+	// BatchAddClusterNodes serves Continuous provisioning clusters only, and says so.
 	_, err = sdk.BatchAddClusterNodes(ctx, &sagemaker.BatchAddClusterNodesInput{ClusterName: &arn, NodesToAdd: []types.AddClusterNodeSpecification{
 		{InstanceGroupName: aws.String("gpu-compute"), IncrementTargetCountBy: aws.Int32(1)}}})
-	if apiCode(err) != "ValidationException" || !strings.Contains(apiMessage(err), "BatchAddClusterNodes") {
+	if apiCode(err) != "ValidationException" || !strings.Contains(apiMessage(err), "NodeProvisioningMode Continuous") {
 		t.Fatalf("BatchAddClusterNodes = %v", err)
 	}
 	_, err = sdk.ListClusterSchedulerConfigs(ctx, &sagemaker.ListClusterSchedulerConfigsInput{})

@@ -155,13 +155,9 @@ func (s *Service) batch(ctx context.Context, ref string, ids, logical []string, 
 		if err != nil {
 			return "", err
 		}
-		groups, err := tx.Groups(c.ID)
+		_, byName, err := groupsOf(tx, c.ID)
 		if err != nil {
 			return "", err
-		}
-		byName := map[string]*store.Group{}
-		for _, g := range groups {
-			byName[g.Name] = g
 		}
 		busy, err := busyNodes(tx, c.ID)
 		if err != nil {

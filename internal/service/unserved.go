@@ -14,22 +14,7 @@ func notServed(op, why string) error {
 	return invalid("hale does not serve SageMaker.%s yet: %s.", op, why)
 }
 
-// AttachClusterNodeVolume is not served: EBS volumes attach through the EKS CSI driver, and hale has no EKS support yet.
-func (s *Service) AttachClusterNodeVolume(context.Context, *api.AttachClusterNodeVolumeRequest) (*api.AttachClusterNodeVolumeResponse, error) {
-	return nil, notServed("AttachClusterNodeVolume", "volume attachment is part of EKS orchestration, which hale does not have")
-}
-
-// DetachClusterNodeVolume is not served, for the same reason as AttachClusterNodeVolume.
-func (s *Service) DetachClusterNodeVolume(context.Context, *api.DetachClusterNodeVolumeRequest) (*api.DetachClusterNodeVolumeResponse, error) {
-	return nil, notServed("DetachClusterNodeVolume", "volume attachment is part of EKS orchestration, which hale does not have")
-}
-
-// BatchAddClusterNodes is not served: scale with UpdateCluster's InstanceCount instead.
-func (s *Service) BatchAddClusterNodes(context.Context, *api.BatchAddClusterNodesRequest) (*api.BatchAddClusterNodesResponse, error) {
-	return nil, notServed("BatchAddClusterNodes", "scale a group with UpdateCluster and a new InstanceCount")
-}
-
-const schedulerWhy = "cluster scheduler configs are EKS task governance, which hale does not have"
+const schedulerWhy = "task governance (Kueue on Eks clusters) is not built yet"
 
 // CreateClusterSchedulerConfig is not served (EKS task governance).
 func (s *Service) CreateClusterSchedulerConfig(context.Context, *api.CreateClusterSchedulerConfigRequest) (*api.CreateClusterSchedulerConfigResponse, error) {

@@ -246,6 +246,8 @@ type ClusterState struct {
 	RepairPause *RepairPause `json:",omitempty"`
 	// RepairsResumedAt is when an operator last resumed them: a burst counts what came after.
 	RepairsResumedAt time.Time `json:",omitzero"`
+	// AddRequests are the recent BatchAddClusterNodes calls that carried a ClientToken.
+	AddRequests []AddRequest `json:",omitempty"`
 }
 
 // RepairPause is why a cluster's automatic repairs are paused.
