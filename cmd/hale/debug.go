@@ -32,11 +32,11 @@ func newInjectFaultCommand() *cobra.Command {
 	var cluster, node, dataDir, text string
 	var logLines []string
 	var xid, gpu, loseGPU int
-	var job string
+	var job, throttle string
 	var killAgent, killSlurmd, fillDisk, stopJob, noWait, batchHost bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "inject-fault --cluster-name NAME (--node-id ID | --job JOBID [--batch-host]) (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk | --stop-job)",
+		Use:   "inject-fault --cluster-name NAME (--node-id ID | --job JOBID [--batch-host]) (--xid N [--gpu K] | --log-line LINE | --kill-agent | --kill-slurmd | --lose-gpu K | --fill-disk | --throttle KIND [--gpu K] | --stop-job)",
 		Short: "Break a node the way hardware breaks, and watch hale repair it",
 		Long: `Inject a fault into a node, through the paths hale's agent watches on every node. On the
 local provider's nodes every kind below works; on the static provider's hosts --xid and
@@ -49,6 +49,9 @@ local provider's nodes every kind below works; on the static provider's hosts --
   --kill-slurmd      SIGKILL slurmd: the agent starts it again (three times a minute is a crash loop)
   --lose-gpu K       GPU K disappears from the node (and stays gone across reboots)
   --fill-disk        fill the node's own disk (/opt/dlami/nvme)
+  --throttle KIND    GPU K (--gpu) holds its clocks down, KIND thermal (hot) or power, until it
+                     is reset or the node reboots: DCGM's violation counters and HyperPod's
+                     GPU alerts see it; hale repairs nothing for it, so it does not wait
   --stop-job         stop (SIGSTOP) the node's job step processes: the job hangs in its next
                      collective while every node check passes; srun --run-policy finds it
                      (docs/autoresume.md, "Run policies"). Nothing is repaired, so it does not wait.
@@ -73,15 +76,15 @@ the server's machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: strings.Join(logLines, "\n"), KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk, StopJob: stopJob}
+			f := local.Fault{Xid: xid, GPU: gpu, Text: text, LogLine: strings.Join(logLines, "\n"), KillAgent: killAgent, KillSlurmd: killSlurmd, LoseGPU: loseGPU, FillDisk: fillDisk, StopJob: stopJob, Throttle: throttle}
 			kinds := 0
-			for _, set := range []bool{xid > 0, len(logLines) > 0, killAgent, killSlurmd, loseGPU >= 0, fillDisk, stopJob} {
+			for _, set := range []bool{xid > 0, len(logLines) > 0, killAgent, killSlurmd, loseGPU >= 0, fillDisk, stopJob, throttle != ""} {
 				if set {
 					kinds++
 				}
 			}
 			if kinds != 1 {
-				return &exitError{Code: 252, Err: errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk, --stop-job")}
+				return &exitError{Code: 252, Err: errors.New("give exactly one of --xid, --log-line, --kill-agent, --kill-slurmd, --lose-gpu, --fill-disk, --throttle, --stop-job")}
 			}
 			switch {
 			case node != "" && job != "":
@@ -135,7 +138,7 @@ the server's machine.`,
 				fmt.Fprintf(out, "Automatic repairs of %s are PAUSED since %s (%s on %s): hale records the fault and drains the node, and repairs it once they are resumed: hale repairs resume --cluster-name %s\n",
 					cluster, p.Since.Format(time.RFC3339), p.Fault, strings.Join(p.Nodes, ", "), cluster)
 			}
-			if noWait || stopJob {
+			if noWait || stopJob || throttle != "" {
 				return nil
 			}
 			return watchRepair(ctx, c, out, cluster, group, logical, id, start, timeout)
@@ -149,13 +152,14 @@ the server's machine.`,
 	fl.BoolVar(&batchHost, "batch-host", false, "with --job: break the job's batch host, which ends the job's batch script")
 	fl.StringVar(&dataDir, "data-dir", envOr("HALE_DATA_DIR", server.DefaultDataDir), "the server's data directory (env HALE_DATA_DIR)")
 	fl.IntVar(&xid, "xid", 0, "write an NVRM Xid line with this Xid")
-	fl.IntVar(&gpu, "gpu", 0, "the GPU of --xid")
+	fl.IntVar(&gpu, "gpu", 0, "the GPU of --xid or --throttle")
 	fl.StringVar(&text, "text", "", "the text of the --xid line (default: the catalog's meaning)")
 	fl.StringArrayVar(&logLines, "log-line", nil, "write this kernel log line (repeat it for several lines, written at once)")
 	fl.BoolVar(&killAgent, "kill-agent", false, "kill the node's agent")
 	fl.BoolVar(&killSlurmd, "kill-slurmd", false, "kill the node's slurmd")
 	fl.IntVar(&loseGPU, "lose-gpu", -1, "take this GPU away from the node")
 	fl.BoolVar(&fillDisk, "fill-disk", false, "fill the node's disk")
+	fl.StringVar(&throttle, "throttle", "", "make the --gpu GPU throttle: thermal or power")
 	fl.BoolVar(&stopJob, "stop-job", false, "stop the node's job step processes (the job hangs)")
 	fl.BoolVar(&noWait, "no-wait", false, "inject and return, without watching hale handle it")
 	fl.DurationVar(&timeout, "wait-timeout", 5*time.Minute, "how long to watch")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/haleproject/hale/dashboards"
 )
 
 func newObservabilityCommand() *cobra.Command {
@@ -59,6 +61,21 @@ a target it cannot reach is not checked, and the config is printed either way.`,
 	pc.Flags().StringVar(&interval, "scrape-interval", "15s", "how often Prometheus scrapes")
 	cf.add(pc)
 	cmd.AddCommand(pc)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "prometheus-rules",
+		Short: "Print HyperPod's preconfigured alerts as a Prometheus rule file over hale's metrics",
+		Long: `Print HyperPod's preconfigured alert rules (the observability add-on's group
+sagemaker_hyperpod_alerts: GPU temperature, ECC, power and thermal violations, NVLink errors,
+Xid errors, node disk space) as a Prometheus rule file over hale's /metrics. Load it with
+rule_files in prometheus.yml next to the scrape config prometheus-config prints. The file says
+which two of HyperPod's ten it leaves out and why (docs/observability.md, "HyperPod's alerts").`,
+		Example: `  hale observability prometheus-rules > /etc/prometheus/hale-alerts.yml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := cmd.OutOrStdout().Write(dashboards.HyperPodAlerts)
+			return err
+		},
+	})
 	return cmd
 }
 

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/haleproject/hale/internal/agentproto"
@@ -86,6 +88,10 @@ func (a *Agent) gpuFound(gpu int, action health.Action) {
 
 // gpuReset forgets a GPU's faults after it was reset in place.
 func (a *Agent) gpuReset(gpu int) {
+	a.resetGPUCounts(gpu)
+	if a.nvml == nil { // a simulated GPU's throttling ends with its reset
+		os.Remove(filepath.Join(SimulatedDriverDir, "throttle-"+strconv.Itoa(gpu)))
+	}
 	a.faults.mu.Lock()
 	delete(a.faults.bad, gpu)
 	a.faults.mu.Unlock()

@@ -7,12 +7,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
 
 	"github.com/haleproject/hale/internal/agentproto"
 )
@@ -44,53 +42,6 @@ func virtualNIC(name string) bool {
 	return false
 }
 
-// gpuCounters are what the agent counts of each GPU itself: the Xids its monitors reported
-// since it started (NVML has no Xid counter: DCGM counts them from the same events), and, for
-// a simulated GPU, the ECC errors the injected Xids stand for.
-type gpuCounters struct {
-	mu    sync.Mutex
-	byGPU map[int]*gpuCount
-}
-
-type gpuCount struct {
-	xids    uint64
-	lastXid int32
-	dbe     uint64
-}
-
-// xidSeen counts an Xid of GPU gpu (an index; -1 when the finding names none) and sends a
-// sample at once.
-func (a *Agent) xidSeen(gpu int, xid int32) {
-	if gpu < 0 || xid <= 0 {
-		return
-	}
-	a.gpuCounts.mu.Lock()
-	if a.gpuCounts.byGPU == nil {
-		a.gpuCounts.byGPU = map[int]*gpuCount{}
-	}
-	c := a.gpuCounts.byGPU[gpu]
-	if c == nil {
-		c = &gpuCount{}
-		a.gpuCounts.byGPU[gpu] = c
-	}
-	c.xids++
-	c.lastXid = xid
-	if xid == 48 { // NVIDIA's Xid 48: a double-bit ECC error
-		c.dbe++
-	}
-	a.gpuCounts.mu.Unlock()
-	a.send(&agentproto.AgentMessage{Msg: &agentproto.AgentMessage_Metrics{Metrics: a.sampleNode()}})
-}
-
-func (a *Agent) gpuCount(gpu int) gpuCount {
-	a.gpuCounts.mu.Lock()
-	defer a.gpuCounts.mu.Unlock()
-	if c := a.gpuCounts.byGPU[gpu]; c != nil {
-		return *c
-	}
-	return gpuCount{}
-}
-
 // sendMetrics samples the node every MetricsInterval for a session, the first at once.
 func (a *Agent) sendMetrics(ctx context.Context) {
 	t := time.NewTicker(MetricsInterval)
@@ -110,10 +61,9 @@ func (a *Agent) sendMetrics(ctx context.Context) {
 func (a *Agent) sampleNode() *agentproto.NodeMetrics {
 	m := &agentproto.NodeMetrics{SampledUnixMs: time.Now().UnixMilli(), IntervalMs: uint32(MetricsInterval / time.Millisecond)}
 	readKernel(m, procfs.DefaultMountPoint)
-	var st unix.Statfs_t
-	if err := unix.Statfs("/", &st); err == nil {
-		m.RootSizeBytes = st.Blocks * uint64(st.Bsize)
-		m.RootAvailBytes = st.Bavail * uint64(st.Bsize)
+	m.Filesystems = a.filesystems()
+	if len(m.Filesystems) > 0 && m.Filesystems[0].Mountpoint == "/" { // for a server before capability 12
+		m.RootSizeBytes, m.RootAvailBytes = m.Filesystems[0].SizeBytes, m.Filesystems[0].AvailBytes
 	}
 	if a.nvml != nil {
 		m.Gpus = a.nvml.sample(a)
@@ -178,6 +128,7 @@ func (a *Agent) simulatedGPUMetrics(load1 float64) []*agentproto.GPUMetrics {
 		return nil
 	}
 	util := math.Round(math.Min(100, 100*load1/float64(max(1, runtime.NumCPU()))))
+	agg, now := a.eccAggregates(), time.Now()
 	var out []*agentproto.GPUMetrics
 	for _, d := range devs {
 		if d.Kind != "gpu" || !onBus(d) {
@@ -186,9 +137,13 @@ func (a *Agent) simulatedGPUMetrics(load1 float64) []*agentproto.GPUMetrics {
 		c := a.gpuCount(int(d.Index))
 		total := float64(d.MemoryMib)
 		used := math.Min(total, math.Round(512+util/100*0.9*total)) // the driver's reserve, and the work
-		out = append(out, &agentproto.GPUMetrics{Index: d.Index, Uuid: d.Uuid, Model: d.Model, Device: fmt.Sprintf("nvidia%d", d.Index),
+		g := &agentproto.GPUMetrics{Index: d.Index, Uuid: d.Uuid, Model: d.Model, Device: fmt.Sprintf("nvidia%d", d.Index),
 			GpuUtil: util, FbUsedMib: used, FbFreeMib: total - used, GpuTempC: 32 + 0.5*util, PowerUsageW: 60 + 2.4*util,
-			EccDbeVolTotal: c.dbe, LastXid: c.lastXid, XidCount: c.xids, Simulated: true})
+			EccDbeVolTotal: c.dbe, LastXid: c.lastXid, XidCount: c.xids, Simulated: true,
+			NvlinkRecoveryErrors: c.nvlinkRecovery, NvlinkReplayErrors: c.nvlinkReplay}
+		g.EccSbeAggTotal, g.EccDbeAggTotal = agg[d.Uuid].SBE, agg[d.Uuid].DBE
+		throttle(g, int(d.Index), now)
+		out = append(out, g)
 	}
 	return out
 }
@@ -214,6 +169,10 @@ func (m *nvmlMonitor) sample(a *Agent) []*agentproto.GPUMetrics {
 		}
 		g.EccSbeVolTotal, _ = d.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
 		g.EccDbeVolTotal, _ = d.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+		g.EccSbeAggTotal, _ = d.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.AGGREGATE_ECC)
+		g.EccDbeAggTotal, _ = d.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC)
+		readViolations(d.dev, g)
+		readNVLinkErrors(d.dev, g)
 		c := a.gpuCount(d.index)
 		g.LastXid, g.XidCount = c.lastXid, c.xids
 		out = append(out, g)

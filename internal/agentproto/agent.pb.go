@@ -2077,8 +2077,11 @@ type NodeMetrics struct {
 	Cpu                  []*CPUMode             `protobuf:"bytes,8,rep,name=cpu,proto3" json:"cpu,omitempty"`                                                                  // node_cpu_seconds_total, summed over the CPUs
 	Net                  []*NetInterface        `protobuf:"bytes,9,rep,name=net,proto3" json:"net,omitempty"`                                                                  // node_network_{receive,transmit}_bytes_total
 	Gpus                 []*GPUMetrics          `protobuf:"bytes,10,rep,name=gpus,proto3" json:"gpus,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Since capability 12: the root file system and the node's own data disks (the agent's
+	// --disk-path, /opt/dlami/nvme), as node-exporter's node_filesystem_* series.
+	Filesystems   []*Filesystem `protobuf:"bytes,11,rep,name=filesystems,proto3" json:"filesystems,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeMetrics) Reset() {
@@ -2181,6 +2184,98 @@ func (x *NodeMetrics) GetGpus() []*GPUMetrics {
 	return nil
 }
 
+func (x *NodeMetrics) GetFilesystems() []*Filesystem {
+	if x != nil {
+		return x.Filesystems
+	}
+	return nil
+}
+
+// Filesystem is one mounted file system's statfs, labelled as node-exporter labels it.
+type Filesystem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mountpoint    string                 `protobuf:"bytes,1,opt,name=mountpoint,proto3" json:"mountpoint,omitempty"`
+	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"` // as /proc/self/mountinfo names the source
+	Fstype        string                 `protobuf:"bytes,3,opt,name=fstype,proto3" json:"fstype,omitempty"`
+	SizeBytes     uint64                 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`    // node_filesystem_size_bytes
+	AvailBytes    uint64                 `protobuf:"varint,5,opt,name=avail_bytes,json=availBytes,proto3" json:"avail_bytes,omitempty"` // node_filesystem_avail_bytes: free to unprivileged users
+	FreeBytes     uint64                 `protobuf:"varint,6,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`    // node_filesystem_free_bytes: free, the root reserve included
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Filesystem) Reset() {
+	*x = Filesystem{}
+	mi := &file_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Filesystem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Filesystem) ProtoMessage() {}
+
+func (x *Filesystem) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Filesystem.ProtoReflect.Descriptor instead.
+func (*Filesystem) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Filesystem) GetMountpoint() string {
+	if x != nil {
+		return x.Mountpoint
+	}
+	return ""
+}
+
+func (x *Filesystem) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *Filesystem) GetFstype() string {
+	if x != nil {
+		return x.Fstype
+	}
+	return ""
+}
+
+func (x *Filesystem) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *Filesystem) GetAvailBytes() uint64 {
+	if x != nil {
+		return x.AvailBytes
+	}
+	return 0
+}
+
+func (x *Filesystem) GetFreeBytes() uint64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
 // CPUMode is the seconds all CPUs spent in one mode since boot (user, nice, system, idle,
 // iowait, irq, softirq, steal).
 type CPUMode struct {
@@ -2193,7 +2288,7 @@ type CPUMode struct {
 
 func (x *CPUMode) Reset() {
 	*x = CPUMode{}
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2300,7 @@ func (x *CPUMode) String() string {
 func (*CPUMode) ProtoMessage() {}
 
 func (x *CPUMode) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2313,7 @@ func (x *CPUMode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CPUMode.ProtoReflect.Descriptor instead.
 func (*CPUMode) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CPUMode) GetMode() string {
@@ -2247,7 +2342,7 @@ type NetInterface struct {
 
 func (x *NetInterface) Reset() {
 	*x = NetInterface{}
-	mi := &file_agent_proto_msgTypes[26]
+	mi := &file_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2354,7 @@ func (x *NetInterface) String() string {
 func (*NetInterface) ProtoMessage() {}
 
 func (x *NetInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[26]
+	mi := &file_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2367,7 @@ func (x *NetInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetInterface.ProtoReflect.Descriptor instead.
 func (*NetInterface) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NetInterface) GetDevice() string {
@@ -2314,13 +2409,31 @@ type GPUMetrics struct {
 	LastXid        int32                  `protobuf:"varint,12,opt,name=last_xid,json=lastXid,proto3" json:"last_xid,omitempty"`                          // DCGM_FI_DEV_XID_ERRORS: the last Xid (0: none since the agent started)
 	XidCount       uint64                 `protobuf:"varint,13,opt,name=xid_count,json=xidCount,proto3" json:"xid_count,omitempty"`                       // Xid errors since the agent started (hale_gpu_xid_errors_total)
 	Simulated      bool                   `protobuf:"varint,14,opt,name=simulated,proto3" json:"simulated,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Since capability 12. The volatile ECC counts above reset with the driver (a reboot, a GPU
+	// reset); the aggregate ones are the GPU's lifetime counts (NVML's AGGREGATE_ECC, kept in
+	// its InfoROM; a simulated GPU keeps them in the agent's state directory).
+	EccSbeAggTotal uint64 `protobuf:"varint,15,opt,name=ecc_sbe_agg_total,json=eccSbeAggTotal,proto3" json:"ecc_sbe_agg_total,omitempty"` // DCGM_FI_DEV_ECC_SBE_AGG_TOTAL
+	EccDbeAggTotal uint64 `protobuf:"varint,16,opt,name=ecc_dbe_agg_total,json=eccDbeAggTotal,proto3" json:"ecc_dbe_agg_total,omitempty"` // DCGM_FI_DEV_ECC_DBE_AGG_TOTAL
+	// Time the GPU's clocks were held down for each reason since the driver loaded (NVML's
+	// violation status), in microseconds as DCGM reports them.
+	PowerViolationUs       uint64 `protobuf:"varint,17,opt,name=power_violation_us,json=powerViolationUs,proto3" json:"power_violation_us,omitempty"`                   // DCGM_FI_DEV_POWER_VIOLATION
+	ThermalViolationUs     uint64 `protobuf:"varint,18,opt,name=thermal_violation_us,json=thermalViolationUs,proto3" json:"thermal_violation_us,omitempty"`             // DCGM_FI_DEV_THERMAL_VIOLATION
+	SyncBoostViolationUs   uint64 `protobuf:"varint,19,opt,name=sync_boost_violation_us,json=syncBoostViolationUs,proto3" json:"sync_boost_violation_us,omitempty"`     // DCGM_FI_DEV_SYNC_BOOST_VIOLATION
+	BoardLimitViolationUs  uint64 `protobuf:"varint,20,opt,name=board_limit_violation_us,json=boardLimitViolationUs,proto3" json:"board_limit_violation_us,omitempty"`  // DCGM_FI_DEV_BOARD_LIMIT_VIOLATION
+	LowUtilViolationUs     uint64 `protobuf:"varint,21,opt,name=low_util_violation_us,json=lowUtilViolationUs,proto3" json:"low_util_violation_us,omitempty"`           // DCGM_FI_DEV_LOW_UTIL_VIOLATION
+	ReliabilityViolationUs uint64 `protobuf:"varint,22,opt,name=reliability_violation_us,json=reliabilityViolationUs,proto3" json:"reliability_violation_us,omitempty"` // DCGM_FI_DEV_RELIABILITY_VIOLATION
+	// NVLink error counters summed over the GPU's links (NVML's per-link DL counters).
+	NvlinkCrcFlitErrors  uint64 `protobuf:"varint,23,opt,name=nvlink_crc_flit_errors,json=nvlinkCrcFlitErrors,proto3" json:"nvlink_crc_flit_errors,omitempty"`  // DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
+	NvlinkCrcDataErrors  uint64 `protobuf:"varint,24,opt,name=nvlink_crc_data_errors,json=nvlinkCrcDataErrors,proto3" json:"nvlink_crc_data_errors,omitempty"`  // DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL
+	NvlinkReplayErrors   uint64 `protobuf:"varint,25,opt,name=nvlink_replay_errors,json=nvlinkReplayErrors,proto3" json:"nvlink_replay_errors,omitempty"`       // DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL
+	NvlinkRecoveryErrors uint64 `protobuf:"varint,26,opt,name=nvlink_recovery_errors,json=nvlinkRecoveryErrors,proto3" json:"nvlink_recovery_errors,omitempty"` // DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GPUMetrics) Reset() {
 	*x = GPUMetrics{}
-	mi := &file_agent_proto_msgTypes[27]
+	mi := &file_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2445,7 @@ func (x *GPUMetrics) String() string {
 func (*GPUMetrics) ProtoMessage() {}
 
 func (x *GPUMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[27]
+	mi := &file_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2458,7 @@ func (x *GPUMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPUMetrics.ProtoReflect.Descriptor instead.
 func (*GPUMetrics) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GPUMetrics) GetIndex() int32 {
@@ -2446,6 +2559,90 @@ func (x *GPUMetrics) GetSimulated() bool {
 	return false
 }
 
+func (x *GPUMetrics) GetEccSbeAggTotal() uint64 {
+	if x != nil {
+		return x.EccSbeAggTotal
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetEccDbeAggTotal() uint64 {
+	if x != nil {
+		return x.EccDbeAggTotal
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetPowerViolationUs() uint64 {
+	if x != nil {
+		return x.PowerViolationUs
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetThermalViolationUs() uint64 {
+	if x != nil {
+		return x.ThermalViolationUs
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSyncBoostViolationUs() uint64 {
+	if x != nil {
+		return x.SyncBoostViolationUs
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetBoardLimitViolationUs() uint64 {
+	if x != nil {
+		return x.BoardLimitViolationUs
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetLowUtilViolationUs() uint64 {
+	if x != nil {
+		return x.LowUtilViolationUs
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetReliabilityViolationUs() uint64 {
+	if x != nil {
+		return x.ReliabilityViolationUs
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetNvlinkCrcFlitErrors() uint64 {
+	if x != nil {
+		return x.NvlinkCrcFlitErrors
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetNvlinkCrcDataErrors() uint64 {
+	if x != nil {
+		return x.NvlinkCrcDataErrors
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetNvlinkReplayErrors() uint64 {
+	if x != nil {
+		return x.NvlinkReplayErrors
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetNvlinkRecoveryErrors() uint64 {
+	if x != nil {
+		return x.NvlinkRecoveryErrors
+	}
+	return 0
+}
+
 // AutoResumeRequest asks about the Slurm nodes of a job step. Kind "diagnose": did the step
 // fail because of a fault of one of them (the server waits a moment for findings still on
 // their way)? Kind "status": how far are the repairs of these nodes? Kind "requeue": requeue the
@@ -2476,7 +2673,7 @@ type AutoResumeRequest struct {
 
 func (x *AutoResumeRequest) Reset() {
 	*x = AutoResumeRequest{}
-	mi := &file_agent_proto_msgTypes[28]
+	mi := &file_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2685,7 @@ func (x *AutoResumeRequest) String() string {
 func (*AutoResumeRequest) ProtoMessage() {}
 
 func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[28]
+	mi := &file_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2698,7 @@ func (x *AutoResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeRequest.ProtoReflect.Descriptor instead.
 func (*AutoResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{28}
+	return file_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AutoResumeRequest) GetInstanceId() string {
@@ -2594,7 +2791,7 @@ type AutoResumeResponse struct {
 
 func (x *AutoResumeResponse) Reset() {
 	*x = AutoResumeResponse{}
-	mi := &file_agent_proto_msgTypes[29]
+	mi := &file_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2803,7 @@ func (x *AutoResumeResponse) String() string {
 func (*AutoResumeResponse) ProtoMessage() {}
 
 func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[29]
+	mi := &file_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2816,7 @@ func (x *AutoResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoResumeResponse.ProtoReflect.Descriptor instead.
 func (*AutoResumeResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{29}
+	return file_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AutoResumeResponse) GetAction() string {
@@ -2666,7 +2863,7 @@ type NodeRepair struct {
 
 func (x *NodeRepair) Reset() {
 	*x = NodeRepair{}
-	mi := &file_agent_proto_msgTypes[30]
+	mi := &file_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2875,7 @@ func (x *NodeRepair) String() string {
 func (*NodeRepair) ProtoMessage() {}
 
 func (x *NodeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[30]
+	mi := &file_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2888,7 @@ func (x *NodeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRepair.ProtoReflect.Descriptor instead.
 func (*NodeRepair) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{30}
+	return file_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeRepair) GetNode() string {
@@ -2911,7 +3108,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x10duration_seconds\x18\x02 \x01(\rR\x0fdurationSeconds\x12\x14\n" +
 	"\x05peers\x18\x03 \x03(\tR\x05peers\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12,\n" +
-	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps\"\xaa\x03\n" +
+	"\x12min_bandwidth_mbps\x18\x05 \x01(\x01R\x10minBandwidthMbps\"\xe7\x03\n" +
 	"\vNodeMetrics\x12&\n" +
 	"\x0fsampled_unix_ms\x18\x01 \x01(\x03R\rsampledUnixMs\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\rR\n" +
@@ -2924,14 +3121,28 @@ const file_agent_proto_rawDesc = "" +
 	"\x03cpu\x18\b \x03(\v2\x16.hale.agent.v1.CPUModeR\x03cpu\x12-\n" +
 	"\x03net\x18\t \x03(\v2\x1b.hale.agent.v1.NetInterfaceR\x03net\x12-\n" +
 	"\x04gpus\x18\n" +
-	" \x03(\v2\x19.hale.agent.v1.GPUMetricsR\x04gpus\"7\n" +
+	" \x03(\v2\x19.hale.agent.v1.GPUMetricsR\x04gpus\x12;\n" +
+	"\vfilesystems\x18\v \x03(\v2\x19.hale.agent.v1.FilesystemR\vfilesystems\"\xbb\x01\n" +
+	"\n" +
+	"Filesystem\x12\x1e\n" +
+	"\n" +
+	"mountpoint\x18\x01 \x01(\tR\n" +
+	"mountpoint\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
+	"\x06fstype\x18\x03 \x01(\tR\x06fstype\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x04R\tsizeBytes\x12\x1f\n" +
+	"\vavail_bytes\x18\x05 \x01(\x04R\n" +
+	"availBytes\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x06 \x01(\x04R\tfreeBytes\"7\n" +
 	"\aCPUMode\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\x01R\aseconds\"r\n" +
 	"\fNetInterface\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12#\n" +
 	"\rreceive_bytes\x18\x02 \x01(\x04R\freceiveBytes\x12%\n" +
-	"\x0etransmit_bytes\x18\x03 \x01(\x04R\rtransmitBytes\"\xad\x03\n" +
+	"\x0etransmit_bytes\x18\x03 \x01(\x04R\rtransmitBytes\"\x92\b\n" +
 	"\n" +
 	"GPUMetrics\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
@@ -2949,7 +3160,19 @@ const file_agent_proto_rawDesc = "" +
 	"\x11ecc_dbe_vol_total\x18\v \x01(\x04R\x0eeccDbeVolTotal\x12\x19\n" +
 	"\blast_xid\x18\f \x01(\x05R\alastXid\x12\x1b\n" +
 	"\txid_count\x18\r \x01(\x04R\bxidCount\x12\x1c\n" +
-	"\tsimulated\x18\x0e \x01(\bR\tsimulated\"\xbf\x02\n" +
+	"\tsimulated\x18\x0e \x01(\bR\tsimulated\x12)\n" +
+	"\x11ecc_sbe_agg_total\x18\x0f \x01(\x04R\x0eeccSbeAggTotal\x12)\n" +
+	"\x11ecc_dbe_agg_total\x18\x10 \x01(\x04R\x0eeccDbeAggTotal\x12,\n" +
+	"\x12power_violation_us\x18\x11 \x01(\x04R\x10powerViolationUs\x120\n" +
+	"\x14thermal_violation_us\x18\x12 \x01(\x04R\x12thermalViolationUs\x125\n" +
+	"\x17sync_boost_violation_us\x18\x13 \x01(\x04R\x14syncBoostViolationUs\x127\n" +
+	"\x18board_limit_violation_us\x18\x14 \x01(\x04R\x15boardLimitViolationUs\x121\n" +
+	"\x15low_util_violation_us\x18\x15 \x01(\x04R\x12lowUtilViolationUs\x128\n" +
+	"\x18reliability_violation_us\x18\x16 \x01(\x04R\x16reliabilityViolationUs\x123\n" +
+	"\x16nvlink_crc_flit_errors\x18\x17 \x01(\x04R\x13nvlinkCrcFlitErrors\x123\n" +
+	"\x16nvlink_crc_data_errors\x18\x18 \x01(\x04R\x13nvlinkCrcDataErrors\x120\n" +
+	"\x14nvlink_replay_errors\x18\x19 \x01(\x04R\x12nvlinkReplayErrors\x124\n" +
+	"\x16nvlink_recovery_errors\x18\x1a \x01(\x04R\x14nvlinkRecoveryErrors\"\xbf\x02\n" +
 	"\x11AutoResumeRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1f\n" +
@@ -2997,7 +3220,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),       // 0: hale.agent.v1.AgentMessage
 	(*ServerMessage)(nil),      // 1: hale.agent.v1.ServerMessage
@@ -3024,15 +3247,16 @@ var file_agent_proto_goTypes = []any{
 	(*Finding)(nil),            // 22: hale.agent.v1.Finding
 	(*RunChecks)(nil),          // 23: hale.agent.v1.RunChecks
 	(*NodeMetrics)(nil),        // 24: hale.agent.v1.NodeMetrics
-	(*CPUMode)(nil),            // 25: hale.agent.v1.CPUMode
-	(*NetInterface)(nil),       // 26: hale.agent.v1.NetInterface
-	(*GPUMetrics)(nil),         // 27: hale.agent.v1.GPUMetrics
-	(*AutoResumeRequest)(nil),  // 28: hale.agent.v1.AutoResumeRequest
-	(*AutoResumeResponse)(nil), // 29: hale.agent.v1.AutoResumeResponse
-	(*NodeRepair)(nil),         // 30: hale.agent.v1.NodeRepair
-	nil,                        // 31: hale.agent.v1.Daemon.EnvEntry
-	nil,                        // 32: hale.agent.v1.RunLifecycle.FilesEntry
-	nil,                        // 33: hale.agent.v1.RunLifecycle.EnvEntry
+	(*Filesystem)(nil),         // 25: hale.agent.v1.Filesystem
+	(*CPUMode)(nil),            // 26: hale.agent.v1.CPUMode
+	(*NetInterface)(nil),       // 27: hale.agent.v1.NetInterface
+	(*GPUMetrics)(nil),         // 28: hale.agent.v1.GPUMetrics
+	(*AutoResumeRequest)(nil),  // 29: hale.agent.v1.AutoResumeRequest
+	(*AutoResumeResponse)(nil), // 30: hale.agent.v1.AutoResumeResponse
+	(*NodeRepair)(nil),         // 31: hale.agent.v1.NodeRepair
+	nil,                        // 32: hale.agent.v1.Daemon.EnvEntry
+	nil,                        // 33: hale.agent.v1.RunLifecycle.FilesEntry
+	nil,                        // 34: hale.agent.v1.RunLifecycle.EnvEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	5,  // 0: hale.agent.v1.AgentMessage.hello:type_name -> hale.agent.v1.Hello
@@ -3057,25 +3281,26 @@ var file_agent_proto_depIdxs = []int32{
 	14, // 19: hale.agent.v1.Command.restart_daemon:type_name -> hale.agent.v1.RestartDaemon
 	23, // 20: hale.agent.v1.Command.run_checks:type_name -> hale.agent.v1.RunChecks
 	12, // 21: hale.agent.v1.Command.reset_gpu:type_name -> hale.agent.v1.ResetGPU
-	31, // 22: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
-	32, // 23: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
-	33, // 24: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
+	32, // 22: hale.agent.v1.Daemon.env:type_name -> hale.agent.v1.Daemon.EnvEntry
+	33, // 23: hale.agent.v1.RunLifecycle.files:type_name -> hale.agent.v1.RunLifecycle.FilesEntry
+	34, // 24: hale.agent.v1.RunLifecycle.env:type_name -> hale.agent.v1.RunLifecycle.EnvEntry
 	17, // 25: hale.agent.v1.WriteFiles.files:type_name -> hale.agent.v1.File
 	22, // 26: hale.agent.v1.CommandResult.findings:type_name -> hale.agent.v1.Finding
 	21, // 27: hale.agent.v1.LogLines.lines:type_name -> hale.agent.v1.LogLine
-	25, // 28: hale.agent.v1.NodeMetrics.cpu:type_name -> hale.agent.v1.CPUMode
-	26, // 29: hale.agent.v1.NodeMetrics.net:type_name -> hale.agent.v1.NetInterface
-	27, // 30: hale.agent.v1.NodeMetrics.gpus:type_name -> hale.agent.v1.GPUMetrics
-	30, // 31: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
-	0,  // 32: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
-	28, // 33: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
-	1,  // 34: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
-	29, // 35: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
-	34, // [34:36] is the sub-list for method output_type
-	32, // [32:34] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	26, // 28: hale.agent.v1.NodeMetrics.cpu:type_name -> hale.agent.v1.CPUMode
+	27, // 29: hale.agent.v1.NodeMetrics.net:type_name -> hale.agent.v1.NetInterface
+	28, // 30: hale.agent.v1.NodeMetrics.gpus:type_name -> hale.agent.v1.GPUMetrics
+	25, // 31: hale.agent.v1.NodeMetrics.filesystems:type_name -> hale.agent.v1.Filesystem
+	31, // 32: hale.agent.v1.AutoResumeResponse.repairs:type_name -> hale.agent.v1.NodeRepair
+	0,  // 33: hale.agent.v1.Agent.Connect:input_type -> hale.agent.v1.AgentMessage
+	29, // 34: hale.agent.v1.Agent.AutoResume:input_type -> hale.agent.v1.AutoResumeRequest
+	1,  // 35: hale.agent.v1.Agent.Connect:output_type -> hale.agent.v1.ServerMessage
+	30, // 36: hale.agent.v1.Agent.AutoResume:output_type -> hale.agent.v1.AutoResumeResponse
+	35, // [35:37] is the sub-list for method output_type
+	33, // [33:35] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -3116,7 +3341,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

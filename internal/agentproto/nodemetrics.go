@@ -9,6 +9,9 @@ const (
 	MaxNetInterfaces = 16
 	// MaxGPUs is the most GPUs a sample carries (the largest instance types have 8 or 16).
 	MaxGPUs = 16
+	// MaxFilesystems is the most file systems a sample carries: the root and the node's own
+	// data disks.
+	MaxFilesystems = 4
 )
 
 // CPUModes are the CPU modes a sample carries, node-exporter's (/proc/stat's) without the guest

@@ -32,7 +32,11 @@ package agentproto
 //	11: AutoResumeRequest kinds "implicate" and "hang" with rung, message and repair (a job's
 //	    run policy: hang detection and the restart ladder, internal/runpolicy); an older
 //	    server refuses them, so the agent sends them only to a server of 11 or later.
-const CapabilityVersion = 11
+//	12: NodeMetrics carries the root file system's free bytes, device and fstype, and each
+//	    GPU's aggregate ECC counts, clock violation times and NVLink error counters; its
+//	    volatile ECC counts reset with the driver, as DCGM's do. A server shows those series
+//	    only for agents of 12 or later (an older agent's zeros would read as "no errors").
+const CapabilityVersion = 12
 
 // MinAgentCapability is the oldest agent this server accepts: before 8 an agent has no client
 // certificate (and before 6 it loses log lines whenever the server restarts). An older agent is

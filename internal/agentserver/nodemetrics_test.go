@@ -78,7 +78,8 @@ func shown(f *fixture, id string) *agentserver.NodeSample {
 
 // The last sample of a session that ended (a repair took the node away) is shown, marked ended,
 // until it is agentserver.StaleSamples intervals old; the instance's next session (a reboot, an
-// agent restart) continues its GPU counters where they were, though its agent counts from 0.
+// agent restart) continues its Xid count where it was, though its agent counts from 0; its
+// volatile ECC count is the driver's, reset by the reboot or a GPU reset.
 func TestEndedSessionsSampleAndCountersContinue(t *testing.T) {
 	f := newFixture(t, 1, time.Second)
 	id := "i-00000000000000000"
@@ -110,10 +111,10 @@ func TestEndedSessionsSampleAndCountersContinue(t *testing.T) {
 	}
 	defer stream.CloseSend()
 	for _, c := range []struct{ xids, dbe, wantXids, wantDbe uint64 }{
-		{0, 0, 2, 1}, // the rebooted node's agent starts from 0: the totals stay
-		{1, 1, 3, 2}, // and count on
-		{0, 0, 3, 2}, // a GPU reset zeroes the volatile ECC count within a session: the same
-		{2, 0, 5, 2},
+		{0, 0, 2, 0}, // the rebooted node's agent starts from 0: the Xid total stays, the volatile ECC count is the driver's, 0
+		{1, 1, 3, 1}, // and count on
+		{0, 0, 3, 0}, // a GPU reset zeroes the volatile ECC count within a session, as DCGM's
+		{2, 0, 5, 0},
 	} {
 		sendSample(t, stream, 15*time.Second, c.xids, c.dbe)
 		waitFor(t, "the new session's sample", func() bool {

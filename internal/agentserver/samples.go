@@ -11,10 +11,15 @@ import (
 type NodeSample struct {
 	InstanceID string
 	ClusterID  string
-	// Metrics is what the agent sent, its GPU counters (XidCount, EccSbeVolTotal,
-	// EccDbeVolTotal) made monotonic per instance and GPU for the server's life (counterBase).
+	// Metrics is what the agent sent, its Xid count (XidCount, hale's own) made monotonic per
+	// instance and GPU for the server's life (counterBase). Its DCGM counters are the agent's:
+	// the volatile ECC counts reset with the driver (a reboot, a GPU reset), as DCGM's do, and
+	// the aggregate ones are the GPU's lifetime counts.
 	Metrics  *agentproto.NodeMetrics
 	Received time.Time
+	// Capability is the agent's capability version: the fields a sample of an older agent
+	// lacks are left out of /metrics, not shown as zeros.
+	Capability uint32
 	// Ended: the session that sent it ended (a repair replaced or rebooted the node, the agent
 	// stopped); its sample is still shown so that a scrape sees the node's last Xid before its
 	// series end. A new session of the same instance supersedes it.
@@ -46,7 +51,7 @@ func (s *Server) NodeSamples() []NodeSample {
 	out := make([]NodeSample, 0, len(s.sessions)+len(s.ended))
 	for id, sess := range s.sessions {
 		if m := sess.metrics; m != nil && fresh(m, sess.metricsAt, now) {
-			out = append(out, NodeSample{InstanceID: id, ClusterID: sess.clusterID, Metrics: m, Received: sess.metricsAt})
+			out = append(out, NodeSample{InstanceID: id, ClusterID: sess.clusterID, Metrics: m, Received: sess.metricsAt, Capability: sess.version})
 		}
 	}
 	for id, e := range s.ended {
@@ -63,11 +68,11 @@ func (s *Server) NodeSamples() []NodeSample {
 func (s *Server) keepEnded(sess *session) {
 	if sess.metrics != nil && fresh(sess.metrics, sess.metricsAt, time.Now()) {
 		s.ended[sess.instanceID] = NodeSample{InstanceID: sess.instanceID, ClusterID: sess.clusterID, Metrics: sess.metrics,
-			Received: sess.metricsAt, Ended: true}
+			Received: sess.metricsAt, Ended: true, Capability: sess.version}
 	}
 }
 
-// sampled takes a session's new sample (s.mu held): its GPU counters continue those the
+// sampled takes a session's new sample (s.mu held): its Xid counts continue those the
 // instance sent before.
 func (s *Server) sampled(sess *session, m *agentproto.NodeMetrics) {
 	base := s.counters[sess.instanceID]
@@ -83,8 +88,6 @@ func (s *Server) sampled(sess *session, m *agentproto.NodeMetrics) {
 			base[k] = b
 		}
 		g.XidCount = b.xid.next(g.XidCount)
-		g.EccSbeVolTotal = b.sbe.next(g.EccSbeVolTotal)
-		g.EccDbeVolTotal = b.dbe.next(g.EccDbeVolTotal)
 	}
 	sess.metrics, sess.metricsAt = m, time.Now()
 }
@@ -95,15 +98,16 @@ type gpuKey struct {
 	uuid  string
 }
 
-// gpuBase is the counter-reset compensation of a GPU's counters.
-type gpuBase struct{ xid, sbe, dbe counterBase }
+// gpuBase is the counter-reset compensation of a GPU's Xid count. The ECC counts have none:
+// DCGM's volatile counts reset with the driver by definition (an alert on them clears once the
+// repair reloaded it), and their lifetime is the aggregate family the agent reads.
+type gpuBase struct{ xid counterBase }
 
-// counterBase makes a counter the agent keeps monotonic across the agent's restarts, the
-// node's reboots and a GPU reset (which zeroes the volatile ECC counts): a value lower than the
-// last is a reset, and the total before it becomes an offset, so Prometheus sees no reset and
-// increase() over a repair counts the fault that caused it. Kept for the server's life (a few
-// bytes per GPU ever seen); a server restart starts from the agents' counts, which Prometheus
-// takes as one reset.
+// counterBase makes a counter the agent keeps monotonic across the agent's restarts and the
+// node's reboots: a value lower than the last is a reset, and the total before it becomes an
+// offset, so Prometheus sees no reset and increase() over a repair counts the fault that caused
+// it. Kept for the server's life (a few bytes per GPU ever seen); a server restart starts from
+// the agents' counts, which Prometheus takes as one reset.
 type counterBase struct{ last, offset uint64 }
 
 // next is the monotonic value of the raw count v.

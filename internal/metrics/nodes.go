@@ -24,7 +24,9 @@ import (
 // node-exporter's and DCGM's names so their dashboards and alerts carry over. Every series
 // has the node's labels: cluster, instance_group, instance_id and node (its name in its
 // orchestrator, as sinfo and kubectl show it; else its host name, orchestrator.NodeName, as a
-// Slurm controller or login node has; its logical id before it has either).
+// Slurm controller or login node has; its logical id before it has either). A GPU's series also
+// have dcgm-exporter's labels: gpu, UUID, device, modelName and Hostname (the node's host name,
+// which NVIDIA's dashboards tell nodes apart by).
 
 // nodeLabels are the labels of every node series.
 var nodeLabels = []string{"cluster", "instance_group", "instance_id", "node"}
@@ -39,13 +41,16 @@ type nodeFamily struct {
 
 // nodeView is one node at a scrape: its label pairs, health, and its sample within the bounds.
 type nodeView struct {
-	labels []*dto.LabelPair // nodeLabels'
-	status string           // "": an instance the store no longer has (replaced), shown for its last sample
+	labels   []*dto.LabelPair // nodeLabels'
+	hostname string           // dcgm-exporter's Hostname label
+	status   string           // "": an instance the store no longer has (replaced), shown for its last sample
 
 	sample    *agentproto.NodeMetrics // nil: none (an older agent, none yet, or stale)
+	full      bool                    // the agent sends every field (capability 12): see fromCapability12
 	age       float64
 	cpu       []*agentproto.CPUMode
 	net       []*agentproto.NetInterface
+	fs        []*agentproto.Filesystem
 	gpus      []*agentproto.GPUMetrics
 	gpuLabels [][]*dto.LabelPair // nodeLabels' and dcgm-exporter's gpu, UUID, device, modelName
 }
@@ -78,18 +83,37 @@ func sampled(name, help string, typ dto.MetricType, f func(out []*dto.Metric, n 
 // gpuFamily is a DCGM field of every GPU of the node.
 func gpuFamily(name, help string, typ dto.MetricType, v func(g *agentproto.GPUMetrics) float64) nodeFamily {
 	return nodeFamily{name: name, help: help, typ: typ, add: func(out []*dto.Metric, n *nodeView) []*dto.Metric {
-		for i, g := range n.gpus {
-			val := v(g)
-			m := &dto.Metric{Label: n.gpuLabels[i]}
-			if typ == dto.MetricType_COUNTER {
-				m.Counter = &dto.Counter{Value: &val}
-			} else {
-				m.Gauge = &dto.Gauge{Value: &val}
-			}
-			out = append(out, m)
-		}
-		return out
+		return addGPUs(out, n, typ, v)
 	}}
+}
+
+// fromCapability12 is a family that agents of capability 12 or later send: an older agent's
+// sample has zeros there, which would read as "no errors" or "a full disk", so its node has no
+// series of it.
+func fromCapability12(f nodeFamily) nodeFamily {
+	add := f.add
+	f.add = func(out []*dto.Metric, n *nodeView) []*dto.Metric {
+		if !n.full {
+			return out
+		}
+		return add(out, n)
+	}
+	return f
+}
+
+// addGPUs appends a series of every GPU of the node with the value v gives.
+func addGPUs(out []*dto.Metric, n *nodeView, typ dto.MetricType, v func(g *agentproto.GPUMetrics) float64) []*dto.Metric {
+	for i, g := range n.gpus {
+		val := v(g)
+		m := &dto.Metric{Label: n.gpuLabels[i]}
+		if typ == dto.MetricType_COUNTER {
+			m.Counter = &dto.Counter{Value: &val}
+		} else {
+			m.Gauge = &dto.Gauge{Value: &val}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 const (
@@ -123,14 +147,12 @@ var nodeFamilies = []nodeFamily{
 		func(out []*dto.Metric, n *nodeView, m *agentproto.NodeMetrics) []*dto.Metric {
 			return gauge(out, n.labels, float64(m.MemoryAvailableBytes))
 		}),
-	sampled("node_filesystem_size_bytes", "Size of the node's root file system (statfs), bytes.", gaugeType,
-		func(out []*dto.Metric, n *nodeView, m *agentproto.NodeMetrics) []*dto.Metric {
-			return gauge(out, with(n.labels, pair("mountpoint", "/")), float64(m.RootSizeBytes))
-		}),
-	sampled("node_filesystem_avail_bytes", "Space available to users on the node's root file system (statfs), bytes.", gaugeType,
-		func(out []*dto.Metric, n *nodeView, m *agentproto.NodeMetrics) []*dto.Metric {
-			return gauge(out, with(n.labels, pair("mountpoint", "/")), float64(m.RootAvailBytes))
-		}),
+	fsFamily("node_filesystem_size_bytes", "Size of a file system of the node: its root and its own data disks (statfs), bytes.",
+		func(f *agentproto.Filesystem) uint64 { return f.SizeBytes }),
+	fsFamily("node_filesystem_avail_bytes", "Space available to users on a file system of the node (statfs), bytes.",
+		func(f *agentproto.Filesystem) uint64 { return f.AvailBytes }),
+	fromCapability12(fsFamily("node_filesystem_free_bytes", "Free space on a file system of the node, the root user's reserve included (statfs), bytes.",
+		func(f *agentproto.Filesystem) uint64 { return f.FreeBytes })),
 	sampled("node_cpu_seconds_total", "Seconds all the node's CPUs spent in each mode (/proc/stat), summed over the CPUs: node-exporter's counter without its cpu label, to bound the series.", counterType,
 		func(out []*dto.Metric, n *nodeView, _ *agentproto.NodeMetrics) []*dto.Metric {
 			for _, c := range n.cpu {
@@ -157,26 +179,53 @@ var nodeFamilies = []nodeFamily{
 	gpuFamily("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", gaugeType, func(g *agentproto.GPUMetrics) float64 { return g.FbFreeMib }),
 	gpuFamily("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", gaugeType, func(g *agentproto.GPUMetrics) float64 { return g.GpuTempC }),
 	gpuFamily("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", gaugeType, func(g *agentproto.GPUMetrics) float64 { return g.PowerUsageW }),
-	gpuFamily("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors (continued across the node's reboots and GPU resets while the hale server runs).", counterType,
+	gpuFamily("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors (since the driver loaded: a reboot or a GPU reset starts it again).", counterType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.EccSbeVolTotal) }),
-	gpuFamily("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors (continued across the node's reboots and GPU resets while the hale server runs).", counterType,
+	gpuFamily("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors (since the driver loaded: a reboot or a GPU reset starts it again).", counterType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.EccDbeVolTotal) }),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors (the GPU's lifetime count).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.EccSbeAggTotal) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors (the GPU's lifetime count).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.EccDbeAggTotal) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_POWER_VIOLATION", "Throttling duration due to power constraints (in us).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.PowerViolationUs) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_THERMAL_VIOLATION", "Throttling duration due to thermal constraints (in us).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.ThermalViolationUs) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", "Throttling duration due to sync-boost constraints (in us).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.SyncBoostViolationUs) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", "Throttling duration due to board limit constraints (in us).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.BoardLimitViolationUs) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_LOW_UTIL_VIOLATION", "Throttling duration due to low utilization (in us).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.LowUtilViolationUs) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_RELIABILITY_VIOLATION", "Throttling duration due to reliability constraints (in us).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.ReliabilityViolationUs) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "Total number of NVLink flow-control CRC errors (summed over the GPU's links).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.NvlinkCrcFlitErrors) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "Total number of NVLink data CRC errors (summed over the GPU's links).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.NvlinkCrcDataErrors) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "Total number of NVLink retries (summed over the GPU's links).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.NvlinkReplayErrors) })),
+	fromCapability12(gpuFamily("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors (summed over the GPU's links).", counterType,
+		func(g *agentproto.GPUMetrics) float64 { return float64(g.NvlinkRecoveryErrors) })),
 	gpuFamily("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered (0: none since the node's agent started).", gaugeType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.LastXid) }),
 	gpuFamily("hale_gpu_xid_errors_total", "Xid errors the node's agents saw on the GPU (kernel log and NVML events), continued across the node's agent restarts and reboots while the hale server runs.", counterType,
 		func(g *agentproto.GPUMetrics) float64 { return float64(g.XidCount) }),
 }
 
-// SeriesPerNode is how many series a node with this many network interfaces and GPUs adds: 15
-// (health, sample age, load, 2 memory, 2 file system, 8 CPU modes), 2 per interface and 9 per
-// GPU. An 8-GPU node with two interfaces has 15 + 4 + 72 = 91; no node has more than
-// MaxSeriesPerNode.
-func SeriesPerNode(interfaces, gpus int) int { return 15 + 2*interfaces + 9*gpus }
+// SeriesPerNode is how many series a node whose agent is of capability 12 or later adds, with
+// this many file systems, network interfaces and GPUs: 13 (health, sample age, load, 2 memory,
+// 8 CPU modes), 3 per file system, 2 per interface and 21 per GPU (9 fields, 2 aggregate ECC
+// counts, 6 violation times, 4 NVLink error counts). An 8-GPU node with two file systems and
+// two interfaces has 13 + 6 + 4 + 168 = 191; no node has more than MaxSeriesPerNode.
+func SeriesPerNode(filesystems, interfaces, gpus int) int {
+	return 13 + 3*filesystems + 2*interfaces + 21*gpus
+}
 
-// MaxSeriesPerNode is the bound of a node's series, whatever its agent sends: 191 (/metrics
-// shows at most agentproto.MaxNetInterfaces interfaces, agentproto.MaxGPUs GPUs and the 8
-// agentproto.CPUModes); SeriesPerNode of those.
-const MaxSeriesPerNode = 15 + 2*agentproto.MaxNetInterfaces + 9*agentproto.MaxGPUs
+// MaxSeriesPerNode is the bound of a node's series, whatever its agent sends: 409 (/metrics
+// shows at most agentproto.MaxFilesystems file systems, agentproto.MaxNetInterfaces
+// interfaces, agentproto.MaxGPUs GPUs and the 8 agentproto.CPUModes); SeriesPerNode of those.
+const MaxSeriesPerNode = 13 + 3*agentproto.MaxFilesystems + 2*agentproto.MaxNetInterfaces + 21*agentproto.MaxGPUs
 
 // nodeMetrics joins the agents' samples with the store's nodes at each scrape: one read
 // transaction (the nodes and open repairs of each cluster), then the samples in memory. It is no
@@ -193,7 +242,13 @@ type nodeMetrics struct {
 	// known are the labels of each instance the last scrape showed, by instance id: a replaced
 	// instance is gone from the store at once, and its samples until they are stale (the last
 	// one holds the Xid the repair is for) are shown under the labels it had.
-	known map[string][]*dto.LabelPair
+	known map[string]knownNode
+}
+
+// knownNode is what a scrape showed of an instance: its labels and host name.
+type knownNode struct {
+	labels   []*dto.LabelPair
+	hostname string
 }
 
 // nodeHealth is a node's health in HyperPod's node-health-status words.
@@ -247,7 +302,7 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 					name = n.LogicalID
 				}
 				out = append(out, &nodeView{labels: []*dto.LabelPair{pair(nodeLabels[0], cl.Name), pair(nodeLabels[1], n.GroupName),
-					pair(nodeLabels[2], n.InstanceID), pair(nodeLabels[3], name)}, status: nodeHealth(n, repairOf[n.LogicalID])})
+					pair(nodeLabels[2], n.InstanceID), pair(nodeLabels[3], name)}, hostname: hostName(n, name), status: nodeHealth(n, repairOf[n.LogicalID])})
 			}
 		}
 		return nil
@@ -267,8 +322,8 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 		i, ok := slices.BinarySearchFunc(out[:stored], s.InstanceID, func(v *nodeView, id string) int { return strings.Compare(v.labels[2].GetValue(), id) })
 		if ok {
 			out[i].join(s, now)
-		} else if l := c.known[s.InstanceID]; l != nil {
-			v := &nodeView{labels: l}
+		} else if k, ok := c.known[s.InstanceID]; ok {
+			v := &nodeView{labels: k.labels, hostname: k.hostname}
 			v.join(s, now)
 			out = append(out, v)
 		}
@@ -277,11 +332,11 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 		slices.SortFunc(out, func(a, b *nodeView) int { return strings.Compare(a.labels[2].GetValue(), b.labels[2].GetValue()) })
 	}
 	if c.known == nil {
-		c.known = map[string][]*dto.LabelPair{}
+		c.known = map[string]knownNode{}
 	}
 	clear(c.known)
 	for _, v := range out {
-		c.known[v.labels[2].GetValue()] = v.labels
+		c.known[v.labels[2].GetValue()] = knownNode{v.labels, v.hostname}
 	}
 	return out, nil
 }
@@ -291,13 +346,23 @@ func (c *nodeMetrics) views() ([]*nodeView, error) {
 // once.
 func (v *nodeView) join(s agentserver.NodeSample, now time.Time) {
 	m := s.Metrics
-	v.sample, v.age = m, now.Sub(s.Received).Seconds()
+	v.sample, v.age, v.full = m, now.Sub(s.Received).Seconds(), s.Capability >= 12
 	modes := map[string]bool{}
 	for _, c := range m.Cpu {
 		if slices.Contains(agentproto.CPUModes, c.Mode) && !modes[c.Mode] {
 			modes[c.Mode] = true
 			v.cpu = append(v.cpu, c)
 		}
+	}
+	mounts := map[string]bool{}
+	for _, f := range m.Filesystems {
+		if len(mounts) < agentproto.MaxFilesystems && f.Mountpoint != "" && !mounts[f.Mountpoint] {
+			mounts[f.Mountpoint] = true
+			v.fs = append(v.fs, f)
+		}
+	}
+	if len(m.Filesystems) == 0 { // an agent before capability 12: the root's size and space
+		v.fs = []*agentproto.Filesystem{{Mountpoint: "/", SizeBytes: m.RootSizeBytes, AvailBytes: m.RootAvailBytes}}
 	}
 	devs := map[string]bool{}
 	for _, n := range m.Net {
@@ -312,7 +377,7 @@ func (v *nodeView) join(s agentserver.NodeSample, now time.Time) {
 			gpus[g.Index] = true
 			v.gpus = append(v.gpus, g)
 			v.gpuLabels = append(v.gpuLabels, with(v.labels, pair("gpu", strconv.Itoa(int(g.Index))), pair("UUID", g.Uuid),
-				pair("device", g.Device), pair("modelName", g.Model)))
+				pair("device", g.Device), pair("modelName", g.Model), pair("Hostname", v.hostname)))
 		}
 	}
 }
@@ -340,4 +405,38 @@ func (c *nodeMetrics) encode(enc expfmt.Encoder) error {
 		}
 	}
 	return nil
+}
+
+// hostName is the node's host name, as dcgm-exporter's Hostname label has it (the exporter's
+// os.Hostname on the node): the first label of its private DNS name, else its name in its
+// orchestrator.
+func hostName(n *store.Node, name string) string {
+	if h, _, _ := strings.Cut(n.Details.PrivateDNSHostname, "."); h != "" {
+		return h
+	}
+	return name
+}
+
+// fsFamily is a statfs field of every file system of the node, as node-exporter's gauge.
+func fsFamily(name, help string, v func(f *agentproto.Filesystem) uint64) nodeFamily {
+	return sampled(name, help, gaugeType, func(out []*dto.Metric, n *nodeView, _ *agentproto.NodeMetrics) []*dto.Metric {
+		for _, f := range n.fs {
+			out = gauge(out, fsLabels(n, f), float64(v(f)))
+		}
+		return out
+	})
+}
+
+// fsLabels are the labels of a file system's series: node-exporter's mountpoint, device and
+// fstype (an older agent's root has the mountpoint only), so rules that select or leave out
+// file systems by those labels do as they would on node-exporter.
+func fsLabels(n *nodeView, f *agentproto.Filesystem) []*dto.LabelPair {
+	l := with(n.labels, pair("mountpoint", f.Mountpoint))
+	if f.Device != "" {
+		l = append(l, pair("device", f.Device))
+	}
+	if f.Fstype != "" {
+		l = append(l, pair("fstype", f.Fstype))
+	}
+	return l
 }

@@ -43,6 +43,10 @@ func sample(nics, gpus int) *agentproto.NodeMetrics {
 	for _, mode := range agentproto.CPUModes {
 		m.Cpu = append(m.Cpu, &agentproto.CPUMode{Mode: mode, Seconds: 1000})
 	}
+	for _, mp := range []string{"/", "/opt/dlami/nvme"} {
+		m.Filesystems = append(m.Filesystems, &agentproto.Filesystem{Mountpoint: mp, Device: "/dev/nvme0n1p1", Fstype: "ext4",
+			SizeBytes: 500 << 30, AvailBytes: 200 << 30, FreeBytes: 225 << 30})
+	}
 	for i := 0; i < nics; i++ {
 		m.Net = append(m.Net, &agentproto.NetInterface{Device: fmt.Sprintf("ens%d", i), ReceiveBytes: 1 << 30, TransmitBytes: 1 << 29})
 	}
@@ -75,6 +79,7 @@ func newFleet(tb testing.TB, n int, shape func(i int) *agentproto.NodeMetrics) (
 			node := &store.Node{ClusterID: "fleetfleetfl", InstanceID: id, LogicalID: fmt.Sprintf("workers-%d", i), GroupName: "workers",
 				InstanceType: "ml.p5.48xlarge", Status: api.ClusterInstanceStatusRunning, LaunchTime: now}
 			node.Details.OrchestratorName = fmt.Sprintf("ip-10-1-%d-%d", i/256, i%256)
+			node.Details.PrivateDNSHostname = node.Details.OrchestratorName + ".ec2.internal"
 			if err := tx.InsertNode(node); err != nil {
 				return err
 			}
@@ -84,7 +89,8 @@ func newFleet(tb testing.TB, n int, shape func(i int) *agentproto.NodeMetrics) (
 					return err
 				}
 			}
-			f.samples = append(f.samples, agentserver.NodeSample{InstanceID: id, ClusterID: "fleetfleetfl", Metrics: shape(i), Received: now})
+			f.samples = append(f.samples, agentserver.NodeSample{InstanceID: id, ClusterID: "fleetfleetfl", Metrics: shape(i), Received: now,
+				Capability: agentproto.CapabilityVersion})
 		}
 		return nil
 	})
@@ -146,16 +152,20 @@ func seriesByInstance(t *testing.T, m *metrics.Server) (map[string]int, map[stri
 	return by, statuses
 }
 
-// TestNodeSeriesAreBoundedAt10000Nodes: 10,000 nodes' samples (8 GPUs and 2 interfaces each,
-// as an agent of a p5 sends them) give exactly SeriesPerNode(2, 8) series per node, every one
-// labelled with its node; a node whose agent sends far more (40 interfaces, 32 GPUs, unknown
-// CPU modes, a GPU twice) still has at most MaxSeriesPerNode. The health statuses count every
+// TestNodeSeriesAreBoundedAt10000Nodes: 10,000 nodes' samples (8 GPUs, 2 file systems and 2
+// interfaces each, as an agent of a p5 sends them) give exactly SeriesPerNode(2, 2, 8) series
+// per node, every one labelled with its node; a node whose agent sends far more (10 file
+// systems, 40 interfaces, 32 GPUs, unknown CPU modes, a GPU twice) still has at most
+// MaxSeriesPerNode. The health statuses count every
 // node once.
 func TestNodeSeriesAreBoundedAt10000Nodes(t *testing.T) {
 	const n = 10000
 	st, f := newFleet(t, n, func(i int) *agentproto.NodeMetrics {
 		if i == 7 {
 			m := sample(40, 32)
+			for i := range 8 {
+				m.Filesystems = append(m.Filesystems, &agentproto.Filesystem{Mountpoint: fmt.Sprintf("/data%d", i), SizeBytes: 1})
+			}
 			m.Cpu = append(m.Cpu, &agentproto.CPUMode{Mode: "guest", Seconds: 1}, &agentproto.CPUMode{Mode: "user", Seconds: 2})
 			m.Gpus = append(m.Gpus, m.Gpus[0])
 			return m
@@ -170,11 +180,11 @@ func TestNodeSeriesAreBoundedAt10000Nodes(t *testing.T) {
 	if len(by) != n {
 		t.Fatalf("node series name %d instances, want %d", len(by), n)
 	}
-	want := metrics.SeriesPerNode(2, 8)
+	want := metrics.SeriesPerNode(2, 2, 8)
 	for id, c := range by {
 		if id == fmt.Sprintf("i-%017d", 7) {
-			if c != metrics.MaxSeriesPerNode || metrics.MaxSeriesPerNode != metrics.SeriesPerNode(agentproto.MaxNetInterfaces, agentproto.MaxGPUs) {
-				t.Errorf("the node that sent 40 interfaces and 32 GPUs has %d series, want the bound %d", c, metrics.MaxSeriesPerNode)
+			if c != metrics.MaxSeriesPerNode || metrics.MaxSeriesPerNode != metrics.SeriesPerNode(agentproto.MaxFilesystems, agentproto.MaxNetInterfaces, agentproto.MaxGPUs) {
+				t.Errorf("the node that sent 10 file systems, 40 interfaces and 32 GPUs has %d series, want the bound %d", c, metrics.MaxSeriesPerNode)
 			}
 			continue
 		}
@@ -186,7 +196,7 @@ func TestNodeSeriesAreBoundedAt10000Nodes(t *testing.T) {
 	if statuses["UnschedulablePendingReplacement"] != repairing || statuses["Schedulable"] != n-repairing || len(statuses) != 2 {
 		t.Errorf("health statuses %v, want %v pending replacement and the rest schedulable", statuses, repairing)
 	}
-	t.Logf("%d nodes: %d series per node (8 GPUs, 2 interfaces), bound %d", n, want, metrics.MaxSeriesPerNode)
+	t.Logf("%d nodes: %d series per node (8 GPUs, 2 file systems, 2 interfaces), bound %d", n, want, metrics.MaxSeriesPerNode)
 }
 
 // TestNodeMetricsNameTheNode: a node's series carry its cluster, group, instance id and
@@ -216,7 +226,8 @@ func TestNodeMetricsNameTheNode(t *testing.T) {
 		labels[l.GetName()] = l.GetValue()
 	}
 	wantLabels := map[string]string{"cluster": "fleet", "instance_group": "workers", "instance_id": "i-00000000000000001", "node": "ip-10-1-0-1",
-		"gpu": "0", "UUID": "GPU-00000000-0000-0000-0000-000000000000", "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3"}
+		"gpu": "0", "UUID": "GPU-00000000-0000-0000-0000-000000000000", "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
+		"Hostname": "ip-10-1-0-1"}
 	for k, v := range wantLabels {
 		if labels[k] != v {
 			t.Errorf("label %s = %q, want %q (all: %v)", k, labels[k], v, labels)
@@ -334,5 +345,45 @@ func BenchmarkMetricsScrape(b *testing.B) {
 			b.ReportMetric(float64(len(body)), "bytes/scrape")
 			b.ReportMetric(float64(bytes.Count(body, []byte("\n"))-bytes.Count(body, []byte("\n#"))), "series/scrape")
 		})
+	}
+}
+
+// A sample of an agent before capability 12 has no aggregate ECC, violation, NVLink or
+// free-space series (its zeros would read as "no errors" and "a full disk"), and its root file
+// system shows size and available space under mountpoint "/" as before; a capability-12
+// agent's node has every one, its file systems labelled as node-exporter labels them.
+func TestOlderAgentsShowNoZeros(t *testing.T) {
+	st, f := newFleet(t, 2, func(int) *agentproto.NodeMetrics { return sample(1, 1) })
+	f.samples[0].Capability = 11
+	f.samples[0].Metrics.Filesystems = nil
+	fams := scrape(t, metrics.New(st, f))
+	per := func(name string) map[string]int {
+		by := map[string]int{}
+		for _, m := range fams[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "instance_id" {
+					by[l.GetValue()]++
+				}
+			}
+		}
+		return by
+	}
+	old, cur := "i-00000000000000000", "i-00000000000000001"
+	for _, name := range []string{"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "node_filesystem_free_bytes"} {
+		if by := per(name); by[old] != 0 || by[cur] == 0 {
+			t.Errorf("%s: %v series by instance, want none of %s and some of %s", name, by, old, cur)
+		}
+	}
+	if by := per("node_filesystem_avail_bytes"); by[old] != 1 || by[cur] != 2 {
+		t.Errorf("node_filesystem_avail_bytes by instance %v, want the older agent's root and both of the newer's", by)
+	}
+	for _, m := range fams["node_filesystem_free_bytes"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["device"] == "" || labels["fstype"] != "ext4" || labels["mountpoint"] == "" {
+			t.Errorf("a file system's labels: %v", labels)
+		}
 	}
 }

@@ -229,6 +229,11 @@ func TestScalingAndNodeOperations(t *testing.T) {
 	if n := len(e.nodes("ops")); n != 5 {
 		t.Fatalf("%d nodes after scale-up", n)
 	}
+	// The host's Slurm 22.05 takes a new node set only at slurmctld's start: hale restarts it,
+	// and says why (23.11 and later: TestSlurmVersions' membership check).
+	if ev := e.events("ops"); !strings.Contains(ev, "slurmctld restarted: Slurm 22.05 reads a new node set only at its start") {
+		t.Errorf("no event says slurmctld was restarted for 22.05's new node set:\n%s", ev)
+	}
 	oldest := workers(e.nodes("ops"))[0]
 	scale(1)
 	w := workers(e.nodes("ops"))

@@ -95,6 +95,29 @@ func (p *prometheusServer) query(t *testing.T, q string) (float64, bool) {
 	return v, true
 }
 
+// labelSets asks Prometheus for an instant vector and returns each series' labels.
+func (p *prometheusServer) labelSets(t *testing.T, q string) []map[string]string {
+	t.Helper()
+	resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Data struct {
+			Result []struct{ Metric map[string]string }
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		t.Fatalf("query %s: %v", q, err)
+	}
+	var out []map[string]string
+	for _, r := range ans.Data.Result {
+		out = append(out, r.Metric)
+	}
+	return out
+}
+
 // series asks Prometheus for an instant vector and counts its series whose value is a number
 // (not NaN): what a dashboard panel would draw.
 func (p *prometheusServer) series(q string) (int, error) {
@@ -244,7 +267,7 @@ func TestPrometheusScrapesHale(t *testing.T) {
 			Title  string
 			Panels []struct {
 				Title   string
-				Targets []struct{ Expr string }
+				Targets []struct{ Expr, LegendFormat string }
 			}
 		}
 		if err := json.Unmarshal(b, &d); err != nil {
@@ -252,10 +275,26 @@ func TestPrometheusScrapesHale(t *testing.T) {
 		}
 		for _, p := range d.Panels {
 			for _, tg := range p.Targets {
-				// The node dashboard's variables at All (Grafana's allValue, .*).
-				expr := strings.NewReplacer("$cluster", ".*", "$instance_group", ".*", "$node", ".*").Replace(tg.Expr)
+				// The dashboards' variables at All (Grafana's allValue, .*).
+				expr := strings.NewReplacer("$cluster", ".*", "$instance_group", ".*", "$instance", ".*", "$node", ".*",
+					"$Hostname", ".*", "$gpu", ".*").Replace(tg.Expr)
 				if n, err := prom.series(expr); err != nil || n == 0 {
 					t.Errorf("dashboard %q, panel %q: %s gives %d series with a value (%v)", d.Title, p.Title, tg.Expr, n, err)
+				}
+				// Per node: no two of a panel's lines carry the same legend (NVIDIA's own
+				// dashboard, "GPU {{gpu}}", draws the same GPU of every node as one name).
+				if tg.LegendFormat != "" {
+					seen := map[string]bool{}
+					for _, labels := range prom.labelSets(t, expr) {
+						legend := tg.LegendFormat
+						for k, v := range labels {
+							legend = strings.ReplaceAll(legend, "{{"+k+"}}", v)
+						}
+						if seen[legend] {
+							t.Errorf("dashboard %q, panel %q: two lines are %q (legend %s)", d.Title, p.Title, legend, tg.LegendFormat)
+						}
+						seen[legend] = true
+					}
 				}
 			}
 		}

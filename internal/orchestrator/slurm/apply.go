@@ -51,11 +51,15 @@ func (r *round) Steps() error {
 		for _, sn := range st.Nodes {
 			names = append(names, sn.Name)
 		}
-		// slurmctld restarts only when its node set or partitions (hale's block) changed: other
-		// settings are read by scontrol reconfigure.
-		clusterID, inst, hash, restart := r.cl.ID, ctl.InstanceID, st.Hash, st.CtldHash != blockHash(st.Conf)
+		// A new node set or partitions (hale's block) need slurmctld restarted before Slurm
+		// 23.11; from 23.11 scontrol reconfigure takes them, as it takes every other setting.
+		clusterID, inst, hash, members := r.cl.ID, ctl.InstanceID, st.Hash, st.CtldHash != blockHash(st.Conf)
+		restart := members
+		if v, err := slurmconf.ParseVersion(st.Version); err == nil && v.ReconfiguresNodes() {
+			restart = false
+		}
 		r.r.Go(jobApply, clusterID, func(ctx context.Context) {
-			s.apply(ctx, clusterID, inst, hash, restart, names)
+			s.apply(ctx, clusterID, inst, hash, members, restart, names)
 		})
 	}
 	acct := r.accountingNode(ctl)
@@ -257,10 +261,11 @@ func (s *Slurm) operatorEdits(ctx context.Context, clusterID, hash, live string,
 	return merged, err
 }
 
-// apply has Slurm read the rendering every node now holds: slurmctld restarts first when
-// it started with another one (22.05 reads a new node set only at start), then `scontrol
-// reconfigure` makes slurmctld and every slurmd read the files again.
-func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, restart bool, names []string) {
+// apply has Slurm read the rendering every node now holds: slurmctld restarts first when its
+// node set or partitions changed (members) on a Slurm before 23.11 (restart: 22.05 reads a new
+// node set only at start), then `scontrol reconfigure` makes slurmctld and every slurmd read the
+// files again (and, from 23.11, takes the new node set without a restart).
+func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, members, restart bool, names []string) {
 	start := time.Now()
 	err := func() error {
 		if restart {
@@ -314,14 +319,17 @@ func (s *Slurm) apply(ctx context.Context, clusterID, ctlInstance, hash string, 
 		if st.Hash != hash {
 			return false, nil // a newer rendering: it is applied next
 		}
-		if restart {
+		if members {
 			st.CtldHash = blockHash(st.Conf)
 		}
 		prev := st.AppliedNodes
 		st.Applied, st.AppliedNodes, st.ApplyError = hash, names, ""
 		how := "scontrol reconfigure"
-		if restart {
-			how = "slurmctld restarted, scontrol reconfigure"
+		switch {
+		case restart:
+			how = "slurmctld restarted: Slurm " + releaseOf(st.Version) + " reads a new node set only at its start; scontrol reconfigure"
+		case members:
+			how = "scontrol reconfigure, which takes the new node set on Slurm " + releaseOf(st.Version) + ": slurmctld not restarted"
 		}
 		added, removed := setDiff(names, prev), setDiff(prev, names)
 		change := ""
@@ -594,4 +602,13 @@ func statusLine(n *store.Node, rec *NodeRecord) string {
 		line += "; Action:" + rec.RepairRequest + " requested"
 	}
 	return line
+}
+
+// releaseOf is the release of a version slurmctld -V printed ("22.05"), or "of this cluster"
+// when it is not known.
+func releaseOf(version string) string {
+	if v, err := slurmconf.ParseVersion(version); err == nil {
+		return v.String()
+	}
+	return "of this cluster"
 }

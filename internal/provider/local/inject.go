@@ -30,6 +30,10 @@ type Fault struct {
 	KillSlurmd bool   // SIGKILL slurmd (the agent starts it again; Slurm notices)
 	LoseGPU    int    // -1 for none: the GPU's device disappears and stays gone across reboots
 	FillDisk   bool   // fill the node's own disk (NodeDisk)
+	// Throttle makes GPU (above) hold its clocks down: "thermal" (hot, 92 C) or "power". The
+	// simulated driver's state is the node's agent.SimulatedDriverDir, which a reboot empties
+	// and a reset of the GPU clears. No Xid is written: the driver prints none for throttling.
+	Throttle string
 	// StopJob stops (SIGSTOP) the processes of the node's job steps: a rank that no longer
 	// takes part in its collectives, so the job hangs while every node check passes.
 	StopJob bool
@@ -103,6 +107,20 @@ func InjectFault(root, id string, f Fault) (string, error) {
 			return "", fmt.Errorf("no job step runs on %s", id)
 		}
 		return fmt.Sprintf("stopped the job step processes of %s (pids %v): its job hangs, and every node check still passes", id, stopped), nil
+	case f.Throttle != "":
+		if f.Throttle != "thermal" && f.Throttle != "power" {
+			return "", fmt.Errorf("throttle %q: give thermal or power", f.Throttle)
+		}
+		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
+		if err != nil {
+			return "", err
+		}
+		file := fmt.Sprintf("%s/throttle-%d", agent.SimulatedDriverDir, f.GPU)
+		if out, err := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--mount", "--", "sh", "-c",
+			"echo "+f.Throttle+" > "+file).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("throttling GPU %d of %s: %v: %s", f.GPU, id, err, out)
+		}
+		return fmt.Sprintf("GPU %d of %s throttles its clocks (%s) until it is reset or the node reboots", f.GPU, id, f.Throttle), nil
 	case f.FillDisk:
 		pid, err := pidFile(filepath.Join(dir, "agent.pid"))
 		if err != nil {

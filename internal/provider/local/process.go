@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/haleproject/hale/internal/agent"
 	"github.com/haleproject/hale/internal/deviceplugin"
 )
 
@@ -104,7 +105,7 @@ var sameAs = map[string][]string{"/etc/slurm": {"/opt/slurm/etc"}}
 
 // prepareDirs makes the instance's directories and writes its setup.json.
 func (p *Provider) prepareDirs(r *record) error {
-	setup := NodeSetup{Hostname: r.Hostname, Tmpfs: map[string]int{NodeDisk: NodeDiskSize}, PrivateDev: true}
+	setup := NodeSetup{Hostname: r.Hostname, Tmpfs: map[string]int{NodeDisk: NodeDiskSize, agent.SimulatedDriverDir: 1}, PrivateDev: true}
 	root := filepath.Join(p.dir(r.ID), "root")
 	// A machine's /var/log has these before anything runs (scripts append to them).
 	for _, d := range []string{"/var/log/provision", "/var/log/slurm", "/var/log/munge"} {

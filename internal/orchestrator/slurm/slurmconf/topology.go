@@ -39,6 +39,11 @@ func (v Version) atLeast(major, minor int) bool {
 func (v Version) HasBlock() bool { return v.atLeast(23, 11) }
 func (v Version) HasYAML() bool  { return v.atLeast(25, 5) }
 
+// ReconfiguresNodes: from Slurm 23.11, `scontrol reconfigure` adds the nodes slurm.conf gained
+// and removes those it lost (Slurm's 23.11 release notes); before, slurmctld reads its node set
+// only when it starts, so a membership change needs a restart.
+func (v Version) ReconfiguresNodes() bool { return v.atLeast(23, 11) }
+
 // String is "22.05".
 func (v Version) String() string { return fmt.Sprintf("%d.%02d", v.Major, v.Minor) }
 
