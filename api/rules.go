@@ -509,3 +509,19 @@ func CheckImageIds(groups []ClusterInstanceGroupSpecification, usable func(id st
 	}
 	return v.err()
 }
+
+// CheckScheduleExpressions checks each group's ScheduledUpdateConfig.ScheduleExpression with
+// parse (AWS cron, internal/schedule); every expression that does not parse is a violation
+// naming its group's path and parse's reason.
+func CheckScheduleExpressions(groups []ClusterInstanceGroupSpecification, parse func(expr string) error) error {
+	var v validator
+	for i, g := range groups {
+		if g.ScheduledUpdateConfig == nil || g.ScheduledUpdateConfig.ScheduleExpression == nil {
+			continue
+		}
+		if err := parse(*g.ScheduledUpdateConfig.ScheduleExpression); err != nil {
+			v.add(quote(*g.ScheduledUpdateConfig.ScheduleExpression), memberPath(memberPath(listPath("instanceGroups", i), "scheduledUpdateConfig"), "scheduleExpression"), err.Error())
+		}
+	}
+	return v.err()
+}

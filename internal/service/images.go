@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/schedule"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -31,10 +32,17 @@ func (s *Service) usableImage(id string) error {
 	return fmt.Errorf("this hale server keeps no images, so only %q (hale's default image) can be used", "default")
 }
 
-// checkImages refuses groups whose ImageId is not usable. The service calls it inside the write
+// checkImages refuses groups whose ImageId is not usable, or whose ScheduledUpdateConfig's
+// ScheduleExpression is not AWS cron (internal/schedule). The service calls it inside the write
 // transaction that stores the groups, so it is ordered with ImageUsers (below): an image
 // deletion either sees the new group or makes this check fail.
 func (s *Service) checkImages(groups []api.ClusterInstanceGroupSpecification) error {
+	if err := api.CheckScheduleExpressions(groups, func(expr string) error {
+		_, err := schedule.Parse(expr)
+		return err
+	}); err != nil {
+		return err
+	}
 	return api.CheckImageIds(groups, s.usableImage)
 }
 

@@ -72,17 +72,7 @@ func (s *Service) UpdateClusterSoftware(ctx context.Context, in *api.UpdateClust
 			if id := g.Spec.GetImageId(); id != "" && id != "default" && in.ImageId == nil {
 				return "", invalid("1 validation error detected: Value null at 'imageId' failed to satisfy constraint: instance group %s runs custom image %s, so ImageId is required", g.Name, id)
 			}
-			if in.ImageId != nil {
-				g.State.DesiredImageID = *in.ImageId
-			} else {
-				g.State.DesiredImageID = "default"
-			}
-			g.State.DesiredImageReleaseVersion = release[g.Name]
-			g.State.SoftwareGeneration++ // every node is re-imaged, even onto the same image
-			g.State.SoftwareUpdateStatus = api.SoftwareUpdateStatusPending
-			g.State.ActiveSoftwareUpdateConfig = in.DeploymentConfig
-			g.State.Rollout = nil // the controller starts it (internal/controller/software.go)
-			g.State.Status = api.InstanceGroupStatusSystemUpdating
+			g.StartSoftwareUpdate(cmp.Or(in.GetImageId(), "default"), release[g.Name], in.DeploymentConfig)
 			if err := tx.PutGroup(g); err != nil {
 				return "", err
 			}

@@ -338,6 +338,10 @@ type GroupState struct {
 	ActiveSoftwareUpdateConfig *api.DeploymentConfiguration `json:",omitempty"`
 	TrainingPlanStatus         string                       `json:",omitempty"`
 	NextLogicalOrdinal         int                          `json:",omitempty"` // next NodeLogicalId suffix
+	// ScheduleExpression and NextScheduledUpdate are the group's ScheduledUpdateConfig as the
+	// controller last read it and when it runs next (internal/controller/scheduled.go).
+	ScheduleExpression  string    `json:",omitempty"`
+	NextScheduledUpdate time.Time `json:",omitzero"`
 	// SoftwareGeneration counts the group's UpdateClusterSoftware calls; a node launched
 	// before the latest one is re-imaged by it.
 	SoftwareGeneration int `json:",omitempty"`

@@ -57,7 +57,7 @@ func membershipWithoutRestart(t *testing.T, e *env, suite, id string) {
 	scale(2, "scale-up")
 	added := byGroup(e.nodes("members"), "workers")
 	e.waitIdle(t, ctl, host(added[len(added)-1]))
-	if out := e.must(t, ctl, "srun -p cpu -N1 -w "+host(added[len(added)-1])+" hostname"); out != host(added[len(added)-1]) {
+	if out := e.must(t, ctl, "srun -Q -p cpu -N1 -w "+host(added[len(added)-1])+" hostname 2>/dev/null"); out != host(added[len(added)-1]) {
 		t.Errorf("srun on the added node: %q", out)
 	}
 	scale(1, "scale-down")

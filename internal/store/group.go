@@ -32,6 +32,21 @@ func (g *Group) NewNode(clusterID, instanceID string, now time.Time) *Node {
 	return n
 }
 
+// StartSoftwareUpdate asks for every node of the group to be re-imaged onto imageID ("default":
+// the latest HyperPod image) at release (empty: the latest), in rolling batches as cfg says
+// (nil: the default policy), as UpdateClusterSoftware and a ScheduledUpdateConfig do; the
+// controller starts the rollout (internal/controller/software.go). The caller stores the group
+// and moves its cluster to SystemUpdating.
+func (g *Group) StartSoftwareUpdate(imageID, release string, cfg *api.DeploymentConfiguration) {
+	g.State.DesiredImageID = imageID
+	g.State.DesiredImageReleaseVersion = release
+	g.State.SoftwareGeneration++ // every node is re-imaged, even onto the same image
+	g.State.SoftwareUpdateStatus = api.SoftwareUpdateStatusPending
+	g.State.ActiveSoftwareUpdateConfig = cfg
+	g.State.Rollout = nil
+	g.State.Status = api.InstanceGroupStatusSystemUpdating
+}
+
 // InstanceType is the instance type of the group's nodes: its InstanceType, or the first of its
 // InstanceRequirements' types (a flexible group launches its first choice).
 func (g *Group) InstanceType() string {
