@@ -17,22 +17,12 @@ import (
 // CheckCreateCluster applies CreateCluster's cross-field rules to a request that already passed
 // the model's constraints.
 //
-// Members the model has but hale does not act on yet (restricted instance groups, tiered storage,
-// autoscaling) are refused: accepting them silently would promise behaviour hale lacks.
+// Members the model has but hale cannot honour on its machines (restricted instance groups,
+// tiered storage and autoscaling enabled) are refused with the reason (refuseUnbuilt):
+// accepting them silently would promise behaviour hale lacks.
 func CheckCreateCluster(in *CreateClusterRequest) error {
 	var v validator
-	if in.RestrictedInstanceGroups != nil {
-		v.violation("restrictedInstanceGroups", "hale does not support restricted instance groups yet")
-	}
-	if in.RestrictedInstanceGroupsConfig != nil {
-		v.violation("restrictedInstanceGroupsConfig", "hale does not support restricted instance groups yet")
-	}
-	if in.TieredStorageConfig != nil {
-		v.violation("tieredStorageConfig", "hale does not support tiered storage yet")
-	}
-	if in.AutoScaling != nil {
-		v.violation("autoScaling", "hale does not support cluster autoscaling yet")
-	}
+	refuseUnbuilt(&v, in.RestrictedInstanceGroups != nil || in.RestrictedInstanceGroupsConfig != nil, in.TieredStorageConfig, in.AutoScaling)
 	if len(in.InstanceGroups) == 0 {
 		// The model made InstanceGroups optional for restricted-group-only clusters, which hale
 		// does not serve; without groups there is nothing to create.
@@ -258,15 +248,7 @@ func checkSlurmRoles(v *validator, groups []ClusterInstanceGroupSpecification, o
 // chosen at creation). The Controller group cannot be deleted.
 func MergeUpdate(cur *CreateClusterRequest, in *UpdateClusterRequest) (*CreateClusterRequest, error) {
 	var v validator
-	if in.RestrictedInstanceGroups != nil || in.RestrictedInstanceGroupsConfig != nil {
-		v.violation("restrictedInstanceGroups", "hale does not support restricted instance groups yet")
-	}
-	if in.TieredStorageConfig != nil {
-		v.violation("tieredStorageConfig", "hale does not support tiered storage yet")
-	}
-	if in.AutoScaling != nil {
-		v.violation("autoScaling", "hale does not support cluster autoscaling yet")
-	}
+	refuseUnbuilt(&v, in.RestrictedInstanceGroups != nil || in.RestrictedInstanceGroupsConfig != nil, in.TieredStorageConfig, in.AutoScaling)
 	next := *cur
 	next.InstanceGroups = slices.Clone(cur.InstanceGroups)
 
@@ -292,6 +274,12 @@ func MergeUpdate(cur *CreateClusterRequest, in *UpdateClusterRequest) (*CreateCl
 	}
 	if in.NodeRecovery != nil {
 		next.NodeRecovery = in.NodeRecovery
+	}
+	if in.TieredStorageConfig != nil { // Mode Disable (refuseUnbuilt refused the rest)
+		next.TieredStorageConfig = in.TieredStorageConfig
+	}
+	if in.AutoScaling != nil {
+		next.AutoScaling = in.AutoScaling
 	}
 	if in.ClusterRole != nil {
 		next.ClusterRole = in.ClusterRole
@@ -524,4 +512,31 @@ func CheckScheduleExpressions(groups []ClusterInstanceGroupSpecification, parse 
 		}
 	}
 	return v.err()
+}
+
+// The reasons hale gives, the same at CreateCluster and UpdateCluster, for the members of the
+// model it cannot honour on its machines (docs/api.md, "Members hale refuses").
+const (
+	// WhyNoRestrictedGroups: HyperPod's restricted instance groups run Amazon Nova customization
+	// in an environment SageMaker manages and the customer cannot reach.
+	WhyNoRestrictedGroups = "restricted instance groups run Amazon Nova model customization in an environment SageMaker manages; hale has no such environment on its machines. Use InstanceGroups"
+	// WhyNoTieredStorage: managed tiered checkpointing keeps checkpoints in a share of each
+	// node's memory through AWS's checkpointing library and daemon.
+	WhyNoTieredStorage = "tiered storage is HyperPod's managed tiered checkpointing (checkpoints in a share of each node's memory, through AWS's checkpointing library), which hale does not provide; write checkpoints to the cluster's FSx mount. Mode Disable is accepted"
+	// WhyNoAutoScaling: Karpenter autoscaling needs capacity to launch on demand.
+	WhyNoAutoScaling = "autoscaling with Karpenter launches and removes instances on demand, and hale's providers have no such capacity (the local provider's nodes are this machine's, the static provider's a fixed list of hosts); scale with UpdateCluster or BatchAddClusterNodes. Mode Disable is accepted"
+)
+
+// refuseUnbuilt adds a violation for each member hale cannot honour: restricted groups, tiered
+// storage and autoscaling enabled (Mode Disable asks for nothing, and is kept and echoed).
+func refuseUnbuilt(v *validator, restricted bool, tiered *ClusterTieredStorageConfig, scaling *ClusterAutoScalingConfig) {
+	if restricted {
+		v.violation("restrictedInstanceGroups", WhyNoRestrictedGroups)
+	}
+	if tiered != nil && tiered.GetMode() != ClusterConfigModeDisable {
+		v.violation("tieredStorageConfig", WhyNoTieredStorage)
+	}
+	if scaling != nil && scaling.GetMode() != ClusterAutoScalingModeDisable {
+		v.violation("autoScaling", WhyNoAutoScaling)
+	}
 }

@@ -38,6 +38,7 @@ func describeCluster(c *store.Cluster, groups []*store.Group, counts map[string]
 		Orchestrator:         c.Spec.Orchestrator,
 		NodeRecovery:         c.Spec.NodeRecovery,
 		NodeProvisioningMode: c.Spec.NodeProvisioningMode,
+		TieredStorageConfig:  c.Spec.TieredStorageConfig, // Mode Disable, the one hale accepts
 		ClusterRole:          c.Spec.ClusterRole,
 	}
 	if c.FailureMessage != "" {
