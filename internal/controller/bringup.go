@@ -153,6 +153,12 @@ func (r *round) launch(n *store.Node) error {
 	old, quarantine := n.Details.OldInstanceID, n.Details.Quarantine
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
+			// The orchestrator takes the old instance out of service first (an Eks Node's pods
+			// are evicted, their budgets honoured, for a bounded time): its containers end with
+			// the instance.
+			for r.c.busy(key(jobTakeOut, old)) && ctx.Err() == nil {
+				r.c.sleep(ctx, 100*time.Millisecond)
+			}
 			r.c.cfg.Agents.Disconnect(old)
 			if q, ok := r.c.cfg.Provider.(provider.Quarantiner); ok && quarantine != "" {
 				if err := q.Quarantine(old, quarantine); err != nil {

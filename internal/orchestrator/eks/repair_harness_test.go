@@ -333,3 +333,28 @@ func TestUnreachableClusterDrainsNothingOnPaper(t *testing.T) {
 		return kn == nil || kn.Labels[eks.LabelHealth] == eks.UnschedulablePendingReplacement
 	})
 }
+
+// A software update re-images a batch of 2 Nodes as kubectl drain would: each is cordoned and
+// its pods evicted, a PodDisruptionBudget honoured (a refused eviction is retried until
+// EvictTimeout, then forced, with an event), not deleted out from under their budgets.
+func TestSoftwareUpdateDrainsHonouringBudgets(t *testing.T) {
+	c := newEksCluster(t, simulated, eks.Config{EvictTimeout: 2 * time.Second})
+	a, b := c.nodeOf("workers-1"), c.nodeOf("workers-2")
+	c.api.pod(t, "web-0", a, map[string]string{"app": "web"}, nil)
+	c.api.pod(t, "web-1", b, map[string]string{"app": "web"}, nil)
+	c.api.Blocked["default/web-1"] = true // its budget allows no more disruption
+	if _, err := c.Svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c"),
+		DeploymentConfig: &api.DeploymentConfiguration{RollingUpdatePolicy: &api.RollingDeploymentPolicy{
+			MaximumBatchSize: &api.CapacitySizeConfig{Type: new(api.NodeUnavailabilityTypeInstanceCount), Value: new(int32(2))}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Until(c.id, 120, "every node re-imaged", func() bool {
+		return c.Status(c.id) == api.ClusterStatusInService && c.nodeOf("workers-1") != a && c.nodeOf("workers-2") != b
+	})
+	if !slices.Contains(c.api.Evicted, "default/web-0") {
+		t.Errorf("web-0 was not evicted (evictions: %v)", c.api.Evicted)
+	}
+	if ev := c.Events(c.id); !strings.Contains(ev, "forced after") {
+		t.Errorf("no event says web-1's budget held the drain until it was forced:\n%s", ev)
+	}
+}

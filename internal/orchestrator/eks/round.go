@@ -489,20 +489,39 @@ func (r *round) TakeOutWaits(*store.Node) bool { return false }
 // needs (the control plane's state is hale's, off the nodes).
 func (r *round) KeepsState(*store.Node) string { return "" }
 
-// Leave implements orchestrator.Round: a replaced or removed instance's Node is deleted (a
+// Leave implements orchestrator.Round: a replaced or removed instance's Node is drained (its
+// pods evicted honouring PodDisruptionBudgets for EvictTimeout, then forced) and deleted (a
 // replacement joins as a new Node); a rebooted one keeps its Node.
 func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {
 	if r.cs == nil || how == orchestrator.Rebooted {
 		return nil
 	}
-	o, cs, name := r.o, r.cs, NodeName(n.InstanceID)
+	o, cs, name, clusterID, logical := r.o, r.cs, NodeName(n.InstanceID), r.cl.ID, n.LogicalID
 	return func(ctx context.Context) {
+		// A planned departure (a software update's re-image, a scale-down, a replacement
+		// asked for) drains as kubectl drain does: cordoned, its pods evicted honouring their
+		// PodDisruptionBudgets for EvictTimeout, then forced (evict). A repair drained it
+		// already; then nothing is left to evict.
+		if err := cordon(ctx, cs, name); err == nil {
+			o.evict(ctx, cs, name, o.cfg.EvictTimeout, func(format string, args ...any) {
+				o.h.NodeTx(ctx, clusterID, logical, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
+					return o.h.Event(tx, cl, n, api.ClusterEventLevelWarn, format, args...)
+				})
+			})
+		}
 		if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			o.log.Warn("deleting a Node", "node", name, "error", err)
 			return
 		}
 		o.deletePodsOf(ctx, cs, name)
 	}
+}
+
+// cordon marks Node name unschedulable (a Node already gone is no error to the caller's
+// purpose: its pods are deleted next).
+func cordon(ctx context.Context, cs kubernetes.Interface, name string) error {
+	_, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	return err
 }
 
 // deletePodsOf deletes the pods still bound to Node name, which is gone with its instance: those
