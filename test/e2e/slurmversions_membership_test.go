@@ -31,6 +31,17 @@ func membershipWithoutRestart(t *testing.T, e *env, suite, id string) {
 		t.Fatal(err)
 	}
 	defer e.deleteCluster(t, "members")
+	defer func() { // before the cluster goes (defers run last first)
+		if t.Failed() {
+			ctl := e.controllerOf(t, "members")
+			out, _ := e.onNode(ctl, "squeue -a; scontrol show job; tail -n 40 /var/log/slurm/slurmctld.log")
+			t.Logf("the controller's queue and slurmctld.log:\n%s", out)
+			for _, w := range byGroup(e.nodes("members"), "workers") {
+				out, _ := e.onNode(aws.ToString(w.InstanceId), "tail -n 25 /var/log/slurm/slurmd.log; ps -ef | grep -v grep | grep -E 'slurm|sleep'")
+				t.Logf("%s: slurmd.log and processes:\n%s", host(w), out)
+			}
+		}
+	}()
 	e.waitStatus("members", types.ClusterStatusInservice, 180*time.Second)
 	ctl := e.controllerOf(t, "members")
 	e.waitIdle(t, ctl, host(byGroup(e.nodes("members"), "workers")[0]))
@@ -38,6 +49,11 @@ func membershipWithoutRestart(t *testing.T, e *env, suite, id string) {
 		t.Fatalf("%s runs %s: this check is for 23.11 and later", suite, v)
 	}
 	job := e.must(t, ctl, "sbatch --parsable -p cpu -N1 --wrap 'srun sleep 45'")
+	// The changes come while the job's step runs (not while it waits to start).
+	eventually(t, time.Minute, "the job's step running", func() (bool, string) {
+		out, _ := e.onNode(ctl, "squeue -h -s -j "+job+" -o '%i %j'")
+		return strings.Contains(out, job+".0 "), out
+	})
 
 	changes := 0
 	scale := func(n int32, what string) {
