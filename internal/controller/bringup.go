@@ -151,12 +151,15 @@ func (r *round) launch(n *store.Node) error {
 		}
 	}
 	old, quarantine := n.Details.OldInstanceID, n.Details.Quarantine
+	df, _ := r.or.(orchestrator.DrainsFirst)
+	drainFirst := df != nil && df.DrainsFirst()
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
-			// The orchestrator takes the old instance out of service first (an Eks Node's pods
-			// are evicted, their budgets honoured, for a bounded time): its containers end with
-			// the instance.
-			for r.c.busy(key(jobTakeOut, old)) && ctx.Err() == nil {
+			// An orchestrator that drains first (Eks: the Node's pods are evicted, their
+			// budgets honoured, for a bounded time) takes the old instance out of service before
+			// it goes: its containers end with the instance. Slurm's take-out (the node's jobs
+			// requeued) runs beside the termination, as before.
+			for drainFirst && r.c.busy(key(jobTakeOut, old)) && ctx.Err() == nil {
 				r.c.sleep(ctx, 100*time.Millisecond)
 			}
 			r.c.cfg.Agents.Disconnect(old)

@@ -185,6 +185,13 @@ type ContainerNodes interface {
 	ContainerNodes() bool
 }
 
+// DrainsFirst is a Round whose take-out of a departing node (Leave's work) must end before the
+// node's instance is terminated: an Eks Node's pods are evicted, their PodDisruptionBudgets
+// honoured, while their containers still run. Other take-outs run beside the termination.
+type DrainsFirst interface {
+	DrainsFirst() bool
+}
+
 // Leaving is why a node's instance goes.
 type Leaving int
 

@@ -517,6 +517,10 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 	}
 }
 
+// DrainsFirst implements orchestrator.DrainsFirst: a departing Node is drained (Leave) before
+// its instance goes.
+func (r *round) DrainsFirst() bool { return true }
+
 // cordon marks Node name unschedulable (a Node already gone is no error to the caller's
 // purpose: its pods are deleted next).
 func cordon(ctx context.Context, cs kubernetes.Interface, name string) error {
