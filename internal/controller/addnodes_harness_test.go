@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +101,5 @@ func TestBatchAddNeedsContinuous(t *testing.T) {
 
 // isCode says whether err is an API error of code whose message contains part.
 func isCode(err error, code, part string) bool {
-	var ae *api.Error
-	return errors.As(err, &ae) && ae.Code == code && strings.Contains(ae.Message, part)
+	return api.IsCode(err, code) && strings.Contains(err.Error(), part)
 }

@@ -30,6 +30,9 @@ func (r *round) scheduledUpdates() error {
 			}
 			continue
 		}
+		if st.ScheduleExpression == cfg.GetScheduleExpression() && (st.NextScheduledUpdate.IsZero() || r.now.Before(st.NextScheduledUpdate)) {
+			continue // recorded and not due: no need to read the expression every round
+		}
 		s, err := schedule.Parse(cfg.GetScheduleExpression())
 		if err != nil {
 			continue // the API refused it; a record from before that check has no schedule
