@@ -54,7 +54,11 @@ func (c *Controller) runOn(ctx context.Context, instanceID string, argv []string
 	if err != nil {
 		return "", err
 	}
-	if r.Error != "" || r.ExitCode != 0 || r.TimedOut {
+	if r.TimedOut {
+		// Killed at its timeout: its exit code (-1) would not say so.
+		return string(r.StdoutTail), fmt.Errorf("%s: timed out after %s (killed)%s", strings.Join(argv, " "), timeout, strings.TrimRight(" "+errorLines(r.OutputTail, 3), " "))
+	}
+	if r.Error != "" || r.ExitCode != 0 {
 		return string(r.StdoutTail), fmt.Errorf("%s: exit code %d %s%s", strings.Join(argv, " "), r.ExitCode, r.Error, strings.TrimSpace(" "+errorLines(r.OutputTail, 3)))
 	}
 	return string(r.StdoutTail), nil

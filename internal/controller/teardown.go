@@ -18,7 +18,7 @@ func (r *round) teardown(deleteCluster bool) error {
 		why = "rollback of the failed creation"
 	}
 	for _, n := range r.nodes {
-		if err := r.terminate(n, why); err != nil {
+		if err := r.terminateAs(n, orchestrator.Dismantled, why); err != nil {
 			return err
 		}
 	}
@@ -51,9 +51,14 @@ func (r *round) teardown(deleteCluster bool) error {
 // terminate moves a node to ShuttingDown (once) and starts its termination; when the instance
 // is gone the node record is removed.
 func (r *round) terminate(n *store.Node, why string) error {
+	return r.terminateAs(n, orchestrator.Removed, why)
+}
+
+// terminateAs is terminate, telling the orchestrator how the node leaves.
+func (r *round) terminateAs(n *store.Node, how orchestrator.Leaving, why string) error {
 	var takeOut func(context.Context)
 	if n.Details.Phase != store.PhaseTerminating {
-		takeOut = r.or.Leave(n, orchestrator.Removed, "removed ("+why+")")
+		takeOut = r.or.Leave(n, how, "removed ("+why+")")
 		if err := r.setPhase(n, store.PhaseTerminating, "Shutting down: "+why); err != nil {
 			return err
 		}

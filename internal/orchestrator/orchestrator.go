@@ -199,7 +199,11 @@ type Leaving int
 const (
 	Rebooted Leaving = iota
 	Replaced
+	// Removed: the node leaves a cluster that stays (a scale-down, BatchDeleteClusterNodes).
 	Removed
+	// Dismantled: the whole cluster goes (its deletion, the rollback of a failed creation),
+	// so there is no other node for the departing node's work to move to.
+	Dismantled
 )
 
 // RoundHost is what an orchestrator sees of one reconcile of one cluster: the snapshot the

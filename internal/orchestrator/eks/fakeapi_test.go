@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -41,7 +42,10 @@ var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 //   - a Node is Ready when it is created (kwok's part for a simulated kubelet; a scripted
 //     kubelet creates its Node so);
 //   - a pod list honours the spec.nodeName field selector, as the API server does;
-//   - an eviction deletes the pod, unless a PodDisruptionBudget blocks it (Blocked: 429).
+//   - a pod created gets a UID;
+//   - an eviction deletes the pod, unless a PodDisruptionBudget blocks it (Blocked: 429);
+//     a pod labelled respawn is then made again on its Node under a new name, as a
+//     Deployment's that tolerates every taint is scheduled back onto the cordoned Node.
 type apiServer struct {
 	cs  *fake.Clientset
 	dyn *dynamicfake.FakeDynamicClient
@@ -83,6 +87,9 @@ func newAPIServer(now func() metav1.Time) *apiServer {
 	})
 	a.cs.PrependReactor("create", "pods", func(act k8stesting.Action) (bool, runtime.Object, error) {
 		if act.GetSubresource() != "eviction" {
+			if p, ok := act.(k8stesting.CreateAction).GetObject().(*corev1.Pod); ok && p.UID == "" {
+				p.UID = uuid.NewUUID()
+			}
 			return false, nil, nil
 		}
 		ev := act.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
@@ -92,10 +99,21 @@ func newAPIServer(now func() metav1.Time) *apiServer {
 		if a.Blocked[key] {
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
 		}
+		obj, err := a.cs.Tracker().Get(podsGVR, ev.Namespace, ev.Name)
+		if err != nil {
+			return true, nil, err
+		}
 		if err := a.cs.Tracker().Delete(podsGVR, ev.Namespace, ev.Name); err != nil {
 			return true, nil, err
 		}
 		a.Evicted = append(a.Evicted, key)
+		if p := obj.(*corev1.Pod); p.Labels["respawn"] != "" {
+			again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", p.Labels["respawn"], len(a.Evicted)), Namespace: p.Namespace,
+				Labels: p.Labels, UID: uuid.NewUUID()}, Spec: p.Spec, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+			if err := a.cs.Tracker().Create(podsGVR, again, p.Namespace); err != nil {
+				return true, nil, err
+			}
+		}
 		return true, ev, nil
 	})
 	a.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),

@@ -40,8 +40,13 @@ type NodeStack interface {
 // what a container runtime does from its provider.
 func (r *round) ContainerNodes() bool { return r.o.cfg.NodeStack != nil }
 
-// importWait is how long containerd has to answer an image's import after it starts.
-const importWait = 30 * time.Second
+// importWait is how long containerd has to start answering an image's import after it starts;
+// importTakes is how long one import may take: CoreDNS's took more than 20 s on a machine busy
+// with a whole end-to-end suite, and the node failed to provision.
+const (
+	importWait  = 30 * time.Second
+	importTakes = 2 * time.Minute
+)
 
 // startKubelet writes the node's files, starts containerd, imports the images, and starts the
 // kubelet and kube-proxy.
@@ -73,7 +78,7 @@ func (o *EKS) startKubelet(ctx context.Context, n *store.Node) error {
 	for _, archive := range []string{nodestack.PauseArchivePath, nodestack.CoreDNSArchivePath} {
 		deadline := time.Now().Add(importWait)
 		for {
-			_, err := o.h.Run(ctx, n.InstanceID, nodestack.Import(archive), 20*time.Second)
+			_, err := o.h.Run(ctx, n.InstanceID, nodestack.Import(archive), importTakes)
 			if err == nil {
 				break
 			}

@@ -358,3 +358,46 @@ func TestSoftwareUpdateDrainsHonouringBudgets(t *testing.T) {
 		t.Errorf("no event says web-1's budget held the drain until it was forced:\n%s", ev)
 	}
 }
+
+// A drain waits, as kubectl drain does, for the pods that were on the Node when it began: a pod
+// scheduled back onto the cordoned Node after its eviction (a Deployment's that tolerates every
+// taint, as CoreDNS's does) is a new pod, not chased. Before, each eviction bred another pod and
+// every drain of a Node running one ran into its timeout and was forced.
+func TestDrainDoesNotChaseNewPods(t *testing.T) {
+	c := newEksCluster(t, simulated, eks.Config{EvictTimeout: 5 * time.Second})
+	a := c.nodeOf("workers-1")
+	c.api.pod(t, "dns-0", a, map[string]string{"respawn": "dns"}, nil)
+	if _, err := c.Svc.BatchReplaceClusterNodes(context.Background(), &api.BatchReplaceClusterNodesRequest{ClusterName: new("c"),
+		NodeIds: []string{c.Node(c.id, "workers-1").InstanceID}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Until(c.id, 120, "the node replaced", func() bool {
+		return c.Status(c.id) == api.ClusterStatusInService && c.nodeOf("workers-1") != a
+	})
+	if !slices.Contains(c.api.Evicted, "default/dns-0") {
+		t.Errorf("dns-0 was not evicted (evictions: %v)", c.api.Evicted)
+	}
+	if ev := c.Events(c.id); strings.Contains(ev, "Draining Node") {
+		t.Errorf("the drain chased the pod made again after its eviction (evictions: %v):\n%s", c.api.Evicted, ev)
+	}
+}
+
+// A cluster's deletion drains none of its Nodes: with every node going there is nowhere for the
+// pods to move, and a budget that refuses an eviction would hold the deletion for EvictTimeout.
+// The Nodes and their pods are deleted.
+func TestDeletionDrainsNothing(t *testing.T) {
+	c := newEksCluster(t, simulated, eks.Config{EvictTimeout: time.Minute})
+	c.api.pod(t, "web-0", c.nodeOf("workers-1"), map[string]string{"app": "web"}, nil)
+	c.api.pod(t, "web-1", c.nodeOf("workers-2"), map[string]string{"app": "web"}, nil)
+	c.api.Blocked["default/web-0"] = true
+	if _, err := c.Svc.DeleteCluster(context.Background(), &api.DeleteClusterRequest{ClusterName: new("c")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Until(c.id, 30, "the cluster gone", func() bool { return c.Status(c.id) == "" })
+	if len(c.api.Evicted) > 0 {
+		t.Errorf("the deletion evicted %v", c.api.Evicted)
+	}
+	if left := c.api.podNames(); len(left) > 0 {
+		t.Errorf("pods left after the deletion: %v", left)
+	}
+}

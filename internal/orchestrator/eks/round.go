@@ -491,7 +491,8 @@ func (r *round) KeepsState(*store.Node) string { return "" }
 
 // Leave implements orchestrator.Round: a replaced or removed instance's Node is drained (its
 // pods evicted honouring PodDisruptionBudgets for EvictTimeout, then forced) and deleted (a
-// replacement joins as a new Node); a rebooted one keeps its Node.
+// replacement joins as a new Node); a rebooted one keeps its Node. A dismantled cluster's Nodes
+// are deleted undrained: no Node is left for their pods to move to.
 func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(ctx context.Context) {
 	if r.cs == nil || how == orchestrator.Rebooted {
 		return nil
@@ -502,7 +503,7 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 		// asked for) drains as kubectl drain does: cordoned, its pods evicted honouring their
 		// PodDisruptionBudgets for EvictTimeout, then forced (evict). A repair drained it
 		// already; then nothing is left to evict.
-		if err := cordon(ctx, cs, name); err == nil {
+		if how != orchestrator.Dismantled && cordon(ctx, cs, name) == nil {
 			o.evict(ctx, cs, name, o.cfg.EvictTimeout, func(format string, args ...any) {
 				o.h.NodeTx(ctx, clusterID, logical, func(tx store.Tx, cl *store.Cluster, n *store.Node) error {
 					return o.h.Event(tx, cl, n, api.ClusterEventLevelWarn, format, args...)
@@ -695,16 +696,17 @@ const forceWait = 15 * time.Second
 
 // evict empties the Node of its pods (but DaemonSets' and finished ones), and always ends (issue
 // 28, item 5: a drain that never ends holds the repair in Draining, and its slot of the repair
-// cap, forever):
+// cap, forever). Like kubectl drain it waits for the pods it found when it began, by UID: a pod
+// created afterwards (a Deployment's that tolerates every taint, CoreDNS's, is scheduled back
+// onto the cordoned Node) is not chased, or each eviction would breed another and the drain
+// would always run into its timeout:
 //  1. until timeout it evicts them, honouring PodDisruptionBudgets; an eviction refused for
 //     another reason (a pod under two budgets is refused with an error, not 429) is noted once
 //     and tried again, not fatal;
 //  2. then it deletes what is left at once (grace period 0), and notes that it forced the drain;
-//  3. it waits up to forceWait for those pods to go, deleting again any that appears on the
-//     Node meanwhile (a pod that tolerates every taint is scheduled back onto the cordoned
-//     Node), then ends, noting the pods it could not remove: those held by a finalizer that
-//     someone else must clear, and those scheduled back. The node's replacement or reboot ends
-//     their containers; their objects are the owner's to clean.
+//  3. it waits up to forceWait for those pods to go, then ends, noting the pods it could not
+//     remove: those held by a finalizer that someone else must clear. The node's replacement
+//     or reboot ends their containers; their objects are the owner's to clean.
 //
 // note records a step as an event about the node. An error is one of listing the pods (the API
 // server is unreachable): the drain is tried again.
@@ -715,6 +717,7 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 	deadline := time.Now().Add(timeout)
 	var forcedAt time.Time
 	refused := map[string]bool{}
+	var found map[types.UID]bool // the pods on the Node when the drain began
 	for {
 		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
@@ -722,8 +725,14 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 		}
 		var left []corev1.Pod
 		for _, p := range pods.Items {
-			if !daemon(&p) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			if !daemon(&p) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && (found == nil || found[p.UID]) {
 				left = append(left, p)
+			}
+		}
+		if found == nil {
+			found = make(map[types.UID]bool, len(left))
+			for _, p := range left {
+				found[p.UID] = true
 			}
 		}
 		if len(left) == 0 {
@@ -750,11 +759,7 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 				cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 			}
 		case now.Before(forcedAt.Add(forceWait)):
-			for _, p := range left {
-				if p.DeletionTimestamp == nil { // scheduled back onto the cordoned Node
-					cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-				}
-			}
+			// the kubelet ends the forced pods' containers; their objects go then
 		default:
 			note("Draining Node %s: ended with %s it cannot remove: %s; the node's replacement or reboot ends their containers.",
 				node, plural.Count(len(left), "pod", "pods"), podNames(left))
@@ -768,8 +773,7 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 	}
 }
 
-// podNames names pods (at most 5) with what keeps each: a finalizer, or a toleration of the
-// cordon that scheduled it back.
+// podNames names pods (at most 5) with what keeps each: a finalizer.
 func podNames(pods []corev1.Pod) string {
 	var out []string
 	for i, p := range pods {
@@ -778,27 +782,16 @@ func podNames(pods []corev1.Pod) string {
 			break
 		}
 		why := ""
-		switch {
-		case p.DeletionTimestamp != nil && len(p.Finalizers) > 0:
+		if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
 			why = " (finalizers " + strings.Join(p.Finalizers, ", ") + ")"
-		case p.DeletionTimestamp == nil && tolerates(&p, corev1.TaintNodeUnschedulable):
-			why = " (tolerates the cordon)"
 		}
 		out = append(out, p.Namespace+"/"+p.Name+why)
 	}
 	return strings.Join(out, ", ")
 }
 
-// tolerates reports whether p tolerates the taint key (any effect).
-func tolerates(p *corev1.Pod, key string) bool {
-	for _, t := range p.Spec.Tolerations {
-		if t.Operator == corev1.TolerationOpExists && (t.Key == "" || t.Key == key) {
-			return true
-		}
-	}
-	return false
-}
-
+// daemon reports whether p is a DaemonSet's pod, which a drain leaves where it is (as kubectl
+// drain --ignore-daemonsets does): its controller would start it again on the Node.
 func daemon(p *corev1.Pod) bool {
 	for _, ref := range p.OwnerReferences {
 		if ref.Kind == "DaemonSet" {

@@ -96,7 +96,7 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 		}
 	}
 	name := orchestrator.NodeName(n)
-	down, listed := r.inSlurm(n), how == orchestrator.Removed && r.sl != nil && contains(r.sl.AppliedNodes, name)
+	down, listed := r.inSlurm(n), (how == orchestrator.Removed || how == orchestrator.Dismantled) && r.sl != nil && contains(r.sl.AppliedNodes, name)
 	if !down && !listed {
 		return nil
 	}
