@@ -68,7 +68,7 @@ var MemberCoverage = map[string]Behaviour{
 	"UpdateClusterRequest.AutoScaling":                        {Refused, WhyNoAutoScaling, []string{"TestUnbuiltMembersAreRefusedWithTheirReason"}},
 	"UpdateClusterRequest.ClusterRole":                        {Kept, "as CreateCluster's", nil},
 	"ClusterInstanceGroupSpecification.ScheduledUpdateConfig": {Works, "AWS cron, UTC; the next run in an event", []string{"TestScheduledUpdateStartsAtItsTime", "TestScheduledUpdateRuns"}},
-	"ClusterInstanceGroupSpecification.AutoPatchConfig":       {Kept, "WhenIdle and WhenAllIdle patching is not built yet", nil},
+	"ClusterInstanceGroupSpecification.AutoPatchConfig":       {Works, "WhenIdle and WhenAllIdle at NextPatchDate; the date is the operator's (hale has no patch feed)", []string{"TestWhenIdlePatchWaitsForTheJob", "TestWhenAllIdlePatchesAllOrNone"}},
 	"ClusterInstanceGroupSpecification.TrainingPlanArn":       {Kept, "training plans reserve AWS capacity; hale's machines are the site's own", nil},
 	"ClusterInstanceGroupSpecification.OverrideVpcConfig":     {Kept, "as VpcConfig", nil},
 	"ClusterInstanceGroupSpecification.CapacityRequirements":  {Kept, "Spot and On-Demand are EC2 purchase options; hale's machines are the site's own", nil},

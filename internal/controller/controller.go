@@ -76,6 +76,9 @@ type Config struct {
 	// ConnectivityMBps the bandwidth (MB/s) InstanceConnectivity must reach (dhc.go).
 	DeepHealthCheckDuration time.Duration
 	ConnectivityMBps        float64
+	// PatchWindow is how long an auto-patch waits for its nodes to be idle
+	// (DefaultPatchWindow; patch.go).
+	PatchWindow time.Duration
 	// RepairMaxShare is the share of a cluster's nodes (0 to 1) that may be in repair at once,
 	// one node at least: an automatic repair beyond it drains its node and waits. BurstNodes,
 	// BurstShare and BurstWindow: the same fault on that many nodes, and that share of the
@@ -170,6 +173,7 @@ type Controller struct {
 	inflight map[jobKey]bool         // background work running now, by kind and subject (jobs.go)
 	firing   map[string]alarmReading // the last reading of each update's alarms (software.go)
 	resynced map[string]time.Time    // when each instance's clock was last resynced (clock.go)
+	cordoned map[string]time.Time    // when each node was cordoned for the patch under way (patch.go)
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -225,6 +229,9 @@ func New(cfg Config) *Controller {
 	if cfg.BurstWindow <= 0 {
 		cfg.BurstWindow = DefaultBurstWindow
 	}
+	if cfg.PatchWindow <= 0 {
+		cfg.PatchWindow = DefaultPatchWindow
+	}
 	if cfg.AlarmInterval <= 0 {
 		cfg.AlarmInterval = DefaultAlarmInterval
 	}
@@ -232,7 +239,7 @@ func New(cfg Config) *Controller {
 		cfg.BurstHold = DefaultBurstHold
 	}
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, resynced: map[string]time.Time{}, ctx: context.Background()}
+		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, resynced: map[string]time.Time{}, cordoned: map[string]time.Time{}, ctx: context.Background()}
 	for _, o := range cfg.Orchestrators {
 		o.Bind(host{c: c, kind: o.Name()})
 	}

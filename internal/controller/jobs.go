@@ -15,6 +15,8 @@ const (
 	jobResetGPU   jobKind = "reset-gpu" // a GPU reset asked of a node's agent (by repair id)
 	jobAlarms     jobKind = "alarms"    // a software update's rollback alarms read (by cluster, group, generation)
 	jobResync     jobKind = "resync"    // a skewed node's clock resynced by its time daemon (by instance)
+	jobCordon     jobKind = "cordon"    // a node cordoned for an auto-patch (by cluster, logical id, generation)
+	jobUncordon   jobKind = "uncordon"  // a node given back to the jobs after an auto-patch (the same)
 )
 
 // An orchestrator's jobs have kinds of its own, "<orchestrator>:<kind>" (round.Go).

@@ -28,6 +28,8 @@ type toy struct {
 	keepsState string
 	mu         sync.Mutex
 	log        []string
+	// busy are the nodes (logical ids) that run toy jobs now (Patcher's Idle).
+	busy map[string]bool
 }
 
 func (o *toy) Name() orchestrator.Kind                               { return "toy" }
@@ -169,6 +171,33 @@ func (t *toyRound) Resume(rp *store.Repair, n *store.Node) (bool, string) {
 	return false, "back in Toy"
 }
 func (t *toyRound) Undrain(*store.Repair, *store.Node) {}
+
+// Cordon and Idle make the toy an orchestrator.Patcher: a cordon is logged; a node runs jobs
+// while the toy's busy has it.
+func (t *toyRound) Cordon(n *store.Node) (func(context.Context) error, func(context.Context)) {
+	o, logical := t.o, n.LogicalID
+	return func(context.Context) error { o.say("cordon", logical); return nil },
+		func(context.Context) { o.say("uncordon", logical) }
+}
+
+func (t *toyRound) Idle(n *store.Node, since time.Time) (bool, string) {
+	t.o.mu.Lock()
+	defer t.o.mu.Unlock()
+	if t.o.busy[n.LogicalID] {
+		return false, "a toy job runs on it"
+	}
+	return true, "no toy job runs on it"
+}
+
+// setBusy says whether a node runs toy jobs.
+func (o *toy) setBusy(logical string, busy bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.busy == nil {
+		o.busy = map[string]bool{}
+	}
+	o.busy[logical] = busy
+}
 
 // A second orchestrator is a package of its own: the controller runs its hooks at the points of
 // its rounds, a set-up node waits for it (Joining) until it admits the node, a replacement is

@@ -121,6 +121,7 @@ func (r *round) steps() []roundStep {
 		{name: "node actions", reads: []roundState{stMembership}, sets: []roundState{stRebooting}, run: r.doActions},
 		{name: "repairs", reads: []roundState{stMembership}, sets: []roundState{stOpenRepairs, stRebooting}, run: r.repairs},
 		{name: "scheduled updates", run: r.scheduledUpdates},
+		{name: "auto-patches", run: r.autoPatches},
 		{name: "software update", reads: []roundState{stOpenRepairs}, sets: []roundState{stRebooting}, run: r.softwareUpdate},
 		{name: "scale", run: r.converge},
 		{name: "membership again", sets: []roundState{stMembership}, run: r.or.Prepare},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/haleproject/hale/api"
 	"github.com/haleproject/hale/internal/schedule"
+	"github.com/haleproject/hale/internal/store"
 )
 
 // Scheduled updates: a group's ScheduledUpdateConfig re-images its nodes onto the latest
@@ -51,10 +52,7 @@ func (r *round) scheduledUpdates() error {
 		if st.NextScheduledUpdate.IsZero() || r.now.Before(st.NextScheduledUpdate) || r.cl.Status != api.ClusterStatusInService || updating(g) {
 			continue
 		}
-		image := "default"
-		if id := g.Spec.GetImageId(); id != "" {
-			image = id
-		}
+		image := latestImage(g)
 		g.StartSoftwareUpdate(image, "", cfg.DeploymentConfig)
 		due := st.NextScheduledUpdate
 		st.NextScheduledUpdate = s.Next(r.now)
@@ -68,11 +66,25 @@ func (r *round) scheduledUpdates() error {
 		}
 		started = true
 	}
+	return r.systemUpdating(started)
+}
+
+// systemUpdating makes the cluster SystemUpdating when the system started an update of a group.
+func (r *round) systemUpdating(started bool) error {
 	if !started {
 		return nil
 	}
 	r.cl.Status = api.ClusterStatusSystemUpdating
 	return r.saveCluster()
+}
+
+// latestImage is what a scheduled update or a patch re-images the group onto: the latest
+// default image, or the group's custom image again.
+func latestImage(g *store.Group) string {
+	if id := g.Spec.GetImageId(); id != "" {
+		return id
+	}
+	return "default"
 }
 
 // nextWords says when a schedule runs next.

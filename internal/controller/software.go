@@ -72,9 +72,12 @@ func (r *round) softwareUpdate() error {
 			st.Rollout = &store.SoftwareRollout{}
 		}
 		var err error
-		if st.Rollout.Rollback {
+		switch {
+		case st.Rollout.Rollback:
 			err = r.rollbackStep(g)
-		} else {
+		case st.Rollout.Patch != "":
+			err = r.patchStep(g)
+		default:
 			err = r.rolloutStep(g)
 		}
 		if err != nil {
@@ -98,33 +101,14 @@ func updating(g *store.Group) bool {
 func (r *round) rolloutStep(g *store.Group) error {
 	st, ro := &g.State, g.State.Rollout
 	gen := st.SoftwareGeneration
-	firing, err := r.alarmsFiring(g)
-	if err != nil {
+	if rolledBack, err := r.alarmRollback(g); rolledBack || err != nil {
 		return err
 	}
-	if len(firing) > 0 {
-		when := fmt.Sprintf("during batch %d", ro.Batches)
-		if len(ro.Batch) == 0 {
-			when = fmt.Sprintf("in the wait after batch %d", ro.Batches)
-		}
-		return r.startRollback(g, fmt.Sprintf("alarm %s is in ALARM (a firing alert in %s) %s",
-			strings.Join(firing, ", "), r.c.cfg.Alarms, when))
+	done, took, underway, err := r.forwardBatch(g)
+	if underway || err != nil {
+		return err
 	}
-	if len(ro.Batch) > 0 {
-		back, failed, err := r.batchStep(g, ro.Batch, gen, st.DesiredImageID, st.DesiredImageReleaseVersion)
-		if err != nil || (!back && failed == nil) {
-			return err
-		}
-		if failed != nil {
-			return r.startRollback(g, fmt.Sprintf("node %s (instance %s) of batch %d did not come back on image %s: %s",
-				failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, strings.TrimSuffix(failed.StatusMessage, ".")))
-		}
-		took := r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
-		ro.Batch = nil
-		ro.NextBatchAt = r.now.Add(waitInterval(g))
-		if err := r.tx.PutGroup(g); err != nil {
-			return err
-		}
+	if done != nil {
 		if err := r.event(g.Name, "", api.ClusterEventResourceTypeInstanceGroup, api.ClusterEventLevelInfo, nil,
 			"Software update of group %s: batch %d done in %s: its nodes run image %s.", g.Name, ro.Batches, took, st.DesiredImageID); err != nil {
 			return err
@@ -152,6 +136,29 @@ func (r *round) rolloutStep(g *store.Group) error {
 	}
 	batch := pickBatch(outdated, batchSize(g, false))
 	return r.startBatch(g, batch, gen, st.DesiredImageID, st.DesiredImageReleaseVersion, "batch")
+}
+
+// forwardBatch takes the batch under way of an update rolling forward one step. busy: the
+// batch is still under way, or a node of it failed to come back and the update is rolled back
+// now. Otherwise, when the batch just ended, it returns the batch's nodes (logical ids) and how
+// long it took, and the wait before the next one starts.
+func (r *round) forwardBatch(g *store.Group) (batch []string, took time.Duration, busy bool, err error) {
+	st, ro := &g.State, g.State.Rollout
+	if len(ro.Batch) == 0 {
+		return nil, 0, false, nil
+	}
+	back, failed, err := r.batchStep(g, ro.Batch, st.SoftwareGeneration, st.DesiredImageID, st.DesiredImageReleaseVersion)
+	if err != nil || (!back && failed == nil) {
+		return nil, 0, true, err
+	}
+	if failed != nil {
+		return nil, 0, true, r.startRollback(g, fmt.Sprintf("node %s (instance %s) of batch %d did not come back on image %s: %s",
+			failed.LogicalID, failed.InstanceID, ro.Batches, st.DesiredImageID, strings.TrimSuffix(failed.StatusMessage, ".")))
+	}
+	took = r.now.Sub(ro.BatchStarted).Round(time.Millisecond)
+	batch, ro.Batch = ro.Batch, nil
+	ro.NextBatchAt = r.now.Add(waitInterval(g))
+	return batch, took, false, r.tx.PutGroup(g)
 }
 
 // rollbackStep takes the rollback one step: re-image the nodes on the new image back onto the
@@ -278,6 +285,9 @@ func (r *round) reimage(n *store.Node, gen int, image, release string) error {
 // go back.
 func (r *round) startRollback(g *store.Group, reason string) error {
 	st, ro := &g.State, g.State.Rollout
+	if ro.Patch != "" {
+		r.uncordon(g, ro.Cordoned) // the nodes a patch cordoned go back to their jobs
+	}
 	failpoint.Hit("software:RollbackInProgress")
 	r.c.forgetAlarms(r.cl.ID, g.Name)
 	ro.Reason, ro.Alarms = reason, nil

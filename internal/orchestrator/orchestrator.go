@@ -192,6 +192,20 @@ type DrainsFirst interface {
 	DrainsFirst() bool
 }
 
+// Patcher is implemented by an orchestrator's Round that can keep new jobs off a node while the
+// jobs it runs finish, and tell when none is left: auto-patching re-images a node only when it
+// is idle (AutoPatchConfig's WhenIdle and WhenAllIdle, controller/patch.go). A Round that does
+// not implement it runs no jobs the controller could wait for.
+type Patcher interface {
+	// Cordon returns work that keeps new jobs off n and leaves the running ones be (Slurm: a
+	// maintenance reservation; Kubernetes: the Node cordoned), and work that undoes it; nil
+	// when n takes no jobs.
+	Cordon(n *store.Node) (cordon func(ctx context.Context) error, uncordon func(ctx context.Context))
+	// Idle reports whether n runs no job, as seen after since (the cordon), and what was seen;
+	// false while nothing has been seen since then (a reading is on its way).
+	Idle(n *store.Node, since time.Time) (idle bool, what string)
+}
+
 // Leaving is why a node's instance goes.
 type Leaving int
 

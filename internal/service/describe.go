@@ -105,9 +105,15 @@ func groupDetails(g *store.Group, counts map[api.ClusterInstanceStatus]int) api.
 	}
 	if a := sp.AutoPatchConfig; a != nil {
 		d.AutoPatchConfig = &api.ClusterAutoPatchConfigDetails{PatchingStrategy: a.PatchingStrategy, DeploymentConfig: a.DeploymentConfig}
-		if a.PatchSchedule != nil {
-			d.AutoPatchConfig.DesiredPatchSchedule = &api.ClusterPatchScheduleDetails{}
-			d.AutoPatchConfig.DesiredPatchSchedule.NextPatchDate = a.PatchSchedule.NextPatchDate
+		// Current: the date the controller will patch at (none once a patch ran); Desired: a
+		// date asked for and not taken yet (a patch under way takes it when it ends), else
+		// the current one.
+		if t := g.State.PatchDate; !t.IsZero() {
+			d.AutoPatchConfig.CurrentPatchSchedule = &api.ClusterPatchScheduleDetails{NextPatchDate: new(api.NewTime(t))}
+			d.AutoPatchConfig.DesiredPatchSchedule = &api.ClusterPatchScheduleDetails{NextPatchDate: new(api.NewTime(t))}
+		}
+		if a.PatchSchedule != nil && a.PatchSchedule.NextPatchDate != nil && !a.PatchSchedule.NextPatchDate.Equal(g.State.PatchRequested) {
+			d.AutoPatchConfig.DesiredPatchSchedule = &api.ClusterPatchScheduleDetails{NextPatchDate: a.PatchSchedule.NextPatchDate}
 		}
 	}
 	if sc := sp.SlurmConfig; sc != nil {

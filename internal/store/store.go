@@ -342,6 +342,12 @@ type GroupState struct {
 	// controller last read it and when it runs next (internal/controller/scheduled.go).
 	ScheduleExpression  string    `json:",omitempty"`
 	NextScheduledUpdate time.Time `json:",omitzero"`
+	// PatchDate is when the group's next auto-patch runs (AutoPatchConfig's CurrentPatchSchedule;
+	// zero when none is due), and PatchRequested the spec's NextPatchDate it was taken from: a
+	// spec date that differs from PatchRequested is a reschedule not yet taken (it waits for a
+	// patch under way to end), DescribeCluster's DesiredPatchSchedule (controller/patch.go).
+	PatchDate      time.Time `json:",omitzero"`
+	PatchRequested time.Time `json:",omitzero"`
 	// SoftwareGeneration counts the group's UpdateClusterSoftware calls; a node launched
 	// before the latest one is re-imaged by it.
 	SoftwareGeneration int `json:",omitempty"`
@@ -377,6 +383,15 @@ type SoftwareRollout struct {
 	// rolled forward: the next round rolls it back. Written by the reading (a background job),
 	// so a restart between the reading and that round loses nothing.
 	Alarms []string `json:",omitempty"`
+	// Patch is the strategy of an auto-patch (AutoPatchConfig), "" for UpdateClusterSoftware
+	// and scheduled updates: its nodes are cordoned (Cordoned: those not yet given back) and
+	// each is re-imaged only once it runs no job (WhenIdle), or all once all run none at the
+	// same time (WhenAllIdle: AllIdle records that moment), until PatchUntil; the nodes still
+	// running jobs then stay on their image, given back to their jobs.
+	Patch      api.ClusterPatchingStrategy `json:",omitempty"`
+	PatchUntil time.Time                   `json:",omitzero"`
+	Cordoned   []string                    `json:",omitempty"`
+	AllIdle    bool                        `json:",omitempty"`
 }
 
 // Node is one instance of a group. Before an instance exists (Continuous provisioning) a node

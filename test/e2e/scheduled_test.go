@@ -22,13 +22,7 @@ func TestScheduledUpdateRuns(t *testing.T) {
 	parallel(t)
 	e := start(t)
 	ctx := context.Background()
-	lc := e.script("sched", "on_create.sh", recordScript)
-	workers := group("workers", "ml.c5.large", 1, types.ClusterSlurmNodeTypeCompute, lc, "cpu")
-	if _, err := e.SDK.CreateCluster(ctx, &sagemaker.CreateClusterInput{ClusterName: aws.String("sched"), InstanceGroups: []types.ClusterInstanceGroupSpecification{
-		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc), workers}}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitStatus("sched", types.ClusterStatusInservice, 90*time.Second)
+	workers := e.slurmWorkers(t, "sched", 1)
 	before := aws.ToString(byGroup(e.nodes("sched"), "workers")[0].InstanceId)
 
 	at := time.Now().UTC().Add(2 * time.Minute).Truncate(time.Minute)
@@ -67,4 +61,18 @@ func TestScheduledUpdateRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("sched", time.Minute)
+}
+
+// slurmWorkers creates an InService Slurm cluster of a controller and count workers (group
+// "workers", ml.c5.large, partition cpu) and returns the workers' group, for an UpdateCluster.
+func (e *env) slurmWorkers(t *testing.T, name string, count int32) types.ClusterInstanceGroupSpecification {
+	t.Helper()
+	lc := e.script(name, "on_create.sh", recordScript)
+	workers := group("workers", "ml.c5.large", count, types.ClusterSlurmNodeTypeCompute, lc, "cpu")
+	if _, err := e.SDK.CreateCluster(context.Background(), &sagemaker.CreateClusterInput{ClusterName: aws.String(name), InstanceGroups: []types.ClusterInstanceGroupSpecification{
+		group("controller", "ml.c5.xlarge", 1, types.ClusterSlurmNodeTypeController, lc), workers}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(name, types.ClusterStatusInservice, 90*time.Second)
+	return workers
 }

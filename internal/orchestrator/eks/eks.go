@@ -84,12 +84,14 @@ type EKS struct {
 	gone    map[string]time.Time            // when a missing Node was last brought back, by instance (nodeGone)
 	// policies are the PyTorchJobs held to a run policy now, by UID (runpolicy.go).
 	policies map[string]bool
+	// idle is the latest reading of each Node's pods for an auto-patch, by Node (patch.go).
+	idle map[string]idleReading
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
 	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval},
-		routed: map[string]string{}, gone: map[string]time.Time{}, policies: map[string]bool{}}
+		routed: map[string]string{}, gone: map[string]time.Time{}, policies: map[string]bool{}, idle: map[string]idleReading{}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)

@@ -401,3 +401,36 @@ func TestDeletionDrainsNothing(t *testing.T) {
 		t.Errorf("pods left after the deletion: %v", left)
 	}
 }
+
+// Auto-patching on Kubernetes (WhenIdle): at the date every Node is cordoned; the node whose
+// Node runs a job's pod keeps its instance while the pod runs (a DaemonSet's pod does not
+// count), and is re-imaged once the pod is gone; the idle node is re-imaged at once.
+func TestWhenIdlePatchWaitsForThePod(t *testing.T) {
+	g := harness.Spec("workers", 2)
+	g.AutoPatchConfig = &api.ClusterAutoPatchConfig{PatchingStrategy: new(api.ClusterPatchingStrategyWhenIdle),
+		PatchSchedule: &api.ClusterPatchSchedule{NextPatchDate: new(api.NewTime(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)))}}
+	c := newEksCluster(t, simulated, eks.Config{}, g)
+	busy, idle := c.nodeOf("workers-1"), c.nodeOf("workers-2")
+	c.api.pod(t, "job-0", busy, nil, nil)
+	c.api.pod(t, "agent-0", idle, nil, func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", APIVersion: "apps/v1", UID: "ds"}}
+	})
+	c.Clock.Advance(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC).Sub(c.Clock.Now()))
+	c.Until(c.id, 60, "the idle node re-imaged", func() bool { return c.nodeOf("workers-2") != idle && c.Node(c.id, "workers-2").Status == api.ClusterInstanceStatusRunning })
+	for range 10 {
+		c.Round(c.id)
+		c.Clock.Advance(time.Second)
+	}
+	if kn := c.api.node(busy); c.nodeOf("workers-1") != busy || kn == nil || !kn.Spec.Unschedulable {
+		t.Fatalf("while its pod ran: workers-1 is %s (was %s), its Node %v", c.nodeOf("workers-1"), busy, kn)
+	}
+	if err := c.api.cs.CoreV1().Pods("default").Delete(context.Background(), "job-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Until(c.id, 60, "workers-1 re-imaged once its pod is gone", func() bool {
+		return c.nodeOf("workers-1") != busy && c.Status(c.id) == api.ClusterStatusInService
+	})
+	if kn := c.api.node(c.nodeOf("workers-1")); kn == nil || kn.Spec.Unschedulable {
+		t.Errorf("the patched node's Node is not schedulable: %v", kn)
+	}
+}

@@ -515,6 +515,9 @@ func (r *round) Leave(n *store.Node, how orchestrator.Leaving, why string) func(
 			return
 		}
 		o.deletePodsOf(ctx, cs, name)
+		o.mu.Lock()
+		delete(o.idle, name)
+		o.mu.Unlock()
 	}
 }
 
