@@ -416,7 +416,9 @@ func TestWhenIdlePatchWaitsForThePod(t *testing.T) {
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", APIVersion: "apps/v1", UID: "ds"}}
 	})
 	c.Clock.Advance(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC).Sub(c.Clock.Now()))
-	c.Until(c.id, 60, "the idle node re-imaged", func() bool { return c.nodeOf("workers-2") != idle && c.Node(c.id, "workers-2").Status == api.ClusterInstanceStatusRunning })
+	c.Until(c.id, 60, "the idle node re-imaged", func() bool {
+		return c.nodeOf("workers-2") != idle && c.Node(c.id, "workers-2").Status == api.ClusterInstanceStatusRunning
+	})
 	for range 10 {
 		c.Round(c.id)
 		c.Clock.Advance(time.Second)
