@@ -85,6 +85,14 @@ func walk(v *validator, s *Shape, raw any, path string) error {
 		if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
 			return Errorf(CodeSerializationException, "Value %s at %s must be a whole number that fits in 32 bits (shape %s)", n, where, s.Name)
 		}
+	case KindFloat:
+		n, ok := raw.(json.Number)
+		if !ok {
+			return mismatch("a number")
+		}
+		if f, err := n.Float64(); err != nil || math.Abs(f) > math.MaxFloat32 {
+			return Errorf(CodeSerializationException, "Value %s at %s must be a number that fits in a 32-bit float (shape %s)", n, where, s.Name)
+		}
 	case KindTimestamp:
 		n, ok := raw.(json.Number)
 		if !ok {

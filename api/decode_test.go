@@ -95,3 +95,28 @@ func TestTimeWire(t *testing.T) {
 		t.Errorf("fraction lost: %s", b)
 	}
 }
+
+// TestFloatMembers: a float shape (ComputeQuotaResourceConfig's VCpu) takes a fraction, refuses
+// text as a serialization error, and its range is the model's, stated as AWS states it.
+func TestFloatMembers(t *testing.T) {
+	body := func(vcpu string) []byte {
+		return []byte(`{"Name":"q","ClusterArn":"arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefghijkl",
+			"ComputeQuotaTarget":{"TeamName":"a"},"ComputeQuotaConfig":{"ComputeQuotaResources":[{"InstanceType":"ml.g5.8xlarge","VCpu":` + vcpu + `}]}}`)
+	}
+	op := LookupOperation("CreateComputeQuota")
+	in, err := DecodeInput(op, body("4.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := in.(*CreateComputeQuotaRequest).ComputeQuotaConfig.ComputeQuotaResources[0].GetVCpu(); got != 4.5 {
+		t.Errorf("VCpu %v, want 4.5", got)
+	}
+	if _, err := DecodeInput(op, body(`"4"`)); !IsCode(err, CodeSerializationException) || !strings.Contains(err.Error(), "must be a number") {
+		t.Errorf("VCpu as text: %v", err)
+	}
+	_, err = DecodeInput(op, body("-0.5"))
+	if !IsCode(err, CodeValidationException) || !strings.Contains(err.Error(),
+		"Value '-0.5' at 'computeQuotaConfig.computeQuotaResources.1.member.vCpu' failed to satisfy constraint: Member must have value greater than or equal to 0") {
+		t.Errorf("VCpu below its range: %v", err)
+	}
+}

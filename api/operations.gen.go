@@ -32,23 +32,28 @@ type Service interface {
 	BatchReplaceClusterNodes(ctx context.Context, in *BatchReplaceClusterNodesRequest) (*BatchReplaceClusterNodesResponse, error)
 	CreateCluster(ctx context.Context, in *CreateClusterRequest) (*CreateClusterResponse, error)
 	CreateClusterSchedulerConfig(ctx context.Context, in *CreateClusterSchedulerConfigRequest) (*CreateClusterSchedulerConfigResponse, error)
+	CreateComputeQuota(ctx context.Context, in *CreateComputeQuotaRequest) (*CreateComputeQuotaResponse, error)
 	DeleteCluster(ctx context.Context, in *DeleteClusterRequest) (*DeleteClusterResponse, error)
 	DeleteClusterSchedulerConfig(ctx context.Context, in *DeleteClusterSchedulerConfigRequest) error
+	DeleteComputeQuota(ctx context.Context, in *DeleteComputeQuotaRequest) error
 	DeleteTags(ctx context.Context, in *DeleteTagsInput) (*DeleteTagsOutput, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	DescribeClusterEvent(ctx context.Context, in *DescribeClusterEventRequest) (*DescribeClusterEventResponse, error)
 	DescribeClusterNode(ctx context.Context, in *DescribeClusterNodeRequest) (*DescribeClusterNodeResponse, error)
 	DescribeClusterSchedulerConfig(ctx context.Context, in *DescribeClusterSchedulerConfigRequest) (*DescribeClusterSchedulerConfigResponse, error)
+	DescribeComputeQuota(ctx context.Context, in *DescribeComputeQuotaRequest) (*DescribeComputeQuotaResponse, error)
 	DetachClusterNodeVolume(ctx context.Context, in *DetachClusterNodeVolumeRequest) (*DetachClusterNodeVolumeResponse, error)
 	ListClusterEvents(ctx context.Context, in *ListClusterEventsRequest) (*ListClusterEventsResponse, error)
 	ListClusterNodes(ctx context.Context, in *ListClusterNodesRequest) (*ListClusterNodesResponse, error)
 	ListClusterSchedulerConfigs(ctx context.Context, in *ListClusterSchedulerConfigsRequest) (*ListClusterSchedulerConfigsResponse, error)
 	ListClusters(ctx context.Context, in *ListClustersRequest) (*ListClustersResponse, error)
+	ListComputeQuotas(ctx context.Context, in *ListComputeQuotasRequest) (*ListComputeQuotasResponse, error)
 	ListTags(ctx context.Context, in *ListTagsInput) (*ListTagsOutput, error)
 	StartClusterHealthCheck(ctx context.Context, in *StartClusterHealthCheckRequest) (*StartClusterHealthCheckResponse, error)
 	UpdateCluster(ctx context.Context, in *UpdateClusterRequest) (*UpdateClusterResponse, error)
 	UpdateClusterSchedulerConfig(ctx context.Context, in *UpdateClusterSchedulerConfigRequest) (*UpdateClusterSchedulerConfigResponse, error)
 	UpdateClusterSoftware(ctx context.Context, in *UpdateClusterSoftwareRequest) (*UpdateClusterSoftwareResponse, error)
+	UpdateComputeQuota(ctx context.Context, in *UpdateComputeQuotaRequest) (*UpdateComputeQuotaResponse, error)
 }
 
 // Operations lists every operation of the model, sorted by name.
@@ -101,6 +106,12 @@ var Operations = []*Operation{
 		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
 			return svc.CreateClusterSchedulerConfig(ctx, in.(*CreateClusterSchedulerConfigRequest))
 		}},
+	{Name: "CreateComputeQuota", InputShape: "CreateComputeQuotaRequest", OutputShape: "CreateComputeQuotaResponse", Errors: []string{"ConflictException", "ResourceLimitExceeded"},
+		NewInput:  func() any { return new(CreateComputeQuotaRequest) },
+		NewOutput: func() any { return new(CreateComputeQuotaResponse) },
+		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
+			return svc.CreateComputeQuota(ctx, in.(*CreateComputeQuotaRequest))
+		}},
 	{Name: "DeleteCluster", InputShape: "DeleteClusterRequest", OutputShape: "DeleteClusterResponse", Errors: []string{"ConflictException", "ResourceNotFound"},
 		NewInput:  func() any { return new(DeleteClusterRequest) },
 		NewOutput: func() any { return new(DeleteClusterResponse) },
@@ -111,6 +122,11 @@ var Operations = []*Operation{
 		NewInput: func() any { return new(DeleteClusterSchedulerConfigRequest) },
 		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
 			return struct{}{}, svc.DeleteClusterSchedulerConfig(ctx, in.(*DeleteClusterSchedulerConfigRequest))
+		}},
+	{Name: "DeleteComputeQuota", InputShape: "DeleteComputeQuotaRequest", OutputShape: "", Errors: []string{"ResourceNotFound"},
+		NewInput: func() any { return new(DeleteComputeQuotaRequest) },
+		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
+			return struct{}{}, svc.DeleteComputeQuota(ctx, in.(*DeleteComputeQuotaRequest))
 		}},
 	{Name: "DeleteTags", InputShape: "DeleteTagsInput", OutputShape: "DeleteTagsOutput", Errors: []string{},
 		NewInput:  func() any { return new(DeleteTagsInput) },
@@ -141,6 +157,12 @@ var Operations = []*Operation{
 		NewOutput: func() any { return new(DescribeClusterSchedulerConfigResponse) },
 		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
 			return svc.DescribeClusterSchedulerConfig(ctx, in.(*DescribeClusterSchedulerConfigRequest))
+		}},
+	{Name: "DescribeComputeQuota", InputShape: "DescribeComputeQuotaRequest", OutputShape: "DescribeComputeQuotaResponse", Errors: []string{"ResourceNotFound"},
+		NewInput:  func() any { return new(DescribeComputeQuotaRequest) },
+		NewOutput: func() any { return new(DescribeComputeQuotaResponse) },
+		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
+			return svc.DescribeComputeQuota(ctx, in.(*DescribeComputeQuotaRequest))
 		}},
 	{Name: "DetachClusterNodeVolume", InputShape: "DetachClusterNodeVolumeRequest", OutputShape: "DetachClusterNodeVolumeResponse", Errors: []string{"ResourceNotFound"},
 		NewInput:  func() any { return new(DetachClusterNodeVolumeRequest) },
@@ -176,6 +198,13 @@ var Operations = []*Operation{
 		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
 			return svc.ListClusters(ctx, in.(*ListClustersRequest))
 		}},
+	{Name: "ListComputeQuotas", InputShape: "ListComputeQuotasRequest", OutputShape: "ListComputeQuotasResponse", Errors: []string{},
+		Paginator: &Paginator{InputToken: "NextToken", OutputToken: "NextToken", LimitKey: "MaxResults", ResultKey: "ComputeQuotaSummaries"},
+		NewInput:  func() any { return new(ListComputeQuotasRequest) },
+		NewOutput: func() any { return new(ListComputeQuotasResponse) },
+		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
+			return svc.ListComputeQuotas(ctx, in.(*ListComputeQuotasRequest))
+		}},
 	{Name: "ListTags", InputShape: "ListTagsInput", OutputShape: "ListTagsOutput", Errors: []string{},
 		Paginator: &Paginator{InputToken: "NextToken", OutputToken: "NextToken", LimitKey: "MaxResults", ResultKey: "Tags"},
 		NewInput:  func() any { return new(ListTagsInput) },
@@ -206,5 +235,11 @@ var Operations = []*Operation{
 		NewOutput: func() any { return new(UpdateClusterSoftwareResponse) },
 		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
 			return svc.UpdateClusterSoftware(ctx, in.(*UpdateClusterSoftwareRequest))
+		}},
+	{Name: "UpdateComputeQuota", InputShape: "UpdateComputeQuotaRequest", OutputShape: "UpdateComputeQuotaResponse", Errors: []string{"ConflictException", "ResourceNotFound", "ResourceLimitExceeded"},
+		NewInput:  func() any { return new(UpdateComputeQuotaRequest) },
+		NewOutput: func() any { return new(UpdateComputeQuotaResponse) },
+		invoke: func(ctx context.Context, svc Service, in any) (any, error) {
+			return svc.UpdateComputeQuota(ctx, in.(*UpdateComputeQuotaRequest))
 		}},
 }

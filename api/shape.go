@@ -12,6 +12,7 @@ const (
 	KindStructure
 	KindList
 	KindMap
+	KindFloat
 )
 
 // Shape is one shape of the service model, reduced to what code needs to walk a value at run

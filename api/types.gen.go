@@ -2,6 +2,46 @@
 
 package api
 
+// AcceleratorPartitionConfig is the SageMaker structure AcceleratorPartitionConfig.
+type AcceleratorPartitionConfig struct {
+	// Type: Required. Shape MIGProfileType. Constraints: one of 28 values.
+	Type *MIGProfileType `json:"Type,omitzero"`
+	// Count: Required. Shape AcceleratorPartitionConfigCountInteger. Constraints: range 0-10000000.
+	Count *int32 `json:"Count,omitzero"`
+}
+
+// GetType returns Type, or the zero value when it is absent.
+func (s *AcceleratorPartitionConfig) GetType() MIGProfileType {
+	if s == nil || s.Type == nil {
+		var zero MIGProfileType
+		return zero
+	}
+	return *s.Type
+}
+
+// GetCount returns Count, or the zero value when it is absent.
+func (s *AcceleratorPartitionConfig) GetCount() int32 {
+	if s == nil || s.Count == nil {
+		var zero int32
+		return zero
+	}
+	return *s.Count
+}
+
+// ActivationState is the SageMaker enum shape ActivationState.
+type ActivationState string
+
+// Values of ActivationState, as the model spells them.
+const (
+	ActivationStateEnabled  ActivationState = "Enabled"
+	ActivationStateDisabled ActivationState = "Disabled"
+)
+
+// Values returns every value of ActivationState in model order.
+func (ActivationState) Values() []ActivationState {
+	return []ActivationState{ActivationStateEnabled, ActivationStateDisabled}
+}
+
 // ActiveClusterOperationName is the SageMaker enum shape ActiveClusterOperationName.
 type ActiveClusterOperationName string
 
@@ -3119,6 +3159,219 @@ func (s *ClusterTieredStorageConfig) GetInstanceMemoryAllocationPercentage() int
 	return *s.InstanceMemoryAllocationPercentage
 }
 
+// ComputeQuotaConfig is the SageMaker structure ComputeQuotaConfig.
+type ComputeQuotaConfig struct {
+	// ComputeQuotaResources: Shape ComputeQuotaResourceConfigList. Constraints: items 0-15.
+	ComputeQuotaResources []ComputeQuotaResourceConfig `json:"ComputeQuotaResources,omitzero"`
+	// ResourceSharingConfig: Shape ResourceSharingConfig.
+	ResourceSharingConfig *ResourceSharingConfig `json:"ResourceSharingConfig,omitzero"`
+	// PreemptTeamTasks: Shape PreemptTeamTasks. Constraints: one of Never, LowerPriority.
+	PreemptTeamTasks *PreemptTeamTasks `json:"PreemptTeamTasks,omitzero"`
+}
+
+// GetPreemptTeamTasks returns PreemptTeamTasks, or the zero value when it is absent.
+func (s *ComputeQuotaConfig) GetPreemptTeamTasks() PreemptTeamTasks {
+	if s == nil || s.PreemptTeamTasks == nil {
+		var zero PreemptTeamTasks
+		return zero
+	}
+	return *s.PreemptTeamTasks
+}
+
+// ComputeQuotaResourceConfig is the SageMaker structure ComputeQuotaResourceConfig.
+type ComputeQuotaResourceConfig struct {
+	// InstanceType: Required. Shape ClusterInstanceType. Constraints: one of 201 values.
+	InstanceType *ClusterInstanceType `json:"InstanceType,omitzero"`
+	// Count: Shape InstanceCount. Constraints: range 0-10000000.
+	Count *int32 `json:"Count,omitzero"`
+	// Accelerators: Shape AcceleratorsAmount. Constraints: range 0-10000000.
+	Accelerators *int32 `json:"Accelerators,omitzero"`
+	// VCpu: Shape VCpuAmount. Constraints: range 0-10000000.
+	VCpu *float32 `json:"VCpu,omitzero"`
+	// MemoryInGiB: Shape MemoryInGiBAmount. Constraints: range 0-10000000.
+	MemoryInGiB *float32 `json:"MemoryInGiB,omitzero"`
+	// AcceleratorPartition: Shape AcceleratorPartitionConfig.
+	AcceleratorPartition *AcceleratorPartitionConfig `json:"AcceleratorPartition,omitzero"`
+}
+
+// GetInstanceType returns InstanceType, or the zero value when it is absent.
+func (s *ComputeQuotaResourceConfig) GetInstanceType() ClusterInstanceType {
+	if s == nil || s.InstanceType == nil {
+		var zero ClusterInstanceType
+		return zero
+	}
+	return *s.InstanceType
+}
+
+// GetCount returns Count, or the zero value when it is absent.
+func (s *ComputeQuotaResourceConfig) GetCount() int32 {
+	if s == nil || s.Count == nil {
+		var zero int32
+		return zero
+	}
+	return *s.Count
+}
+
+// GetAccelerators returns Accelerators, or the zero value when it is absent.
+func (s *ComputeQuotaResourceConfig) GetAccelerators() int32 {
+	if s == nil || s.Accelerators == nil {
+		var zero int32
+		return zero
+	}
+	return *s.Accelerators
+}
+
+// GetVCpu returns VCpu, or the zero value when it is absent.
+func (s *ComputeQuotaResourceConfig) GetVCpu() float32 {
+	if s == nil || s.VCpu == nil {
+		var zero float32
+		return zero
+	}
+	return *s.VCpu
+}
+
+// GetMemoryInGiB returns MemoryInGiB, or the zero value when it is absent.
+func (s *ComputeQuotaResourceConfig) GetMemoryInGiB() float32 {
+	if s == nil || s.MemoryInGiB == nil {
+		var zero float32
+		return zero
+	}
+	return *s.MemoryInGiB
+}
+
+// ComputeQuotaSummary is the SageMaker structure ComputeQuotaSummary.
+type ComputeQuotaSummary struct {
+	// ComputeQuotaArn: Required. Shape ComputeQuotaArn. Constraints: length 0-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:compute-quota/[a-z0-9]{12}`.
+	ComputeQuotaArn *string `json:"ComputeQuotaArn,omitzero"`
+	// ComputeQuotaId: Required. Shape ComputeQuotaId. Constraints: pattern `[a-z0-9]{12}`.
+	ComputeQuotaId *string `json:"ComputeQuotaId,omitzero"`
+	// Name: Required. Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
+	Name *string `json:"Name,omitzero"`
+	// ComputeQuotaVersion: Shape Integer.
+	ComputeQuotaVersion *int32 `json:"ComputeQuotaVersion,omitzero"`
+	// Status: Required. Shape SchedulerResourceStatus. Constraints: one of Creating, CreateFailed, CreateRollbackFailed, Created, Updating, UpdateFailed, UpdateRollbackFailed, Updated, Deleting, DeleteFailed, DeleteRollbackFailed, Deleted.
+	Status *SchedulerResourceStatus `json:"Status,omitzero"`
+	// ClusterArn: Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
+	ClusterArn *string `json:"ClusterArn,omitzero"`
+	// ComputeQuotaConfig: Shape ComputeQuotaConfig.
+	ComputeQuotaConfig *ComputeQuotaConfig `json:"ComputeQuotaConfig,omitzero"`
+	// ComputeQuotaTarget: Required. Shape ComputeQuotaTarget.
+	ComputeQuotaTarget *ComputeQuotaTarget `json:"ComputeQuotaTarget,omitzero"`
+	// ActivationState: Shape ActivationState. Constraints: one of Enabled, Disabled.
+	ActivationState *ActivationState `json:"ActivationState,omitzero"`
+	// CreationTime: Required. Shape Timestamp. Epoch seconds on the wire.
+	CreationTime *Time `json:"CreationTime,omitzero"`
+	// LastModifiedTime: Shape Timestamp. Epoch seconds on the wire.
+	LastModifiedTime *Time `json:"LastModifiedTime,omitzero"`
+}
+
+// GetComputeQuotaArn returns ComputeQuotaArn, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetComputeQuotaArn() string {
+	if s == nil || s.ComputeQuotaArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaArn
+}
+
+// GetComputeQuotaId returns ComputeQuotaId, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetComputeQuotaId() string {
+	if s == nil || s.ComputeQuotaId == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaId
+}
+
+// GetName returns Name, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetName() string {
+	if s == nil || s.Name == nil {
+		var zero string
+		return zero
+	}
+	return *s.Name
+}
+
+// GetComputeQuotaVersion returns ComputeQuotaVersion, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetComputeQuotaVersion() int32 {
+	if s == nil || s.ComputeQuotaVersion == nil {
+		var zero int32
+		return zero
+	}
+	return *s.ComputeQuotaVersion
+}
+
+// GetStatus returns Status, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetStatus() SchedulerResourceStatus {
+	if s == nil || s.Status == nil {
+		var zero SchedulerResourceStatus
+		return zero
+	}
+	return *s.Status
+}
+
+// GetClusterArn returns ClusterArn, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetClusterArn() string {
+	if s == nil || s.ClusterArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ClusterArn
+}
+
+// GetActivationState returns ActivationState, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetActivationState() ActivationState {
+	if s == nil || s.ActivationState == nil {
+		var zero ActivationState
+		return zero
+	}
+	return *s.ActivationState
+}
+
+// GetCreationTime returns CreationTime, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetCreationTime() Time {
+	if s == nil || s.CreationTime == nil {
+		var zero Time
+		return zero
+	}
+	return *s.CreationTime
+}
+
+// GetLastModifiedTime returns LastModifiedTime, or the zero value when it is absent.
+func (s *ComputeQuotaSummary) GetLastModifiedTime() Time {
+	if s == nil || s.LastModifiedTime == nil {
+		var zero Time
+		return zero
+	}
+	return *s.LastModifiedTime
+}
+
+// ComputeQuotaTarget is the SageMaker structure ComputeQuotaTarget.
+type ComputeQuotaTarget struct {
+	// TeamName: Required. Shape ComputeQuotaTargetTeamName. Constraints: pattern `[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?`.
+	TeamName *string `json:"TeamName,omitzero"`
+	// FairShareWeight: Shape FairShareWeight. Constraints: range 0-100.
+	FairShareWeight *int32 `json:"FairShareWeight,omitzero"`
+}
+
+// GetTeamName returns TeamName, or the zero value when it is absent.
+func (s *ComputeQuotaTarget) GetTeamName() string {
+	if s == nil || s.TeamName == nil {
+		var zero string
+		return zero
+	}
+	return *s.TeamName
+}
+
+// GetFairShareWeight returns FairShareWeight, or the zero value when it is absent.
+func (s *ComputeQuotaTarget) GetFairShareWeight() int32 {
+	if s == nil || s.FairShareWeight == nil {
+		var zero int32
+		return zero
+	}
+	return *s.FairShareWeight
+}
+
 // ConflictException is the SageMaker exception structure ConflictException.
 type ConflictException struct {
 	// Message: Shape FailureReason. Constraints: length 0-1024.
@@ -3280,6 +3533,86 @@ func (s *CreateClusterSchedulerConfigResponse) GetClusterSchedulerConfigId() str
 	return *s.ClusterSchedulerConfigId
 }
 
+// CreateComputeQuotaRequest is the SageMaker structure CreateComputeQuotaRequest.
+type CreateComputeQuotaRequest struct {
+	// Name: Required. Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
+	Name *string `json:"Name,omitzero"`
+	// Description: Shape EntityDescription. Constraints: length 0-1024; pattern `[\p{L}\p{M}\p{Z}\p{S}\p{N}\p{P}]*`.
+	Description *string `json:"Description,omitzero"`
+	// ClusterArn: Required. Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
+	ClusterArn *string `json:"ClusterArn,omitzero"`
+	// ComputeQuotaConfig: Required. Shape ComputeQuotaConfig.
+	ComputeQuotaConfig *ComputeQuotaConfig `json:"ComputeQuotaConfig,omitzero"`
+	// ComputeQuotaTarget: Required. Shape ComputeQuotaTarget.
+	ComputeQuotaTarget *ComputeQuotaTarget `json:"ComputeQuotaTarget,omitzero"`
+	// ActivationState: Shape ActivationState. Constraints: one of Enabled, Disabled.
+	ActivationState *ActivationState `json:"ActivationState,omitzero"`
+	// Tags: Shape TagList. Constraints: items 0-50.
+	Tags []Tag `json:"Tags,omitzero"`
+}
+
+// GetName returns Name, or the zero value when it is absent.
+func (s *CreateComputeQuotaRequest) GetName() string {
+	if s == nil || s.Name == nil {
+		var zero string
+		return zero
+	}
+	return *s.Name
+}
+
+// GetDescription returns Description, or the zero value when it is absent.
+func (s *CreateComputeQuotaRequest) GetDescription() string {
+	if s == nil || s.Description == nil {
+		var zero string
+		return zero
+	}
+	return *s.Description
+}
+
+// GetClusterArn returns ClusterArn, or the zero value when it is absent.
+func (s *CreateComputeQuotaRequest) GetClusterArn() string {
+	if s == nil || s.ClusterArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ClusterArn
+}
+
+// GetActivationState returns ActivationState, or the zero value when it is absent.
+func (s *CreateComputeQuotaRequest) GetActivationState() ActivationState {
+	if s == nil || s.ActivationState == nil {
+		var zero ActivationState
+		return zero
+	}
+	return *s.ActivationState
+}
+
+// CreateComputeQuotaResponse is the SageMaker structure CreateComputeQuotaResponse.
+type CreateComputeQuotaResponse struct {
+	// ComputeQuotaArn: Required. Shape ComputeQuotaArn. Constraints: length 0-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:compute-quota/[a-z0-9]{12}`.
+	ComputeQuotaArn *string `json:"ComputeQuotaArn,omitzero"`
+	// ComputeQuotaId: Required. Shape ComputeQuotaId. Constraints: pattern `[a-z0-9]{12}`.
+	ComputeQuotaId *string `json:"ComputeQuotaId,omitzero"`
+}
+
+// GetComputeQuotaArn returns ComputeQuotaArn, or the zero value when it is absent.
+func (s *CreateComputeQuotaResponse) GetComputeQuotaArn() string {
+	if s == nil || s.ComputeQuotaArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaArn
+}
+
+// GetComputeQuotaId returns ComputeQuotaId, or the zero value when it is absent.
+func (s *CreateComputeQuotaResponse) GetComputeQuotaId() string {
+	if s == nil || s.ComputeQuotaId == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaId
+}
+
 // DeepHealthCheckType is the SageMaker enum shape DeepHealthCheckType.
 type DeepHealthCheckType string
 
@@ -3337,6 +3670,21 @@ func (s *DeleteClusterSchedulerConfigRequest) GetClusterSchedulerConfigId() stri
 		return zero
 	}
 	return *s.ClusterSchedulerConfigId
+}
+
+// DeleteComputeQuotaRequest is the SageMaker structure DeleteComputeQuotaRequest.
+type DeleteComputeQuotaRequest struct {
+	// ComputeQuotaId: Required. Shape ComputeQuotaId. Constraints: pattern `[a-z0-9]{12}`.
+	ComputeQuotaId *string `json:"ComputeQuotaId,omitzero"`
+}
+
+// GetComputeQuotaId returns ComputeQuotaId, or the zero value when it is absent.
+func (s *DeleteComputeQuotaRequest) GetComputeQuotaId() string {
+	if s == nil || s.ComputeQuotaId == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaId
 }
 
 // DeleteTagsInput is the SageMaker structure DeleteTagsInput.
@@ -3716,6 +4064,165 @@ func (s *DescribeClusterSchedulerConfigResponse) GetCreationTime() Time {
 
 // GetLastModifiedTime returns LastModifiedTime, or the zero value when it is absent.
 func (s *DescribeClusterSchedulerConfigResponse) GetLastModifiedTime() Time {
+	if s == nil || s.LastModifiedTime == nil {
+		var zero Time
+		return zero
+	}
+	return *s.LastModifiedTime
+}
+
+// DescribeComputeQuotaRequest is the SageMaker structure DescribeComputeQuotaRequest.
+type DescribeComputeQuotaRequest struct {
+	// ComputeQuotaId: Required. Shape ComputeQuotaId. Constraints: pattern `[a-z0-9]{12}`.
+	ComputeQuotaId *string `json:"ComputeQuotaId,omitzero"`
+	// ComputeQuotaVersion: Shape Integer.
+	ComputeQuotaVersion *int32 `json:"ComputeQuotaVersion,omitzero"`
+}
+
+// GetComputeQuotaId returns ComputeQuotaId, or the zero value when it is absent.
+func (s *DescribeComputeQuotaRequest) GetComputeQuotaId() string {
+	if s == nil || s.ComputeQuotaId == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaId
+}
+
+// GetComputeQuotaVersion returns ComputeQuotaVersion, or the zero value when it is absent.
+func (s *DescribeComputeQuotaRequest) GetComputeQuotaVersion() int32 {
+	if s == nil || s.ComputeQuotaVersion == nil {
+		var zero int32
+		return zero
+	}
+	return *s.ComputeQuotaVersion
+}
+
+// DescribeComputeQuotaResponse is the SageMaker structure DescribeComputeQuotaResponse.
+type DescribeComputeQuotaResponse struct {
+	// ComputeQuotaArn: Required. Shape ComputeQuotaArn. Constraints: length 0-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:compute-quota/[a-z0-9]{12}`.
+	ComputeQuotaArn *string `json:"ComputeQuotaArn,omitzero"`
+	// ComputeQuotaId: Required. Shape ComputeQuotaId. Constraints: pattern `[a-z0-9]{12}`.
+	ComputeQuotaId *string `json:"ComputeQuotaId,omitzero"`
+	// Name: Required. Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
+	Name *string `json:"Name,omitzero"`
+	// Description: Shape EntityDescription. Constraints: length 0-1024; pattern `[\p{L}\p{M}\p{Z}\p{S}\p{N}\p{P}]*`.
+	Description *string `json:"Description,omitzero"`
+	// ComputeQuotaVersion: Required. Shape Integer.
+	ComputeQuotaVersion *int32 `json:"ComputeQuotaVersion,omitzero"`
+	// Status: Required. Shape SchedulerResourceStatus. Constraints: one of Creating, CreateFailed, CreateRollbackFailed, Created, Updating, UpdateFailed, UpdateRollbackFailed, Updated, Deleting, DeleteFailed, DeleteRollbackFailed, Deleted.
+	Status *SchedulerResourceStatus `json:"Status,omitzero"`
+	// FailureReason: Shape FailureReason. Constraints: length 0-1024.
+	FailureReason *string `json:"FailureReason,omitzero"`
+	// ClusterArn: Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
+	ClusterArn *string `json:"ClusterArn,omitzero"`
+	// ComputeQuotaConfig: Shape ComputeQuotaConfig.
+	ComputeQuotaConfig *ComputeQuotaConfig `json:"ComputeQuotaConfig,omitzero"`
+	// ComputeQuotaTarget: Required. Shape ComputeQuotaTarget.
+	ComputeQuotaTarget *ComputeQuotaTarget `json:"ComputeQuotaTarget,omitzero"`
+	// ActivationState: Shape ActivationState. Constraints: one of Enabled, Disabled.
+	ActivationState *ActivationState `json:"ActivationState,omitzero"`
+	// CreationTime: Required. Shape Timestamp. Epoch seconds on the wire.
+	CreationTime *Time `json:"CreationTime,omitzero"`
+	// CreatedBy: Shape UserContext.
+	CreatedBy *UserContext `json:"CreatedBy,omitzero"`
+	// LastModifiedTime: Shape Timestamp. Epoch seconds on the wire.
+	LastModifiedTime *Time `json:"LastModifiedTime,omitzero"`
+	// LastModifiedBy: Shape UserContext.
+	LastModifiedBy *UserContext `json:"LastModifiedBy,omitzero"`
+}
+
+// GetComputeQuotaArn returns ComputeQuotaArn, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetComputeQuotaArn() string {
+	if s == nil || s.ComputeQuotaArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaArn
+}
+
+// GetComputeQuotaId returns ComputeQuotaId, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetComputeQuotaId() string {
+	if s == nil || s.ComputeQuotaId == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaId
+}
+
+// GetName returns Name, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetName() string {
+	if s == nil || s.Name == nil {
+		var zero string
+		return zero
+	}
+	return *s.Name
+}
+
+// GetDescription returns Description, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetDescription() string {
+	if s == nil || s.Description == nil {
+		var zero string
+		return zero
+	}
+	return *s.Description
+}
+
+// GetComputeQuotaVersion returns ComputeQuotaVersion, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetComputeQuotaVersion() int32 {
+	if s == nil || s.ComputeQuotaVersion == nil {
+		var zero int32
+		return zero
+	}
+	return *s.ComputeQuotaVersion
+}
+
+// GetStatus returns Status, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetStatus() SchedulerResourceStatus {
+	if s == nil || s.Status == nil {
+		var zero SchedulerResourceStatus
+		return zero
+	}
+	return *s.Status
+}
+
+// GetFailureReason returns FailureReason, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetFailureReason() string {
+	if s == nil || s.FailureReason == nil {
+		var zero string
+		return zero
+	}
+	return *s.FailureReason
+}
+
+// GetClusterArn returns ClusterArn, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetClusterArn() string {
+	if s == nil || s.ClusterArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ClusterArn
+}
+
+// GetActivationState returns ActivationState, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetActivationState() ActivationState {
+	if s == nil || s.ActivationState == nil {
+		var zero ActivationState
+		return zero
+	}
+	return *s.ActivationState
+}
+
+// GetCreationTime returns CreationTime, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetCreationTime() Time {
+	if s == nil || s.CreationTime == nil {
+		var zero Time
+		return zero
+	}
+	return *s.CreationTime
+}
+
+// GetLastModifiedTime returns LastModifiedTime, or the zero value when it is absent.
+func (s *DescribeComputeQuotaResponse) GetLastModifiedTime() Time {
 	if s == nil || s.LastModifiedTime == nil {
 		var zero Time
 		return zero
@@ -4664,6 +5171,126 @@ func (s *ListClustersResponse) GetNextToken() string {
 	return *s.NextToken
 }
 
+// ListComputeQuotasRequest is the SageMaker structure ListComputeQuotasRequest.
+type ListComputeQuotasRequest struct {
+	// CreatedAfter: Shape Timestamp. Epoch seconds on the wire.
+	CreatedAfter *Time `json:"CreatedAfter,omitzero"`
+	// CreatedBefore: Shape Timestamp. Epoch seconds on the wire.
+	CreatedBefore *Time `json:"CreatedBefore,omitzero"`
+	// NameContains: Shape EntityName. Constraints: length 1-63; pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`.
+	NameContains *string `json:"NameContains,omitzero"`
+	// Status: Shape SchedulerResourceStatus. Constraints: one of Creating, CreateFailed, CreateRollbackFailed, Created, Updating, UpdateFailed, UpdateRollbackFailed, Updated, Deleting, DeleteFailed, DeleteRollbackFailed, Deleted.
+	Status *SchedulerResourceStatus `json:"Status,omitzero"`
+	// ClusterArn: Shape ClusterArn. Constraints: length 0-256; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`.
+	ClusterArn *string `json:"ClusterArn,omitzero"`
+	// SortBy: Shape SortQuotaBy. Constraints: one of Name, CreationTime, Status, ClusterArn.
+	SortBy *SortQuotaBy `json:"SortBy,omitzero"`
+	// SortOrder: Shape SortOrder. Constraints: one of Ascending, Descending.
+	SortOrder *SortOrder `json:"SortOrder,omitzero"`
+	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
+	NextToken *string `json:"NextToken,omitzero"`
+	// MaxResults: Shape MaxResults. Constraints: range 1-100.
+	MaxResults *int32 `json:"MaxResults,omitzero"`
+}
+
+// GetCreatedAfter returns CreatedAfter, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetCreatedAfter() Time {
+	if s == nil || s.CreatedAfter == nil {
+		var zero Time
+		return zero
+	}
+	return *s.CreatedAfter
+}
+
+// GetCreatedBefore returns CreatedBefore, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetCreatedBefore() Time {
+	if s == nil || s.CreatedBefore == nil {
+		var zero Time
+		return zero
+	}
+	return *s.CreatedBefore
+}
+
+// GetNameContains returns NameContains, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetNameContains() string {
+	if s == nil || s.NameContains == nil {
+		var zero string
+		return zero
+	}
+	return *s.NameContains
+}
+
+// GetStatus returns Status, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetStatus() SchedulerResourceStatus {
+	if s == nil || s.Status == nil {
+		var zero SchedulerResourceStatus
+		return zero
+	}
+	return *s.Status
+}
+
+// GetClusterArn returns ClusterArn, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetClusterArn() string {
+	if s == nil || s.ClusterArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ClusterArn
+}
+
+// GetSortBy returns SortBy, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetSortBy() SortQuotaBy {
+	if s == nil || s.SortBy == nil {
+		var zero SortQuotaBy
+		return zero
+	}
+	return *s.SortBy
+}
+
+// GetSortOrder returns SortOrder, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetSortOrder() SortOrder {
+	if s == nil || s.SortOrder == nil {
+		var zero SortOrder
+		return zero
+	}
+	return *s.SortOrder
+}
+
+// GetNextToken returns NextToken, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetNextToken() string {
+	if s == nil || s.NextToken == nil {
+		var zero string
+		return zero
+	}
+	return *s.NextToken
+}
+
+// GetMaxResults returns MaxResults, or the zero value when it is absent.
+func (s *ListComputeQuotasRequest) GetMaxResults() int32 {
+	if s == nil || s.MaxResults == nil {
+		var zero int32
+		return zero
+	}
+	return *s.MaxResults
+}
+
+// ListComputeQuotasResponse is the SageMaker structure ListComputeQuotasResponse.
+type ListComputeQuotasResponse struct {
+	// ComputeQuotaSummaries: Shape ComputeQuotaSummaryList. Constraints: items 0-100.
+	ComputeQuotaSummaries []ComputeQuotaSummary `json:"ComputeQuotaSummaries,omitzero"`
+	// NextToken: Shape NextToken. Constraints: length 0-8192; pattern `.*`.
+	NextToken *string `json:"NextToken,omitzero"`
+}
+
+// GetNextToken returns NextToken, or the zero value when it is absent.
+func (s *ListComputeQuotasResponse) GetNextToken() string {
+	if s == nil || s.NextToken == nil {
+		var zero string
+		return zero
+	}
+	return *s.NextToken
+}
+
 // ListTagsInput is the SageMaker structure ListTagsInput.
 type ListTagsInput struct {
 	// ResourceArn: Required. Shape ResourceArn. Constraints: length 0-256; pattern `arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:[0-9]{12}:.+`.
@@ -4716,6 +5343,46 @@ func (s *ListTagsOutput) GetNextToken() string {
 		return zero
 	}
 	return *s.NextToken
+}
+
+// MIGProfileType is the SageMaker enum shape MIGProfileType.
+type MIGProfileType string
+
+// Values of MIGProfileType, as the model spells them.
+const (
+	MIGProfileTypeMig1g5gb   MIGProfileType = "mig-1g.5gb"
+	MIGProfileTypeMig1g10gb  MIGProfileType = "mig-1g.10gb"
+	MIGProfileTypeMig1g18gb  MIGProfileType = "mig-1g.18gb"
+	MIGProfileTypeMig1g20gb  MIGProfileType = "mig-1g.20gb"
+	MIGProfileTypeMig1g23gb  MIGProfileType = "mig-1g.23gb"
+	MIGProfileTypeMig1g35gb  MIGProfileType = "mig-1g.35gb"
+	MIGProfileTypeMig1g45gb  MIGProfileType = "mig-1g.45gb"
+	MIGProfileTypeMig1g47gb  MIGProfileType = "mig-1g.47gb"
+	MIGProfileTypeMig2g10gb  MIGProfileType = "mig-2g.10gb"
+	MIGProfileTypeMig2g20gb  MIGProfileType = "mig-2g.20gb"
+	MIGProfileTypeMig2g35gb  MIGProfileType = "mig-2g.35gb"
+	MIGProfileTypeMig2g45gb  MIGProfileType = "mig-2g.45gb"
+	MIGProfileTypeMig2g47gb  MIGProfileType = "mig-2g.47gb"
+	MIGProfileTypeMig3g20gb  MIGProfileType = "mig-3g.20gb"
+	MIGProfileTypeMig3g40gb  MIGProfileType = "mig-3g.40gb"
+	MIGProfileTypeMig3g71gb  MIGProfileType = "mig-3g.71gb"
+	MIGProfileTypeMig3g90gb  MIGProfileType = "mig-3g.90gb"
+	MIGProfileTypeMig3g93gb  MIGProfileType = "mig-3g.93gb"
+	MIGProfileTypeMig4g20gb  MIGProfileType = "mig-4g.20gb"
+	MIGProfileTypeMig4g40gb  MIGProfileType = "mig-4g.40gb"
+	MIGProfileTypeMig4g71gb  MIGProfileType = "mig-4g.71gb"
+	MIGProfileTypeMig4g90gb  MIGProfileType = "mig-4g.90gb"
+	MIGProfileTypeMig4g93gb  MIGProfileType = "mig-4g.93gb"
+	MIGProfileTypeMig7g40gb  MIGProfileType = "mig-7g.40gb"
+	MIGProfileTypeMig7g80gb  MIGProfileType = "mig-7g.80gb"
+	MIGProfileTypeMig7g141gb MIGProfileType = "mig-7g.141gb"
+	MIGProfileTypeMig7g180gb MIGProfileType = "mig-7g.180gb"
+	MIGProfileTypeMig7g186gb MIGProfileType = "mig-7g.186gb"
+)
+
+// Values returns every value of MIGProfileType in model order.
+func (MIGProfileType) Values() []MIGProfileType {
+	return []MIGProfileType{MIGProfileTypeMig1g5gb, MIGProfileTypeMig1g10gb, MIGProfileTypeMig1g18gb, MIGProfileTypeMig1g20gb, MIGProfileTypeMig1g23gb, MIGProfileTypeMig1g35gb, MIGProfileTypeMig1g45gb, MIGProfileTypeMig1g47gb, MIGProfileTypeMig2g10gb, MIGProfileTypeMig2g20gb, MIGProfileTypeMig2g35gb, MIGProfileTypeMig2g45gb, MIGProfileTypeMig2g47gb, MIGProfileTypeMig3g20gb, MIGProfileTypeMig3g40gb, MIGProfileTypeMig3g71gb, MIGProfileTypeMig3g90gb, MIGProfileTypeMig3g93gb, MIGProfileTypeMig4g20gb, MIGProfileTypeMig4g40gb, MIGProfileTypeMig4g71gb, MIGProfileTypeMig4g90gb, MIGProfileTypeMig4g93gb, MIGProfileTypeMig7g40gb, MIGProfileTypeMig7g80gb, MIGProfileTypeMig7g141gb, MIGProfileTypeMig7g180gb, MIGProfileTypeMig7g186gb}
 }
 
 // NodeAdditionResult is the SageMaker structure NodeAdditionResult.
@@ -4771,6 +5438,20 @@ const (
 // Values returns every value of NodeUnavailabilityType in model order.
 func (NodeUnavailabilityType) Values() []NodeUnavailabilityType {
 	return []NodeUnavailabilityType{NodeUnavailabilityTypeInstanceCount, NodeUnavailabilityTypeCapacityPercentage}
+}
+
+// PreemptTeamTasks is the SageMaker enum shape PreemptTeamTasks.
+type PreemptTeamTasks string
+
+// Values of PreemptTeamTasks, as the model spells them.
+const (
+	PreemptTeamTasksNever         PreemptTeamTasks = "Never"
+	PreemptTeamTasksLowerPriority PreemptTeamTasks = "LowerPriority"
+)
+
+// Values returns every value of PreemptTeamTasks in model order.
+func (PreemptTeamTasks) Values() []PreemptTeamTasks {
+	return []PreemptTeamTasks{PreemptTeamTasksNever, PreemptTeamTasksLowerPriority}
 }
 
 // PriorityClass is the SageMaker structure PriorityClass.
@@ -4842,6 +5523,49 @@ func (s *ResourceNotFound) GetMessage() string {
 		return zero
 	}
 	return *s.Message
+}
+
+// ResourceSharingConfig is the SageMaker structure ResourceSharingConfig.
+type ResourceSharingConfig struct {
+	// Strategy: Required. Shape ResourceSharingStrategy. Constraints: one of Lend, DontLend, LendAndBorrow.
+	Strategy *ResourceSharingStrategy `json:"Strategy,omitzero"`
+	// BorrowLimit: Shape BorrowLimit. Constraints: range 0-10000.
+	BorrowLimit *int32 `json:"BorrowLimit,omitzero"`
+	// AbsoluteBorrowLimits: Shape AbsoluteBorrowLimitResourceList. Constraints: items 0-15.
+	AbsoluteBorrowLimits []ComputeQuotaResourceConfig `json:"AbsoluteBorrowLimits,omitzero"`
+}
+
+// GetStrategy returns Strategy, or the zero value when it is absent.
+func (s *ResourceSharingConfig) GetStrategy() ResourceSharingStrategy {
+	if s == nil || s.Strategy == nil {
+		var zero ResourceSharingStrategy
+		return zero
+	}
+	return *s.Strategy
+}
+
+// GetBorrowLimit returns BorrowLimit, or the zero value when it is absent.
+func (s *ResourceSharingConfig) GetBorrowLimit() int32 {
+	if s == nil || s.BorrowLimit == nil {
+		var zero int32
+		return zero
+	}
+	return *s.BorrowLimit
+}
+
+// ResourceSharingStrategy is the SageMaker enum shape ResourceSharingStrategy.
+type ResourceSharingStrategy string
+
+// Values of ResourceSharingStrategy, as the model spells them.
+const (
+	ResourceSharingStrategyLend          ResourceSharingStrategy = "Lend"
+	ResourceSharingStrategyDontLend      ResourceSharingStrategy = "DontLend"
+	ResourceSharingStrategyLendAndBorrow ResourceSharingStrategy = "LendAndBorrow"
+)
+
+// Values returns every value of ResourceSharingStrategy in model order.
+func (ResourceSharingStrategy) Values() []ResourceSharingStrategy {
+	return []ResourceSharingStrategy{ResourceSharingStrategyLend, ResourceSharingStrategyDontLend, ResourceSharingStrategyLendAndBorrow}
 }
 
 // RollingDeploymentPolicy is the SageMaker structure RollingDeploymentPolicy.
@@ -4981,6 +5705,22 @@ const (
 // Values returns every value of SortOrder in model order.
 func (SortOrder) Values() []SortOrder {
 	return []SortOrder{SortOrderAscending, SortOrderDescending}
+}
+
+// SortQuotaBy is the SageMaker enum shape SortQuotaBy.
+type SortQuotaBy string
+
+// Values of SortQuotaBy, as the model spells them.
+const (
+	SortQuotaByName         SortQuotaBy = "Name"
+	SortQuotaByCreationTime SortQuotaBy = "CreationTime"
+	SortQuotaByStatus       SortQuotaBy = "Status"
+	SortQuotaByClusterArn   SortQuotaBy = "ClusterArn"
+)
+
+// Values returns every value of SortQuotaBy in model order.
+func (SortQuotaBy) Values() []SortQuotaBy {
+	return []SortQuotaBy{SortQuotaByName, SortQuotaByCreationTime, SortQuotaByStatus, SortQuotaByClusterArn}
 }
 
 // StartClusterHealthCheckRequest is the SageMaker structure StartClusterHealthCheckRequest.
@@ -5278,6 +6018,84 @@ func (s *UpdateClusterSoftwareResponse) GetClusterArn() string {
 		return zero
 	}
 	return *s.ClusterArn
+}
+
+// UpdateComputeQuotaRequest is the SageMaker structure UpdateComputeQuotaRequest.
+type UpdateComputeQuotaRequest struct {
+	// ComputeQuotaId: Required. Shape ComputeQuotaId. Constraints: pattern `[a-z0-9]{12}`.
+	ComputeQuotaId *string `json:"ComputeQuotaId,omitzero"`
+	// TargetVersion: Required. Shape Integer.
+	TargetVersion *int32 `json:"TargetVersion,omitzero"`
+	// ComputeQuotaConfig: Shape ComputeQuotaConfig.
+	ComputeQuotaConfig *ComputeQuotaConfig `json:"ComputeQuotaConfig,omitzero"`
+	// ComputeQuotaTarget: Shape ComputeQuotaTarget.
+	ComputeQuotaTarget *ComputeQuotaTarget `json:"ComputeQuotaTarget,omitzero"`
+	// ActivationState: Shape ActivationState. Constraints: one of Enabled, Disabled.
+	ActivationState *ActivationState `json:"ActivationState,omitzero"`
+	// Description: Shape EntityDescription. Constraints: length 0-1024; pattern `[\p{L}\p{M}\p{Z}\p{S}\p{N}\p{P}]*`.
+	Description *string `json:"Description,omitzero"`
+}
+
+// GetComputeQuotaId returns ComputeQuotaId, or the zero value when it is absent.
+func (s *UpdateComputeQuotaRequest) GetComputeQuotaId() string {
+	if s == nil || s.ComputeQuotaId == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaId
+}
+
+// GetTargetVersion returns TargetVersion, or the zero value when it is absent.
+func (s *UpdateComputeQuotaRequest) GetTargetVersion() int32 {
+	if s == nil || s.TargetVersion == nil {
+		var zero int32
+		return zero
+	}
+	return *s.TargetVersion
+}
+
+// GetActivationState returns ActivationState, or the zero value when it is absent.
+func (s *UpdateComputeQuotaRequest) GetActivationState() ActivationState {
+	if s == nil || s.ActivationState == nil {
+		var zero ActivationState
+		return zero
+	}
+	return *s.ActivationState
+}
+
+// GetDescription returns Description, or the zero value when it is absent.
+func (s *UpdateComputeQuotaRequest) GetDescription() string {
+	if s == nil || s.Description == nil {
+		var zero string
+		return zero
+	}
+	return *s.Description
+}
+
+// UpdateComputeQuotaResponse is the SageMaker structure UpdateComputeQuotaResponse.
+type UpdateComputeQuotaResponse struct {
+	// ComputeQuotaArn: Required. Shape ComputeQuotaArn. Constraints: length 0-2048; pattern `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:compute-quota/[a-z0-9]{12}`.
+	ComputeQuotaArn *string `json:"ComputeQuotaArn,omitzero"`
+	// ComputeQuotaVersion: Required. Shape Integer.
+	ComputeQuotaVersion *int32 `json:"ComputeQuotaVersion,omitzero"`
+}
+
+// GetComputeQuotaArn returns ComputeQuotaArn, or the zero value when it is absent.
+func (s *UpdateComputeQuotaResponse) GetComputeQuotaArn() string {
+	if s == nil || s.ComputeQuotaArn == nil {
+		var zero string
+		return zero
+	}
+	return *s.ComputeQuotaArn
+}
+
+// GetComputeQuotaVersion returns ComputeQuotaVersion, or the zero value when it is absent.
+func (s *UpdateComputeQuotaResponse) GetComputeQuotaVersion() int32 {
+	if s == nil || s.ComputeQuotaVersion == nil {
+		var zero int32
+		return zero
+	}
+	return *s.ComputeQuotaVersion
 }
 
 // UserContext is the SageMaker structure UserContext.

@@ -31,6 +31,9 @@ var (
 	patternClusterSchedulerConfigArn                    = regexp.MustCompile("^(?:arn:aws[a-z\\-]*:sagemaker:[a-z0-9\\-]{9,16}:[0-9]{12}:cluster-scheduler-config/[a-z0-9]{12})$")
 	patternClusterSchedulerConfigId                     = regexp.MustCompile("^(?:[a-z0-9]{12})$")
 	patternClusterSchedulerPriorityClassName            = regexp.MustCompile("^(?:[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?)$")
+	patternComputeQuotaArn                              = regexp.MustCompile("^(?:arn:aws[a-z\\-]*:sagemaker:[a-z0-9\\-]*:[0-9]{12}:compute-quota/[a-z0-9]{12})$")
+	patternComputeQuotaId                               = regexp.MustCompile("^(?:[a-z0-9]{12})$")
+	patternComputeQuotaTargetTeamName                   = regexp.MustCompile("^(?:[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?)$")
 	patternEksClusterArn                                = regexp.MustCompile("^(?:arn:aws[a-z\\-]*:eks:[a-z0-9\\-]*:[0-9]{12}:cluster\\/[0-9A-Za-z][A-Za-z0-9\\-_]{0,99})$")
 	patternEntityDescription                            = regexp.MustCompile("^(?:[\\p{L}\\p{M}\\p{Z}\\p{S}\\p{N}\\p{P}]*)$")
 	patternEntityName                                   = regexp.MustCompile("^(?:[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})$")
@@ -53,8 +56,43 @@ var (
 	patternVolumeId                                     = regexp.MustCompile("^(?:vol-[a-f0-9]{8}(?:[a-f0-9]{9})?)$")
 )
 
+func checkAbsoluteBorrowLimitResourceList(v *validator, path string, x []ComputeQuotaResourceConfig) {
+	v.minItems(path, x, len(x), 0)
+	v.maxItems(path, x, len(x), 15)
+	for i := range x {
+		(&x[i]).validate(v, listPath(path, i))
+	}
+}
+
+func (s *AcceleratorPartitionConfig) validate(v *validator, path string) {
+	if s.Type == nil {
+		v.null(memberPath(path, "type"))
+	} else {
+		checkMIGProfileType(v, memberPath(path, "type"), string(*s.Type))
+	}
+	if s.Count == nil {
+		v.null(memberPath(path, "count"))
+	} else {
+		checkAcceleratorPartitionConfigCountInteger(v, memberPath(path, "count"), *s.Count)
+	}
+}
+
+func checkAcceleratorPartitionConfigCountInteger(v *validator, path string, x int32) {
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 10000000)
+}
+
+func checkAcceleratorsAmount(v *validator, path string, x int32) {
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 10000000)
+}
+
+func checkActivationState(v *validator, path string, x string) {
+	v.enum(path, x, ActivationState("").Values())
+}
+
 func checkActiveClusterOperationCount(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
+	minVal(v, path, x, 1)
 }
 
 func checkActiveClusterOperationName(v *validator, path string, x string) {
@@ -89,8 +127,8 @@ func (s *AddClusterNodeSpecification) validate(v *validator, path string) {
 }
 
 func checkAddClusterNodeSpecificationIncrementTargetCountByInteger(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
-	v.maxVal(path, x, 50)
+	minVal(v, path, x, 1)
+	maxVal(v, path, x, 50)
 }
 
 func checkAddClusterNodeSpecificationList(v *validator, path string, x []AddClusterNodeSpecification) {
@@ -261,7 +299,7 @@ func (s *BatchAddClusterNodesResponse) validate(v *validator, path string) {
 }
 
 func checkBatchAddFailureCount(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
+	minVal(v, path, x, 1)
 }
 
 func (s *BatchDeleteClusterNodeLogicalIdsError) validate(v *validator, path string) {
@@ -539,6 +577,11 @@ func (s *BatchReplaceClusterNodesResponse) validate(v *validator, path string) {
 	}
 }
 
+func checkBorrowLimit(v *validator, path string, x int32) {
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 10000)
+}
+
 func (s *CapacityReservation) validate(v *validator, path string) {
 	if s.Type != nil {
 		checkCapacityReservationType(v, memberPath(path, "type"), string(*s.Type))
@@ -667,8 +710,8 @@ func (s *ClusterEbsVolumeConfig) validate(v *validator, path string) {
 }
 
 func checkClusterEbsVolumeSizeInGB(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
-	v.maxVal(path, x, 16384)
+	minVal(v, path, x, 1)
+	maxVal(v, path, x, 16384)
 }
 
 func (s *ClusterEventDetail) validate(v *validator, path string) {
@@ -711,8 +754,8 @@ func checkClusterEventLevel(v *validator, path string, x string) {
 }
 
 func checkClusterEventMaxResults(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
-	v.maxVal(path, x, 100)
+	minVal(v, path, x, 1)
+	maxVal(v, path, x, 100)
 }
 
 func checkClusterEventResourceType(v *validator, path string, x string) {
@@ -801,8 +844,8 @@ func checkClusterImageVersionStatus(v *validator, path string, x string) {
 }
 
 func checkClusterInstanceCount(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
-	v.maxVal(path, x, 6758)
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 6758)
 }
 
 func (s *ClusterInstanceGroupDetails) validate(v *validator, path string) {
@@ -993,8 +1036,8 @@ func checkClusterInstanceGroupsToDelete(v *validator, path string, x []string) {
 }
 
 func checkClusterInstanceMemoryAllocationPercentage(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
-	v.maxVal(path, x, 100)
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 100)
 }
 
 func (s *ClusterInstancePlacement) validate(v *validator, path string) {
@@ -1387,7 +1430,7 @@ func (s *ClusterNodeSummary) validate(v *validator, path string) {
 }
 
 func checkClusterNonNegativeInstanceCount(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
+	minVal(v, path, x, 0)
 }
 
 func (s *ClusterOrchestrator) validate(v *validator, path string) {
@@ -1711,8 +1754,8 @@ func (s *ClusterSummary) validate(v *validator, path string) {
 }
 
 func checkClusterThreadsPerCore(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
-	v.maxVal(path, x, 2)
+	minVal(v, path, x, 1)
+	maxVal(v, path, x, 2)
 }
 
 func (s *ClusterTieredStorageConfig) validate(v *validator, path string) {
@@ -1724,6 +1767,122 @@ func (s *ClusterTieredStorageConfig) validate(v *validator, path string) {
 	if s.InstanceMemoryAllocationPercentage != nil {
 		checkClusterInstanceMemoryAllocationPercentage(v, memberPath(path, "instanceMemoryAllocationPercentage"), *s.InstanceMemoryAllocationPercentage)
 	}
+}
+
+func checkComputeQuotaArn(v *validator, path string, x string) {
+	v.minLen(path, x, 0)
+	v.maxLen(path, x, 2048)
+	v.pattern(path, x, patternComputeQuotaArn, "arn:aws[a-z\\-]*:sagemaker:[a-z0-9\\-]*:[0-9]{12}:compute-quota/[a-z0-9]{12}")
+}
+
+func (s *ComputeQuotaConfig) validate(v *validator, path string) {
+	if s.ComputeQuotaResources != nil {
+		checkComputeQuotaResourceConfigList(v, memberPath(path, "computeQuotaResources"), s.ComputeQuotaResources)
+	}
+	if s.ResourceSharingConfig != nil {
+		s.ResourceSharingConfig.validate(v, memberPath(path, "resourceSharingConfig"))
+	}
+	if s.PreemptTeamTasks != nil {
+		checkPreemptTeamTasks(v, memberPath(path, "preemptTeamTasks"), string(*s.PreemptTeamTasks))
+	}
+}
+
+func checkComputeQuotaId(v *validator, path string, x string) {
+	v.pattern(path, x, patternComputeQuotaId, "[a-z0-9]{12}")
+}
+
+func (s *ComputeQuotaResourceConfig) validate(v *validator, path string) {
+	if s.InstanceType == nil {
+		v.null(memberPath(path, "instanceType"))
+	} else {
+		checkClusterInstanceType(v, memberPath(path, "instanceType"), string(*s.InstanceType))
+	}
+	if s.Count != nil {
+		checkInstanceCount(v, memberPath(path, "count"), *s.Count)
+	}
+	if s.Accelerators != nil {
+		checkAcceleratorsAmount(v, memberPath(path, "accelerators"), *s.Accelerators)
+	}
+	if s.VCpu != nil {
+		checkVCpuAmount(v, memberPath(path, "vCpu"), *s.VCpu)
+	}
+	if s.MemoryInGiB != nil {
+		checkMemoryInGiBAmount(v, memberPath(path, "memoryInGiB"), *s.MemoryInGiB)
+	}
+	if s.AcceleratorPartition != nil {
+		s.AcceleratorPartition.validate(v, memberPath(path, "acceleratorPartition"))
+	}
+}
+
+func checkComputeQuotaResourceConfigList(v *validator, path string, x []ComputeQuotaResourceConfig) {
+	v.minItems(path, x, len(x), 0)
+	v.maxItems(path, x, len(x), 15)
+	for i := range x {
+		(&x[i]).validate(v, listPath(path, i))
+	}
+}
+
+func (s *ComputeQuotaSummary) validate(v *validator, path string) {
+	if s.ComputeQuotaArn == nil {
+		v.null(memberPath(path, "computeQuotaArn"))
+	} else {
+		checkComputeQuotaArn(v, memberPath(path, "computeQuotaArn"), *s.ComputeQuotaArn)
+	}
+	if s.ComputeQuotaId == nil {
+		v.null(memberPath(path, "computeQuotaId"))
+	} else {
+		checkComputeQuotaId(v, memberPath(path, "computeQuotaId"), *s.ComputeQuotaId)
+	}
+	if s.Name == nil {
+		v.null(memberPath(path, "name"))
+	} else {
+		checkEntityName(v, memberPath(path, "name"), *s.Name)
+	}
+	if s.Status == nil {
+		v.null(memberPath(path, "status"))
+	} else {
+		checkSchedulerResourceStatus(v, memberPath(path, "status"), string(*s.Status))
+	}
+	if s.ClusterArn != nil {
+		checkClusterArn(v, memberPath(path, "clusterArn"), *s.ClusterArn)
+	}
+	if s.ComputeQuotaConfig != nil {
+		s.ComputeQuotaConfig.validate(v, memberPath(path, "computeQuotaConfig"))
+	}
+	if s.ComputeQuotaTarget == nil {
+		v.null(memberPath(path, "computeQuotaTarget"))
+	} else {
+		s.ComputeQuotaTarget.validate(v, memberPath(path, "computeQuotaTarget"))
+	}
+	if s.ActivationState != nil {
+		checkActivationState(v, memberPath(path, "activationState"), string(*s.ActivationState))
+	}
+	if s.CreationTime == nil {
+		v.null(memberPath(path, "creationTime"))
+	}
+}
+
+func checkComputeQuotaSummaryList(v *validator, path string, x []ComputeQuotaSummary) {
+	v.minItems(path, x, len(x), 0)
+	v.maxItems(path, x, len(x), 100)
+	for i := range x {
+		(&x[i]).validate(v, listPath(path, i))
+	}
+}
+
+func (s *ComputeQuotaTarget) validate(v *validator, path string) {
+	if s.TeamName == nil {
+		v.null(memberPath(path, "teamName"))
+	} else {
+		checkComputeQuotaTargetTeamName(v, memberPath(path, "teamName"), *s.TeamName)
+	}
+	if s.FairShareWeight != nil {
+		checkFairShareWeight(v, memberPath(path, "fairShareWeight"), *s.FairShareWeight)
+	}
+}
+
+func checkComputeQuotaTargetTeamName(v *validator, path string, x string) {
+	v.pattern(path, x, patternComputeQuotaTargetTeamName, "[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?")
 }
 
 func (s *ConflictException) validate(v *validator, path string) {
@@ -1818,6 +1977,51 @@ func (s *CreateClusterSchedulerConfigResponse) validate(v *validator, path strin
 	}
 }
 
+func (s *CreateComputeQuotaRequest) validate(v *validator, path string) {
+	if s.Name == nil {
+		v.null(memberPath(path, "name"))
+	} else {
+		checkEntityName(v, memberPath(path, "name"), *s.Name)
+	}
+	if s.Description != nil {
+		checkEntityDescription(v, memberPath(path, "description"), *s.Description)
+	}
+	if s.ClusterArn == nil {
+		v.null(memberPath(path, "clusterArn"))
+	} else {
+		checkClusterArn(v, memberPath(path, "clusterArn"), *s.ClusterArn)
+	}
+	if s.ComputeQuotaConfig == nil {
+		v.null(memberPath(path, "computeQuotaConfig"))
+	} else {
+		s.ComputeQuotaConfig.validate(v, memberPath(path, "computeQuotaConfig"))
+	}
+	if s.ComputeQuotaTarget == nil {
+		v.null(memberPath(path, "computeQuotaTarget"))
+	} else {
+		s.ComputeQuotaTarget.validate(v, memberPath(path, "computeQuotaTarget"))
+	}
+	if s.ActivationState != nil {
+		checkActivationState(v, memberPath(path, "activationState"), string(*s.ActivationState))
+	}
+	if s.Tags != nil {
+		checkTagList(v, memberPath(path, "tags"), s.Tags)
+	}
+}
+
+func (s *CreateComputeQuotaResponse) validate(v *validator, path string) {
+	if s.ComputeQuotaArn == nil {
+		v.null(memberPath(path, "computeQuotaArn"))
+	} else {
+		checkComputeQuotaArn(v, memberPath(path, "computeQuotaArn"), *s.ComputeQuotaArn)
+	}
+	if s.ComputeQuotaId == nil {
+		v.null(memberPath(path, "computeQuotaId"))
+	} else {
+		checkComputeQuotaId(v, memberPath(path, "computeQuotaId"), *s.ComputeQuotaId)
+	}
+}
+
 func checkCronScheduleExpression(v *validator, path string, x string) {
 	v.minLen(path, x, 1)
 	v.maxLen(path, x, 256)
@@ -1864,6 +2068,14 @@ func (s *DeleteClusterSchedulerConfigRequest) validate(v *validator, path string
 		v.null(memberPath(path, "clusterSchedulerConfigId"))
 	} else {
 		checkClusterSchedulerConfigId(v, memberPath(path, "clusterSchedulerConfigId"), *s.ClusterSchedulerConfigId)
+	}
+}
+
+func (s *DeleteComputeQuotaRequest) validate(v *validator, path string) {
+	if s.ComputeQuotaId == nil {
+		v.null(memberPath(path, "computeQuotaId"))
+	} else {
+		checkComputeQuotaId(v, memberPath(path, "computeQuotaId"), *s.ComputeQuotaId)
 	}
 }
 
@@ -2041,6 +2253,63 @@ func (s *DescribeClusterSchedulerConfigResponse) validate(v *validator, path str
 	}
 }
 
+func (s *DescribeComputeQuotaRequest) validate(v *validator, path string) {
+	if s.ComputeQuotaId == nil {
+		v.null(memberPath(path, "computeQuotaId"))
+	} else {
+		checkComputeQuotaId(v, memberPath(path, "computeQuotaId"), *s.ComputeQuotaId)
+	}
+}
+
+func (s *DescribeComputeQuotaResponse) validate(v *validator, path string) {
+	if s.ComputeQuotaArn == nil {
+		v.null(memberPath(path, "computeQuotaArn"))
+	} else {
+		checkComputeQuotaArn(v, memberPath(path, "computeQuotaArn"), *s.ComputeQuotaArn)
+	}
+	if s.ComputeQuotaId == nil {
+		v.null(memberPath(path, "computeQuotaId"))
+	} else {
+		checkComputeQuotaId(v, memberPath(path, "computeQuotaId"), *s.ComputeQuotaId)
+	}
+	if s.Name == nil {
+		v.null(memberPath(path, "name"))
+	} else {
+		checkEntityName(v, memberPath(path, "name"), *s.Name)
+	}
+	if s.Description != nil {
+		checkEntityDescription(v, memberPath(path, "description"), *s.Description)
+	}
+	if s.ComputeQuotaVersion == nil {
+		v.null(memberPath(path, "computeQuotaVersion"))
+	}
+	if s.Status == nil {
+		v.null(memberPath(path, "status"))
+	} else {
+		checkSchedulerResourceStatus(v, memberPath(path, "status"), string(*s.Status))
+	}
+	if s.FailureReason != nil {
+		checkFailureReason(v, memberPath(path, "failureReason"), *s.FailureReason)
+	}
+	if s.ClusterArn != nil {
+		checkClusterArn(v, memberPath(path, "clusterArn"), *s.ClusterArn)
+	}
+	if s.ComputeQuotaConfig != nil {
+		s.ComputeQuotaConfig.validate(v, memberPath(path, "computeQuotaConfig"))
+	}
+	if s.ComputeQuotaTarget == nil {
+		v.null(memberPath(path, "computeQuotaTarget"))
+	} else {
+		s.ComputeQuotaTarget.validate(v, memberPath(path, "computeQuotaTarget"))
+	}
+	if s.ActivationState != nil {
+		checkActivationState(v, memberPath(path, "activationState"), string(*s.ActivationState))
+	}
+	if s.CreationTime == nil {
+		v.null(memberPath(path, "creationTime"))
+	}
+}
+
 func (s *DetachClusterNodeVolumeRequest) validate(v *validator, path string) {
 	if s.ClusterArn == nil {
 		v.null(memberPath(path, "clusterArn"))
@@ -2177,13 +2446,13 @@ func (s *FSxLustreConfig) validate(v *validator, path string) {
 }
 
 func checkFSxLustrePerUnitStorageThroughput(v *validator, path string, x int32) {
-	v.minVal(path, x, 125)
-	v.maxVal(path, x, 1000)
+	minVal(v, path, x, 125)
+	maxVal(v, path, x, 1000)
 }
 
 func checkFSxLustreSizeInGiB(v *validator, path string, x int32) {
-	v.minVal(path, x, 1200)
-	v.maxVal(path, x, 100800)
+	minVal(v, path, x, 1200)
+	maxVal(v, path, x, 100800)
 }
 
 func checkFailureReason(v *validator, path string, x string) {
@@ -2193,6 +2462,11 @@ func checkFailureReason(v *validator, path string, x string) {
 
 func checkFairShare(v *validator, path string, x string) {
 	v.enum(path, x, FairShare("").Values())
+}
+
+func checkFairShareWeight(v *validator, path string, x int32) {
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 100)
 }
 
 func checkIdleResourceSharing(v *validator, path string, x string) {
@@ -2212,8 +2486,8 @@ func checkImageReleaseVersion(v *validator, path string, x string) {
 }
 
 func checkInstanceCount(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
-	v.maxVal(path, x, 10000000)
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 10000000)
 }
 
 func (s *InstanceGroupHealthCheckConfiguration) validate(v *validator, path string) {
@@ -2428,6 +2702,39 @@ func (s *ListClustersResponse) validate(v *validator, path string) {
 	}
 }
 
+func (s *ListComputeQuotasRequest) validate(v *validator, path string) {
+	if s.NameContains != nil {
+		checkEntityName(v, memberPath(path, "nameContains"), *s.NameContains)
+	}
+	if s.Status != nil {
+		checkSchedulerResourceStatus(v, memberPath(path, "status"), string(*s.Status))
+	}
+	if s.ClusterArn != nil {
+		checkClusterArn(v, memberPath(path, "clusterArn"), *s.ClusterArn)
+	}
+	if s.SortBy != nil {
+		checkSortQuotaBy(v, memberPath(path, "sortBy"), string(*s.SortBy))
+	}
+	if s.SortOrder != nil {
+		checkSortOrder(v, memberPath(path, "sortOrder"), string(*s.SortOrder))
+	}
+	if s.NextToken != nil {
+		checkNextToken(v, memberPath(path, "nextToken"), *s.NextToken)
+	}
+	if s.MaxResults != nil {
+		checkMaxResults(v, memberPath(path, "maxResults"), *s.MaxResults)
+	}
+}
+
+func (s *ListComputeQuotasResponse) validate(v *validator, path string) {
+	if s.ComputeQuotaSummaries != nil {
+		checkComputeQuotaSummaryList(v, memberPath(path, "computeQuotaSummaries"), s.ComputeQuotaSummaries)
+	}
+	if s.NextToken != nil {
+		checkNextToken(v, memberPath(path, "nextToken"), *s.NextToken)
+	}
+}
+
 func (s *ListTagsInput) validate(v *validator, path string) {
 	if s.ResourceArn == nil {
 		v.null(memberPath(path, "resourceArn"))
@@ -2443,7 +2750,7 @@ func (s *ListTagsInput) validate(v *validator, path string) {
 }
 
 func checkListTagsMaxResults(v *validator, path string, x int32) {
-	v.minVal(path, x, 50)
+	minVal(v, path, x, 50)
 }
 
 func (s *ListTagsOutput) validate(v *validator, path string) {
@@ -2455,9 +2762,18 @@ func (s *ListTagsOutput) validate(v *validator, path string) {
 	}
 }
 
+func checkMIGProfileType(v *validator, path string, x string) {
+	v.enum(path, x, MIGProfileType("").Values())
+}
+
 func checkMaxResults(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
-	v.maxVal(path, x, 100)
+	minVal(v, path, x, 1)
+	maxVal(v, path, x, 100)
+}
+
+func checkMemoryInGiBAmount(v *validator, path string, x float32) {
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 10000000)
 }
 
 func checkNameContains(v *validator, path string, x string) {
@@ -2507,7 +2823,7 @@ func checkNodeUnavailabilityType(v *validator, path string, x string) {
 }
 
 func checkNodeUnavailabilityValue(v *validator, path string, x int32) {
-	v.minVal(path, x, 1)
+	minVal(v, path, x, 1)
 }
 
 func checkOnStartDeepHealthChecks(v *validator, path string, x []DeepHealthCheckType) {
@@ -2516,6 +2832,10 @@ func checkOnStartDeepHealthChecks(v *validator, path string, x []DeepHealthCheck
 	for i := range x {
 		checkDeepHealthCheckType(v, listPath(path, i), string(x[i]))
 	}
+}
+
+func checkPreemptTeamTasks(v *validator, path string, x string) {
+	v.enum(path, x, PreemptTeamTasks("").Values())
 }
 
 func (s *PriorityClass) validate(v *validator, path string) {
@@ -2540,8 +2860,8 @@ func checkPriorityClassList(v *validator, path string, x []PriorityClass) {
 }
 
 func checkPriorityWeight(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
-	v.maxVal(path, x, 100)
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 100)
 }
 
 func checkResourceArn(v *validator, path string, x string) {
@@ -2566,6 +2886,24 @@ func (s *ResourceNotFound) validate(v *validator, path string) {
 	if s.Message != nil {
 		checkFailureReason(v, memberPath(path, "message"), *s.Message)
 	}
+}
+
+func (s *ResourceSharingConfig) validate(v *validator, path string) {
+	if s.Strategy == nil {
+		v.null(memberPath(path, "strategy"))
+	} else {
+		checkResourceSharingStrategy(v, memberPath(path, "strategy"), string(*s.Strategy))
+	}
+	if s.BorrowLimit != nil {
+		checkBorrowLimit(v, memberPath(path, "borrowLimit"), *s.BorrowLimit)
+	}
+	if s.AbsoluteBorrowLimits != nil {
+		checkAbsoluteBorrowLimitResourceList(v, memberPath(path, "absoluteBorrowLimits"), s.AbsoluteBorrowLimits)
+	}
+}
+
+func checkResourceSharingStrategy(v *validator, path string, x string) {
+	v.enum(path, x, ResourceSharingStrategy("").Values())
 }
 
 func checkRoleArn(v *validator, path string, x string) {
@@ -2646,6 +2984,10 @@ func checkSortClusterSchedulerConfigBy(v *validator, path string, x string) {
 
 func checkSortOrder(v *validator, path string, x string) {
 	v.enum(path, x, SortOrder("").Values())
+}
+
+func checkSortQuotaBy(v *validator, path string, x string) {
+	v.enum(path, x, SortQuotaBy("").Values())
 }
 
 func (s *StartClusterHealthCheckRequest) validate(v *validator, path string) {
@@ -2733,7 +3075,7 @@ func checkTagValue(v *validator, path string, x string) {
 }
 
 func checkTargetCount(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
+	minVal(v, path, x, 0)
 }
 
 func checkTrainingPlanArn(v *validator, path string, x string) {
@@ -2866,6 +3208,45 @@ func (s *UpdateClusterSoftwareResponse) validate(v *validator, path string) {
 	}
 }
 
+func (s *UpdateComputeQuotaRequest) validate(v *validator, path string) {
+	if s.ComputeQuotaId == nil {
+		v.null(memberPath(path, "computeQuotaId"))
+	} else {
+		checkComputeQuotaId(v, memberPath(path, "computeQuotaId"), *s.ComputeQuotaId)
+	}
+	if s.TargetVersion == nil {
+		v.null(memberPath(path, "targetVersion"))
+	}
+	if s.ComputeQuotaConfig != nil {
+		s.ComputeQuotaConfig.validate(v, memberPath(path, "computeQuotaConfig"))
+	}
+	if s.ComputeQuotaTarget != nil {
+		s.ComputeQuotaTarget.validate(v, memberPath(path, "computeQuotaTarget"))
+	}
+	if s.ActivationState != nil {
+		checkActivationState(v, memberPath(path, "activationState"), string(*s.ActivationState))
+	}
+	if s.Description != nil {
+		checkEntityDescription(v, memberPath(path, "description"), *s.Description)
+	}
+}
+
+func (s *UpdateComputeQuotaResponse) validate(v *validator, path string) {
+	if s.ComputeQuotaArn == nil {
+		v.null(memberPath(path, "computeQuotaArn"))
+	} else {
+		checkComputeQuotaArn(v, memberPath(path, "computeQuotaArn"), *s.ComputeQuotaArn)
+	}
+	if s.ComputeQuotaVersion == nil {
+		v.null(memberPath(path, "computeQuotaVersion"))
+	}
+}
+
+func checkVCpuAmount(v *validator, path string, x float32) {
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 10000000)
+}
+
 func checkVolumeAttachmentStatus(v *validator, path string, x string) {
 	v.enum(path, x, VolumeAttachmentStatus("").Values())
 }
@@ -2904,8 +3285,16 @@ func checkVpcSecurityGroupIds(v *validator, path string, x []string) {
 }
 
 func checkWaitTimeIntervalInSeconds(v *validator, path string, x int32) {
-	v.minVal(path, x, 0)
-	v.maxVal(path, x, 3600)
+	minVal(v, path, x, 0)
+	maxVal(v, path, x, 3600)
+}
+
+// Validate checks s against the model's constraints for AcceleratorPartitionConfig and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *AcceleratorPartitionConfig) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
 }
 
 // Validate checks s against the model's constraints for AddClusterNodeSpecification and returns a
@@ -3454,6 +3843,38 @@ func (s *ClusterTieredStorageConfig) Validate() error {
 	return v.err()
 }
 
+// Validate checks s against the model's constraints for ComputeQuotaConfig and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ComputeQuotaConfig) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for ComputeQuotaResourceConfig and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ComputeQuotaResourceConfig) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for ComputeQuotaSummary and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ComputeQuotaSummary) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for ComputeQuotaTarget and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ComputeQuotaTarget) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
 // Validate checks s against the model's constraints for ConflictException and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *ConflictException) Validate() error {
@@ -3494,6 +3915,22 @@ func (s *CreateClusterSchedulerConfigResponse) Validate() error {
 	return v.err()
 }
 
+// Validate checks s against the model's constraints for CreateComputeQuotaRequest and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *CreateComputeQuotaRequest) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for CreateComputeQuotaResponse and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *CreateComputeQuotaResponse) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
 // Validate checks s against the model's constraints for DeleteClusterRequest and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *DeleteClusterRequest) Validate() error {
@@ -3513,6 +3950,14 @@ func (s *DeleteClusterResponse) Validate() error {
 // Validate checks s against the model's constraints for DeleteClusterSchedulerConfigRequest and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *DeleteClusterSchedulerConfigRequest) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for DeleteComputeQuotaRequest and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *DeleteComputeQuotaRequest) Validate() error {
 	var v validator
 	s.validate(&v, "")
 	return v.err()
@@ -3599,6 +4044,22 @@ func (s *DescribeClusterSchedulerConfigRequest) Validate() error {
 // Validate checks s against the model's constraints for DescribeClusterSchedulerConfigResponse and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *DescribeClusterSchedulerConfigResponse) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for DescribeComputeQuotaRequest and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *DescribeComputeQuotaRequest) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for DescribeComputeQuotaResponse and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *DescribeComputeQuotaResponse) Validate() error {
 	var v validator
 	s.validate(&v, "")
 	return v.err()
@@ -3768,6 +4229,22 @@ func (s *ListClustersResponse) Validate() error {
 	return v.err()
 }
 
+// Validate checks s against the model's constraints for ListComputeQuotasRequest and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ListComputeQuotasRequest) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for ListComputeQuotasResponse and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ListComputeQuotasResponse) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
 // Validate checks s against the model's constraints for ListTagsInput and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *ListTagsInput) Validate() error {
@@ -3819,6 +4296,14 @@ func (s *ResourceLimitExceeded) Validate() error {
 // Validate checks s against the model's constraints for ResourceNotFound and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *ResourceNotFound) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for ResourceSharingConfig and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *ResourceSharingConfig) Validate() error {
 	var v validator
 	s.validate(&v, "")
 	return v.err()
@@ -3929,6 +4414,22 @@ func (s *UpdateClusterSoftwareRequest) Validate() error {
 // Validate checks s against the model's constraints for UpdateClusterSoftwareResponse and returns a
 // ValidationException *Error listing every violation, or nil.
 func (s *UpdateClusterSoftwareResponse) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for UpdateComputeQuotaRequest and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *UpdateComputeQuotaRequest) Validate() error {
+	var v validator
+	s.validate(&v, "")
+	return v.err()
+}
+
+// Validate checks s against the model's constraints for UpdateComputeQuotaResponse and returns a
+// ValidationException *Error listing every violation, or nil.
+func (s *UpdateComputeQuotaResponse) Validate() error {
 	var v validator
 	s.validate(&v, "")
 	return v.err()

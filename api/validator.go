@@ -64,15 +64,16 @@ func (v *validator) enum(path, x string, values any) {
 	v.add(quote(x), path, "Member must satisfy enum value set: ["+strings.Join(names, ", ")+"]")
 }
 
-func (v *validator) minVal(path string, x int32, n int64) {
-	if int64(x) < n {
-		v.add(quote(strconv.Itoa(int(x))), path, fmt.Sprintf("Member must have value greater than or equal to %d", n))
+// minVal and maxVal check a value of an integer or float shape against its range.
+func minVal[T int32 | float32](v *validator, path string, x T, n int64) {
+	if float64(x) < float64(n) {
+		v.add(quote(strconv.FormatFloat(float64(x), 'f', -1, 32)), path, fmt.Sprintf("Member must have value greater than or equal to %d", n))
 	}
 }
 
-func (v *validator) maxVal(path string, x int32, n int64) {
-	if int64(x) > n {
-		v.add(quote(strconv.Itoa(int(x))), path, fmt.Sprintf("Member must have value less than or equal to %d", n))
+func maxVal[T int32 | float32](v *validator, path string, x T, n int64) {
+	if float64(x) > float64(n) {
+		v.add(quote(strconv.FormatFloat(float64(x), 'f', -1, 32)), path, fmt.Sprintf("Member must have value less than or equal to %d", n))
 	}
 }
 

@@ -96,6 +96,15 @@ func TestShorthandAppliesTheModel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "invalid literal for int() with base 10: 'three'") {
 		t.Errorf("bad integer: %v", err)
 	}
+	// A float member (ComputeQuotaResourceConfig's VCpu and MemoryInGiB) takes a fraction.
+	v, err = parseShorthandFor("--x", "InstanceType=ml.g5.8xlarge,VCpu=4.5,MemoryInGiB=16", api.Shapes["ComputeQuotaResourceConfig"])
+	if err != nil || string(compactJSON(v)) != `{"InstanceType":"ml.g5.8xlarge","VCpu":4.5,"MemoryInGiB":16}` {
+		t.Errorf("ComputeQuotaResourceConfig: %s %v", compactJSON(v), err)
+	}
+	_, err = parseShorthandFor("--x", "InstanceType=ml.g5.8xlarge,VCpu=four", api.Shapes["ComputeQuotaResourceConfig"])
+	if err == nil || !strings.Contains(err.Error(), "could not convert string to float: 'four'") {
+		t.Errorf("bad float: %v", err)
+	}
 }
 
 func TestParseOpArgs(t *testing.T) {

@@ -20,6 +20,8 @@ func typeName(s *api.Shape) string {
 		return "string"
 	case api.KindInteger:
 		return "integer"
+	case api.KindFloat:
+		return "float"
 	case api.KindBoolean:
 		return "boolean"
 	case api.KindTimestamp:
@@ -388,6 +390,8 @@ func skeleton(s *api.Shape, stack map[string]int, names bool, name string) any {
 		return ""
 	case api.KindInteger:
 		return json.Number("0")
+	case api.KindFloat:
+		return json.Number("0.0")
 	case api.KindBoolean:
 		return true
 	case api.KindTimestamp:

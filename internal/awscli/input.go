@@ -228,6 +228,10 @@ func applyShape(v any, s *api.Shape) (any, error) {
 		if str, ok := v.(string); ok {
 			return parseInt(str)
 		}
+	case api.KindFloat:
+		if str, ok := v.(string); ok {
+			return parseFloat(str)
+		}
 	case api.KindBoolean:
 		if str, ok := v.(string); ok {
 			switch strings.ToLower(str) {
@@ -251,6 +255,12 @@ func unpackScalar(flag string, s *api.Shape, value string) (any, error) {
 			return nil, paramError(flag, "%v", err)
 		}
 		return n, nil
+	case api.KindFloat:
+		n, err := parseFloat(value)
+		if err != nil {
+			return nil, paramError(flag, "%v", err)
+		}
+		return n, nil
 	case api.KindBoolean:
 		return !strings.EqualFold(value, "false") && value != "", nil
 	}
@@ -265,6 +275,16 @@ func parseInt(s string) (json.Number, error) {
 		return "", fmt.Errorf("invalid literal for int() with base 10: '%s'", s)
 	}
 	return json.Number(strconv.FormatInt(n, 10)), nil
+}
+
+// parseFloat reads a number as Python's float() does, for the same error text.
+func parseFloat(s string) (json.Number, error) {
+	t := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return "", fmt.Errorf("could not convert string to float: '%s'", s)
+	}
+	return json.Number(strconv.FormatFloat(f, 'f', -1, 64)), nil
 }
 
 func jsonKindName(v any) string {

@@ -87,6 +87,10 @@ func validateValue(v any, s *api.Shape, name string, errs *[]string) any {
 		if n, ok := v.(json.Number); !ok || !isIntegral(n) {
 			return invalid("<class 'int'>")
 		}
+	case api.KindFloat:
+		if _, ok := v.(json.Number); !ok {
+			return invalid("<class 'float'>, <class 'decimal.Decimal'>, <class 'int'>")
+		}
 	case api.KindBoolean:
 		if _, ok := v.(bool); !ok {
 			return invalid("<class 'bool'>")

@@ -40,3 +40,28 @@ func (s *Service) UpdateClusterSchedulerConfig(context.Context, *api.UpdateClust
 func (s *Service) DeleteClusterSchedulerConfig(context.Context, *api.DeleteClusterSchedulerConfigRequest) error {
 	return notServed("DeleteClusterSchedulerConfig", schedulerWhy)
 }
+
+// CreateComputeQuota is not served (EKS task governance).
+func (s *Service) CreateComputeQuota(context.Context, *api.CreateComputeQuotaRequest) (*api.CreateComputeQuotaResponse, error) {
+	return nil, notServed("CreateComputeQuota", schedulerWhy)
+}
+
+// DescribeComputeQuota is not served (EKS task governance).
+func (s *Service) DescribeComputeQuota(context.Context, *api.DescribeComputeQuotaRequest) (*api.DescribeComputeQuotaResponse, error) {
+	return nil, notServed("DescribeComputeQuota", schedulerWhy)
+}
+
+// ListComputeQuotas is not served (EKS task governance).
+func (s *Service) ListComputeQuotas(context.Context, *api.ListComputeQuotasRequest) (*api.ListComputeQuotasResponse, error) {
+	return nil, notServed("ListComputeQuotas", schedulerWhy)
+}
+
+// UpdateComputeQuota is not served (EKS task governance).
+func (s *Service) UpdateComputeQuota(context.Context, *api.UpdateComputeQuotaRequest) (*api.UpdateComputeQuotaResponse, error) {
+	return nil, notServed("UpdateComputeQuota", schedulerWhy)
+}
+
+// DeleteComputeQuota is not served (EKS task governance).
+func (s *Service) DeleteComputeQuota(context.Context, *api.DeleteComputeQuotaRequest) error {
+	return notServed("DeleteComputeQuota", schedulerWhy)
+}

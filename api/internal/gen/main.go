@@ -197,7 +197,7 @@ func (g *gen) computeChecks() {
 		switch s.Type {
 		case "string":
 			has = s.Min != nil || s.Max != nil || s.Pattern != "" || len(s.Enum) > 0
-		case "integer":
+		case "integer", "float":
 			has = s.Min != nil || s.Max != nil
 		case "list":
 			has = s.Min != nil || s.Max != nil
@@ -268,6 +268,8 @@ func (g *gen) goType(name string) string {
 		return "string"
 	case "integer":
 		return "int32"
+	case "float":
+		return "float32" // as the AWS SDKs hold the model's float
 	case "boolean":
 		return "bool"
 	case "timestamp":
@@ -296,7 +298,7 @@ func (g *gen) fieldType(name string) string {
 
 func isScalar(t string) bool {
 	switch t {
-	case "string", "integer", "boolean", "timestamp":
+	case "string", "integer", "float", "boolean", "timestamp":
 		return true
 	}
 	return false
@@ -310,12 +312,13 @@ func (g *gen) constraintDoc(name string) string {
 	if s.Type == "list" || s.Type == "map" {
 		unit = "items"
 	}
+	number := s.Type == "integer" || s.Type == "float"
 	switch {
-	case s.Type == "integer" && s.Min != nil && s.Max != nil:
+	case number && s.Min != nil && s.Max != nil:
 		parts = append(parts, fmt.Sprintf("range %d-%d", *s.Min, *s.Max))
-	case s.Type == "integer" && s.Min != nil:
+	case number && s.Min != nil:
 		parts = append(parts, fmt.Sprintf("minimum %d", *s.Min))
-	case s.Type == "integer" && s.Max != nil:
+	case number && s.Max != nil:
 		parts = append(parts, fmt.Sprintf("maximum %d", *s.Max))
 	case s.Min != nil && s.Max != nil:
 		parts = append(parts, fmt.Sprintf("%s %d-%d", unit, *s.Min, *s.Max))
@@ -455,8 +458,8 @@ func (g *gen) validators() []byte {
 		switch s.Type {
 		case "string":
 			g.checkString(&b, s)
-		case "integer":
-			g.checkInteger(&b, s)
+		case "integer", "float":
+			g.checkNumber(&b, s)
 		case "list":
 			g.checkList(&b, s)
 		case "map":
@@ -499,13 +502,13 @@ func (g *gen) checkString(b *bytes.Buffer, s *shape) {
 	b.WriteString("}\n\n")
 }
 
-func (g *gen) checkInteger(b *bytes.Buffer, s *shape) {
-	fmt.Fprintf(b, "func check%s(v *validator, path string, x int32) {\n", s.name)
+func (g *gen) checkNumber(b *bytes.Buffer, s *shape) {
+	fmt.Fprintf(b, "func check%s(v *validator, path string, x %s) {\n", s.name, g.goType(s.name))
 	if s.Min != nil {
-		fmt.Fprintf(b, "\tv.minVal(path, x, %d)\n", *s.Min)
+		fmt.Fprintf(b, "\tminVal(v, path, x, %d)\n", *s.Min)
 	}
 	if s.Max != nil {
-		fmt.Fprintf(b, "\tv.maxVal(path, x, %d)\n", *s.Max)
+		fmt.Fprintf(b, "\tmaxVal(v, path, x, %d)\n", *s.Max)
 	}
 	b.WriteString("}\n\n")
 }
@@ -522,7 +525,7 @@ func (g *gen) elemCheck(name, path, expr string) string {
 			return fmt.Sprintf("check%s(v, %s, string(%s))", name, path, expr)
 		}
 		return fmt.Sprintf("check%s(v, %s, %s)", name, path, expr)
-	case "integer", "list", "map":
+	case "integer", "float", "list", "map":
 		return fmt.Sprintf("check%s(v, %s, %s)", name, path, expr)
 	case "structure":
 		return fmt.Sprintf("(&%s).validate(v, %s)", expr, path)
@@ -613,7 +616,7 @@ func (g *gen) schema() []byte {
 	b.WriteString("package api\n\n")
 	b.WriteString("// Shapes is the model's shape table, keyed by shape name, for code that walks values by\n// shape at run time (the request decoder, the CLI).\nvar Shapes = map[string]*Shape{\n")
 	kinds := map[string]string{
-		"string": "KindString", "integer": "KindInteger", "boolean": "KindBoolean",
+		"string": "KindString", "integer": "KindInteger", "float": "KindFloat", "boolean": "KindBoolean",
 		"timestamp": "KindTimestamp", "structure": "KindStructure", "list": "KindList", "map": "KindMap",
 	}
 	for _, s := range g.sortedShapes() {
