@@ -3,7 +3,8 @@
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok; tools/kubeflow: the Kubeflow
 # training operator) and the node stack of its real kubelets (tools/k8s: kubelet, kube-proxy;
 # tools/noderuntime: containerd, runc, the CNI plugins; Kubernetes' pause; tools/coredns: CoreDNS;
-# tools/registry: the CNCF distribution registry the nodes pull images from) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
+# tools/registry: the CNCF distribution registry the nodes pull images from; tools/kueue: Kueue,
+# cached apart) from the Go module proxy, once per machine: the binaries are cached under ${HALE_K8S_CACHE:-~/.cache/hale-k8s}/<key>, the key
 # being a hash of tools/k8s/go.mod, go.sum and this script's build flags, and linked into
 # bin/k8s/ (kubectl also as bin/kubectl). A cold build takes 20-23 minutes on 2 cores
 # (docs/kubernetes.md); a cached one, no time.
@@ -59,9 +60,8 @@ cached() {
   [ -s "$cache/kwok-stages.yaml" ] && [ -s "$cache/pytorchjobs-crd.yaml" ]
 }
 
-if [ "${1:-}" = --check ]; then
-  cached
-  exit
+if [ "${1:-}" = --check ] && ! cached; then
+  exit 1
 fi
 
 if ! cached; then
@@ -96,7 +96,39 @@ if ! cached; then
   find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 -type d ! -name "$key" ! -name "$key.tmp" -exec rm -rf {} +
   echo "k8s-tools: built in $((SECONDS - start)) s"
 fi
+
+# Kueue (task governance, internal/governance), from tools/kueue, a module of its own (its own
+# Kubernetes libraries), with its CRDs and webhook manifests from the same module. Cached apart,
+# under its own key, so that a new Kueue does not rebuild the rest (and the rest, not Kueue):
+# 6-11 minutes on 2 cores.
+KUEUE=sigs.k8s.io/kueue/cmd/kueue
+KUEUE_VERSION=v0.19.2 # sigs.k8s.io/kueue in tools/kueue/go.mod
+KUEUE_LDF="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+kkey=$( (cat tools/kueue/go.mod tools/kueue/go.sum; echo "$KUEUE_LDF $KUEUE") | sha256sum | cut -c1-16)
+kcache=${HALE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hale-k8s}-kueue/$kkey
+kueue_cached() { [ -x "$kcache/kueue" ] && [ -s "$kcache/kueue-crds.yaml" ] && [ -s "$kcache/kueue-webhooks.yaml" ]; }
+if [ "${1:-}" = --check ]; then
+  kueue_cached
+  exit
+fi
+if ! kueue_cached; then
+  echo "k8s-tools: building Kueue $KUEUE_VERSION into $kcache (once per machine, 6-11 minutes)"
+  start=$SECONDS
+  rm -rf "$kcache.tmp" && mkdir -p "$kcache.tmp"
+  (cd tools/kueue && go build -ldflags="$KUEUE_LDF" -o "$kcache.tmp/kueue" "$KUEUE")
+  dir=$(cd tools/kueue && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components
+  for f in "$dir"/crd/bases/*.yaml; do
+    echo "---"
+    cat "$f"
+  done > "$kcache.tmp/kueue-crds.yaml"
+  cp "$dir/webhook/manifests.yaml" "$kcache.tmp/kueue-webhooks.yaml"
+  rm -rf "$kcache" && mv "$kcache.tmp" "$kcache"
+  find "$(dirname "$kcache")" -mindepth 1 -maxdepth 1 -type d ! -name "$kkey" ! -name "$kkey.tmp" -exec rm -rf {} +
+  echo "k8s-tools: Kueue built in $((SECONDS - start)) s"
+fi
+
 mkdir -p bin/k8s
 for b in "${BINS[@]}" kwok-stages.yaml pytorchjobs-crd.yaml cni; do ln -sfn "$cache/$b" "bin/k8s/$b"; done
+for b in kueue kueue-crds.yaml kueue-webhooks.yaml; do ln -sfn "$kcache/$b" "bin/k8s/$b"; done
 ln -sfn "$cache/kubectl" bin/kubectl
 echo "k8s-tools: Kubernetes $KVER in bin/k8s and bin/kubectl (cached in $cache)"

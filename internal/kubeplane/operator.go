@@ -28,12 +28,17 @@ import (
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-func (cp *ControlPlane) startTrainingOperator(ctx context.Context, webhookPort, probePort int) error {
+// dynamicClient is an administrator's dynamic client of the control plane.
+func (cp *ControlPlane) dynamicClient() (dynamic.Interface, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	return dynamic.NewForConfig(rc)
+}
+
+func (cp *ControlPlane) startTrainingOperator(ctx context.Context, webhookPort, probePort int) error {
+	dyn, err := cp.dynamicClient()
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func (cp *ControlPlane) AdminKubeconfig() string { return cp.kubeconfig }
 var ErrNotBuilt = errors.New("the Kubernetes binaries are not built: run scripts/k8s-tools.sh (once per machine, 10-20 minutes)")
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the training
-// operator, kwok (Config.Kwok), and with Config.Address CoreDNS and the registry, and returns once
+// operator, Kueue, kwok (Config.Kwok), and with Config.Address CoreDNS and the registry, and returns once
 // the API server is ready. On an error nothing it started is left running.
 func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if cfg.Logger == nil {
@@ -91,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cfg.ReadyTimeout = 60 * time.Second
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml",
-		"training-operator", "pytorchjobs-crd.yaml"} {
+		"training-operator", "pytorchjobs-crd.yaml", "kueue", "kueue-crds.yaml", "kueue-webhooks.yaml"} {
 		if _, err := os.Stat(filepath.Join(cfg.Bin, b)); err != nil {
 			return nil, fmt.Errorf("kubeplane: %s: %w", filepath.Join(cfg.Bin, b), ErrNotBuilt)
 		}
@@ -105,11 +105,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(6)
+	ports, err := freePorts(8)
 	if err != nil {
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort, kwokPort, webhookPort, probePort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	kueueHook, kueueProbe := ports[6], ports[7]
 	host := cmp.Or(cfg.Address, "127.0.0.1")
 	apiPort = stablePort(cfg.Dir, host, apiPort, ports)
 	cp := &ControlPlane{cfg: cfg, server: "https://" + net.JoinHostPort(host, strconv.Itoa(apiPort)), pki: p}
@@ -235,6 +236,10 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Stop()
 		return nil, err
 	}
+	if err := cp.startKueue(ctx, kueueHook, kueueProbe); err != nil {
+		cp.Stop()
+		return nil, err
+	}
 	if cfg.Address != "" {
 		if err := cp.applyDNS(ctx); err != nil {
 			cp.Stop()
@@ -264,18 +269,17 @@ func (cp *ControlPlane) runEnv(name string, env []string, args ...string) error 
 	}
 	defer log.Close()
 	cmd := exec.Command(filepath.Join(cp.cfg.Bin, name), args...)
-	if name == "training-operator" {
-		// unshare(1): a private mount namespace whose /tmp is this control plane's tmp. The
-		// program is passed open, as fd 3: its path may itself be under the /tmp the mount hides
-		// (a checkout in /tmp).
+	if mount, dir := mountFor(name, cp.cfg.Dir); mount != "" {
+		// unshare(1): a private mount namespace where mount makes dir what the program reads
+		// at a path it does not let one change. The program is passed open, as fd 3: its path
+		// may itself be under a directory the mount hides (a checkout in /tmp).
 		bin, err := os.Open(filepath.Join(cp.cfg.Bin, name))
 		if err != nil {
 			return err
 		}
 		defer bin.Close()
-		tmp := filepath.Join(cp.cfg.Dir, "tmp")
 		cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
-			`mount --bind "$0" /tmp && exec /proc/self/fd/3 "$@"`, tmp}, args...)...)
+			mount + ` && exec /proc/self/fd/3 "$@"`, dir}, args...)...)
 		cmd.ExtraFiles = []*os.File{bin}
 	}
 	cmd.Stdout, cmd.Stderr = log, log
@@ -288,6 +292,20 @@ func (cp *ControlPlane) runEnv(name string, env []string, args ...string) error 
 	}
 	cp.procs = append(cp.procs, cmd)
 	return nil
+}
+
+// mountFor is the mount (a shell command on "$0") a program runs behind, and its "$0": the
+// training operator's /tmp is this control plane's tmp (its webhook certificate is read under
+// /tmp); Kueue's /etc has this control plane's kueue-etc over it (it reads a certificate under
+// /etc/kueue whatever its configuration says).
+func mountFor(name, dir string) (mount, arg string) {
+	switch name {
+	case "training-operator":
+		return `mount --bind "$0" /tmp`, filepath.Join(dir, "tmp")
+	case "kueue":
+		return `mount -t overlay overlay -o lowerdir="$0":/etc /etc`, filepath.Join(dir, "kueue-etc")
+	}
+	return "", ""
 }
 
 // waitReady waits for the API server's /readyz, or for it to exit.

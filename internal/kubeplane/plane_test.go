@@ -46,7 +46,7 @@ func TestControlPlane(t *testing.T) {
 	t.Cleanup(cp.Stop)
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager", "training-operator"} {
+			for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager", "training-operator", "kueue"} {
 				b, _ := os.ReadFile(filepath.Join(dir, "logs", name+".log"))
 				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 				t.Logf("%s.log, last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))

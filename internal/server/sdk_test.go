@@ -176,9 +176,21 @@ func TestSDKEveryOperation(t *testing.T) {
 	if apiCode(err) != "ValidationException" || !strings.Contains(apiMessage(err), "NodeProvisioningMode Continuous") {
 		t.Fatalf("BatchAddClusterNodes = %v", err)
 	}
-	_, err = sdk.ListClusterSchedulerConfigs(ctx, &sagemaker.ListClusterSchedulerConfigsInput{})
-	if apiCode(err) != "ValidationException" || !strings.Contains(apiMessage(err), "ListClusterSchedulerConfigs") {
-		t.Fatalf("ListClusterSchedulerConfigs = %v", err)
+	// Task governance: none yet; it needs an Eks cluster (TestTaskGovernance drives it).
+	if l, err := sdk.ListClusterSchedulerConfigs(ctx, &sagemaker.ListClusterSchedulerConfigsInput{}); err != nil || len(l.ClusterSchedulerConfigSummaries) != 0 {
+		t.Fatalf("ListClusterSchedulerConfigs = %+v, %v", l, err)
+	}
+	if l, err := sdk.ListComputeQuotas(ctx, &sagemaker.ListComputeQuotasInput{}); err != nil || len(l.ComputeQuotaSummaries) != 0 {
+		t.Fatalf("ListComputeQuotas = %+v, %v", l, err)
+	}
+	_, err = sdk.CreateClusterSchedulerConfig(ctx, &sagemaker.CreateClusterSchedulerConfigInput{Name: aws.String("policy"), ClusterArn: &arn,
+		SchedulerConfig: &types.SchedulerConfig{FairShare: types.FairShareEnabled}})
+	if apiCode(err) != "ValidationException" || !strings.Contains(apiMessage(err), "orchestrated by Amazon EKS") {
+		t.Fatalf("CreateClusterSchedulerConfig on a Slurm cluster = %v", err)
+	}
+	_, err = sdk.DescribeComputeQuota(ctx, &sagemaker.DescribeComputeQuotaInput{ComputeQuotaId: aws.String("abcdefabcdef")})
+	if apiCode(err) != "ResourceNotFound" {
+		t.Fatalf("DescribeComputeQuota of no quota = %v", err)
 	}
 
 	// DeleteCluster: Deleting, then gone.

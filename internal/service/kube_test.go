@@ -24,18 +24,9 @@ import (
 // kubelets the old registration is too.
 func TestRealKubeletsOnARegisteredClusterNeedItsJoin(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "hale.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	outside := "arn:aws:eks:us-west-2:123456789012:cluster/training"
-	err = st.Write(ctx, func(tx store.Tx) error {
-		return tx.PutKubeCluster(&store.KubeCluster{Name: "training", ARN: outside, Kubeconfig: []byte("apiVersion: v1\n"), CreatedAt: time.Now()})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := registeredStore(t, "training", outside)
+	var err error
 	in := func(name string) *api.CreateClusterRequest {
 		return &api.CreateClusterRequest{ClusterName: new(name),
 			Orchestrator: &api.ClusterOrchestrator{Eks: &api.ClusterOrchestratorEksConfig{ClusterArn: new(outside)}},
@@ -75,3 +66,21 @@ type noStack struct{}
 
 func (noStack) NodeFiles(nodestack.Node, string) (map[string]nodestack.File, error) { return nil, nil }
 func (noStack) Registry() string                                                    { return "" }
+
+// registeredStore is an empty store in which a Kubernetes cluster is registered under name and
+// arn (without what real kubelets need to join it).
+func registeredStore(t *testing.T, name, arn string) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "hale.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	err = st.Write(context.Background(), func(tx store.Tx) error {
+		return tx.PutKubeCluster(&store.KubeCluster{Name: name, ARN: arn, Kubeconfig: []byte("apiVersion: v1\n"), CreatedAt: time.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -86,12 +86,14 @@ type EKS struct {
 	policies map[string]bool
 	// idle is the latest reading of each Node's pods for an auto-patch, by Node (patch.go).
 	idle map[string]idleReading
+	// govFailing is when the apply of each cluster's task governance began to fail (governance.go).
+	govFailing map[string]time.Time
 }
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {
 	return &EKS{cfg: cfg, clients: map[string]kubernetes.Interface{}, dynamic: map[string]dynamic.Interface{}, polls: orchestrator.Every{Interval: pollInterval},
-		routed: map[string]string{}, gone: map[string]time.Time{}, policies: map[string]bool{}, idle: map[string]idleReading{}}
+		routed: map[string]string{}, gone: map[string]time.Time{}, policies: map[string]bool{}, idle: map[string]idleReading{}, govFailing: map[string]time.Time{}}
 }
 
 var _ orchestrator.Orchestrator = (*EKS)(nil)

@@ -75,6 +75,11 @@ var Rules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, Verbs: []string{"approve"},
 		ResourceNames: []string{certv1.KubeAPIServerClientKubeletSignerName, certv1.KubeletServingSignerName}},
+	// Task governance (governance.go): the teams' namespaces (made, never deleted) and Kueue's
+	// objects.
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch"}},
+	{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 }
 
 // namePattern is EKS's rule for a cluster name (CreateCluster's name: 1-100 characters).

@@ -63,12 +63,16 @@ func (r *round) MayStart(*store.Node) bool { return true }
 // Head implements orchestrator.Round: an Eks cluster has no head groups.
 func (r *round) Head(*store.Group) bool { return false }
 
-// Steps implements orchestrator.Round: a Running node whose group's KubernetesConfig changed
+// Steps implements orchestrator.Round: task governance is brought to Kueue (governance.go); a
+// Running node whose group's KubernetesConfig changed
 // (UpdateCluster) gets the new labels and taints; operators' repair requests (a Node labelled
 // UnschedulablePendingReplacement or UnschedulablePendingReboot by hand) start repairs.
 func (r *round) Steps() error {
 	if r.cs == nil {
 		return nil
+	}
+	if err := r.governanceStep(); err != nil {
+		return err
 	}
 	for _, n := range r.r.Nodes() {
 		if n.Details.Phase != store.PhaseReady || n.Details.Unreachable {
