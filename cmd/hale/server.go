@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/haleproject/hale/internal/agentca"
 	"github.com/haleproject/hale/internal/agentserver"
 	"github.com/haleproject/hale/internal/containerimage"
 	"github.com/haleproject/hale/internal/controller"
 	"github.com/haleproject/hale/internal/image"
+	"github.com/haleproject/hale/internal/orchestrator/eks"
 	"github.com/haleproject/hale/internal/provider/local"
 	"github.com/haleproject/hale/internal/server"
 	"github.com/haleproject/hale/internal/service"
@@ -130,6 +132,8 @@ func addProviderFlags(f *pflag.FlagSet, o *server.Options) {
 	f.DurationVar(&o.RebootTimeout, "reboot-timeout", 0, "how long a rebooted instance has to come back (default by instance type: 20m for GPU, Trainium and Inferentia types, 10m for others; never less than twice the node's own last reboot)")
 	f.DurationVar(&o.LifecycleTimeout, "lifecycle-timeout", controller.DefaultLifecycleTimeout, "how long lifecycle scripts may run")
 	f.DurationVar(&o.DeepHealthCheckDuration, "deep-health-check-duration", controller.DefaultDeepHealthCheckDuration, "how long the InstanceStress deep health check loads a node")
+	f.DurationVar(&o.EksEvictTimeout, "eks-drain-timeout", time.Minute, "how long a drain of an Eks node honours its pods' PodDisruptionBudgets")
+	f.StringVar(&o.EksDrainPolicy, "eks-drain-policy", eks.DrainForce, "what a software update does with an Eks node whose pods' budgets allow no eviction within --eks-drain-timeout: force (delete them) or skip (leave the node on its image)")
 	f.Float64Var(&o.ConnectivityMBps, "connectivity-threshold", controller.DefaultConnectivityMBps, "bandwidth in MB/s the InstanceConnectivity deep health check must reach")
 	f.StringVar(&o.AlarmsPrometheus, "alarms-prometheus", "", "Prometheus server (base URL, e.g. http://127.0.0.1:9090) whose firing alerts are the alarms UpdateClusterSoftware's AutoRollbackConfiguration names: an update rolls back when an alert named by an AlarmName fires (default: such alarms are not watched)")
 	f.DurationVar(&o.AlarmInterval, "alarm-interval", controller.DefaultAlarmInterval, "how often a software update's rollback alarms are read")

@@ -174,8 +174,11 @@ type Controller struct {
 	firing   map[string]alarmReading // the last reading of each update's alarms (software.go)
 	resynced map[string]time.Time    // when each instance's clock was last resynced (clock.go)
 	cordoned map[string]time.Time    // when each node was cordoned for the patch under way (patch.go)
-	wg       sync.WaitGroup
-	ctx      context.Context
+	// predrains are the outcomes of nodes' pre-drains for the update under way ("" drained,
+	// else why not), taken by the next round (software.go).
+	predrains map[string]string
+	wg        sync.WaitGroup
+	ctx       context.Context
 }
 
 // New returns a Controller; call Run to start it.
@@ -239,7 +242,7 @@ func New(cfg Config) *Controller {
 		cfg.BurstHold = DefaultBurstHold
 	}
 	c := &Controller{cfg: cfg, st: cfg.Store, log: cfg.Logger, queue: newQueue(), RetryDelay: 2 * time.Second,
-		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, resynced: map[string]time.Time{}, cordoned: map[string]time.Time{}, ctx: context.Background()}
+		inflight: map[jobKey]bool{}, firing: map[string]alarmReading{}, resynced: map[string]time.Time{}, cordoned: map[string]time.Time{}, predrains: map[string]string{}, ctx: context.Background()}
 	for _, o := range cfg.Orchestrators {
 		o.Bind(host{c: c, kind: o.Name()})
 	}

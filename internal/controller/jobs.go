@@ -17,6 +17,7 @@ const (
 	jobResync     jobKind = "resync"    // a skewed node's clock resynced by its time daemon (by instance)
 	jobCordon     jobKind = "cordon"    // a node cordoned for an auto-patch (by cluster, logical id, generation)
 	jobUncordon   jobKind = "uncordon"  // a node given back to the jobs after an auto-patch (the same)
+	jobPreDrain   jobKind = "pre-drain" // a node drained before a software update re-images it (the same)
 )
 
 // An orchestrator's jobs have kinds of its own, "<orchestrator>:<kind>" (round.Go).

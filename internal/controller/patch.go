@@ -125,7 +125,7 @@ func (r *round) patchStep(g *store.Group) error {
 	settling := false
 	for _, n := range r.live(g.Name) {
 		switch {
-		case n.Details.SoftwareGeneration >= gen:
+		case n.Details.SoftwareGeneration >= gen || slices.Contains(ro.Skipped, n.LogicalID):
 		case isBringUp(n.Details.Phase):
 			settling = true // its bring-up (a repair) ends first
 		default:

@@ -1,14 +1,15 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/haleproject/hale/internal/failpoint"
-
 	"github.com/haleproject/hale/api"
+	"github.com/haleproject/hale/internal/failpoint"
+	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
 )
 
@@ -117,7 +118,7 @@ func (r *round) rolloutStep(g *store.Group) error {
 	var outdated, busy []*store.Node
 	for _, n := range r.live(g.Name) {
 		switch {
-		case n.Details.SoftwareGeneration >= gen:
+		case n.Details.SoftwareGeneration >= gen || slices.Contains(ro.Skipped, n.LogicalID):
 		case isBringUp(n.Details.Phase):
 			busy = append(busy, n) // its bring-up (a repair) ends first
 		default:
@@ -127,6 +128,11 @@ func (r *round) rolloutStep(g *store.Group) error {
 	if len(outdated) == 0 {
 		if len(busy) > 0 {
 			return nil
+		}
+		if len(ro.Skipped) > 0 {
+			return r.endUpdate(g, api.SoftwareUpdateStatusSucceeded, api.ClusterEventLevelWarn,
+				fmt.Sprintf("Software update of group %s succeeded but for %s, skipped as the drain policy says (they stay on image %s; UpdateClusterSoftware re-images them): every other node runs image %s.",
+					g.Name, strings.Join(ro.Skipped, ", "), st.CurrentImageID, st.DesiredImageID))
 		}
 		return r.endUpdate(g, api.SoftwareUpdateStatusSucceeded, api.ClusterEventLevelInfo,
 			fmt.Sprintf("Software update of group %s succeeded: every node runs image %s.", g.Name, st.DesiredImageID))
@@ -238,16 +244,25 @@ func (r *round) startBatch(g *store.Group, batch []*store.Node, gen int, image, 
 // or which one failed to come back.
 func (r *round) batchStep(g *store.Group, batch []string, gen int, image, release string) (back bool, failed *store.Node, err error) {
 	back = true
+	ro := g.State.Rollout
 	for _, id := range batch {
 		n := r.liveNode(g.Name, id)
-		if n == nil {
-			continue // removed (its group shrank): nothing to wait for
+		if n == nil || slices.Contains(ro.Skipped, id) {
+			continue // removed (its group shrank), or skipped: nothing to wait for
 		}
 		switch {
 		case n.Details.SoftwareGeneration != gen:
 			back = false
 			if r.or.TakeOutWaits(n) {
 				continue
+			}
+			if !ro.Rollback {
+				if drained, err := r.preDrained(g, n); err != nil || !drained {
+					if err != nil {
+						return false, nil, err
+					}
+					continue
+				}
 			}
 			if err := r.reimage(n, gen, image, release); err != nil {
 				return false, nil, err
@@ -403,4 +418,49 @@ func waitWords(g *store.Group) string {
 		return fmt.Sprintf(", %s apart", d)
 	}
 	return ""
+}
+
+// preDrained reports whether n may be re-imaged now: its orchestrator drains it first when its
+// drain policy skips the nodes it cannot drain (orchestrator.PreDrainer), once per server and
+// update (a restarted server drains again: the drain is idempotent). A node it cannot drain is
+// added to the update's Skipped, with a Warn event, and stays on its image.
+func (r *round) preDrained(g *store.Group, n *store.Node) (bool, error) {
+	pd, ok := r.or.(orchestrator.PreDrainer)
+	if !ok {
+		return true, nil
+	}
+	k := patchKey(r.cl.ID, n.LogicalID, g.State.SoftwareGeneration)
+	r.c.mu.Lock()
+	res, done := r.c.predrains[k]
+	r.c.mu.Unlock()
+	if !done {
+		work := pd.PreDrain(n)
+		if work == nil {
+			return true, nil
+		}
+		c := r.c
+		r.work = append(r.work, c.background(key(jobPreDrain, k), r.cl.ID, func(ctx context.Context) {
+			blocked := work(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			c.mu.Lock()
+			c.predrains[k] = blocked
+			c.mu.Unlock()
+		}))
+		return false, nil
+	}
+	r.c.mu.Lock()
+	delete(r.c.predrains, k)
+	r.c.mu.Unlock()
+	if res == "" {
+		return true, nil
+	}
+	ro := g.State.Rollout
+	ro.Skipped = append(ro.Skipped, n.LogicalID)
+	if err := r.tx.PutGroup(g); err != nil {
+		return false, err
+	}
+	return false, r.nodeEvent(n, api.ClusterEventLevelWarn, "Software update of group %s skips node %s (instance %s): %s; it stays on image %s, its pods running.",
+		g.Name, n.LogicalID, n.InstanceID, res, g.State.CurrentImageID)
 }

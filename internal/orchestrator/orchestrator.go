@@ -206,6 +206,16 @@ type Patcher interface {
 	Idle(n *store.Node, since time.Time) (idle bool, what string)
 }
 
+// PreDrainer is implemented by an orchestrator's Round whose drain policy for software updates
+// is to skip a node it cannot drain: before an update re-images a node, its work cordons the
+// node and evicts its jobs honouring their disruption budgets for the drain's timeout, without
+// forcing them; it returns "" when the node is empty (the re-image goes on), else why it is not,
+// the node given back its jobs (the update leaves it on its image). nil: no pre-drain (the
+// departure's own drain forces what is left).
+type PreDrainer interface {
+	PreDrain(n *store.Node) func(ctx context.Context) (blocked string)
+}
+
 // Leaving is why a node's instance goes.
 type Leaving int
 

@@ -130,7 +130,10 @@ type Options struct {
 	ConnectivityMBps        float64
 	// EksEvictTimeout is how long an Eks drain honours PodDisruptionBudgets before it forces
 	// its pods out (eks.Config.EvictTimeout: 60 s when zero; tests shorten it).
-	EksEvictTimeout   time.Duration
+	EksEvictTimeout time.Duration
+	// EksDrainPolicy is what a software update does with a node whose pods' budgets allow no
+	// eviction within EksEvictTimeout: eks.DrainForce (the default) or eks.DrainSkip.
+	EksDrainPolicy    string
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
 	ReconnectGrace    time.Duration

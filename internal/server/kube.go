@@ -142,6 +142,11 @@ func registerKube(ctx context.Context, st store.Store, adminKubeconfig []byte, n
 // startKubernetes starts the local control plane (o.Kubernetes "local") under the data
 // directory and registers it.
 func (a *App) startKubernetes(o Options, region, account string) error {
+	switch o.EksDrainPolicy {
+	case "", eks.DrainForce, eks.DrainSkip:
+	default:
+		return fmt.Errorf("--eks-drain-policy %q: want %s or %s", o.EksDrainPolicy, eks.DrainForce, eks.DrainSkip)
+	}
 	if o.Kubernetes == "" {
 		return nil
 	}

@@ -36,9 +36,9 @@ func realKubelets(o Options) bool {
 // (Options.Kubelets).
 func (a *App) eksConfig(o Options) eks.Config {
 	if realKubelets(o) {
-		return eks.Config{NodeStack: &nodeStack{a: a}, EvictTimeout: o.EksEvictTimeout}
+		return eks.Config{NodeStack: &nodeStack{a: a}, EvictTimeout: o.EksEvictTimeout, DrainPolicy: o.EksDrainPolicy}
 	}
-	return eks.Config{SimulatedKubelets: providerCaps(o).SimulatedKubelets, EvictTimeout: o.EksEvictTimeout}
+	return eks.Config{SimulatedKubelets: providerCaps(o).SimulatedKubelets, EvictTimeout: o.EksEvictTimeout, DrainPolicy: o.EksDrainPolicy}
 }
 
 // nodeStack gives Eks nodes their kubelets' files from the local control plane (eks.NodeStack).

@@ -388,6 +388,9 @@ type SoftwareRollout struct {
 	// each is re-imaged only once it runs no job (WhenIdle), or all once all run none at the
 	// same time (WhenAllIdle: AllIdle records that moment), until PatchUntil; the nodes still
 	// running jobs then stay on their image, given back to their jobs.
+	// Skipped are the nodes the update left on their image: their orchestrator could not drain
+	// them within its timeout and its drain policy is to skip such a node (orchestrator.PreDrainer).
+	Skipped    []string                    `json:",omitempty"`
 	Patch      api.ClusterPatchingStrategy `json:",omitempty"`
 	PatchUntil time.Time                   `json:",omitzero"`
 	Cordoned   []string                    `json:",omitempty"`

@@ -58,6 +58,10 @@ type Config struct {
 	// EvictTimeout is how long a drain honours PodDisruptionBudgets before it deletes the pods
 	// left (evictTimeout, 60 s, when zero; tests shorten it).
 	EvictTimeout time.Duration
+	// DrainPolicy is what a software update does with a node whose pods' PodDisruptionBudgets
+	// allow no eviction for EvictTimeout: DrainForce (the default) deletes them; DrainSkip
+	// leaves the node on its image, its pods running, and goes on with the others (patch.go).
+	DrainPolicy string
 	// Connect, when set, makes the clients of the registered cluster with that ARN in place of
 	// those its kubeconfig gives (the conformance suite's API server of client-go's fakes).
 	Connect func(arn string, k *store.KubeCluster) (kubernetes.Interface, dynamic.Interface, error)
@@ -89,6 +93,12 @@ type EKS struct {
 	// govFailing is when the apply of each cluster's task governance began to fail (governance.go).
 	govFailing map[string]time.Time
 }
+
+// The drain policies of software updates (Config.DrainPolicy).
+const (
+	DrainForce = "force"
+	DrainSkip  = "skip"
+)
 
 // New returns the orchestrator, to be bound to a controller.
 func New(cfg Config) *EKS {

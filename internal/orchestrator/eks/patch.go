@@ -88,3 +88,37 @@ func (r *round) Idle(n *store.Node, since time.Time) (bool, string) {
 	}
 	return got.idle, got.what
 }
+
+var _ orchestrator.PreDrainer = (*round)(nil)
+
+// PreDrain implements orchestrator.PreDrainer with DrainPolicy skip: the Node is cordoned and
+// its pods evicted honouring their PodDisruptionBudgets for EvictTimeout; what a budget still
+// holds then is not forced: the Node is uncordoned and the update skips it. With DrainPolicy
+// force there is no pre-drain: the departure's drain (Leave) forces what is left.
+func (r *round) PreDrain(n *store.Node) func(ctx context.Context) string {
+	if r.cs == nil || r.o.cfg.DrainPolicy != DrainSkip {
+		return nil
+	}
+	o, cs, name := r.o, r.cs, NodeName(n.InstanceID)
+	return func(ctx context.Context) string {
+		if err := cordon(ctx, cs, name); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "" // no Node: nothing to drain
+			}
+			return fmt.Sprintf("cordoning Node %s: %v", name, err)
+		}
+		left, err := o.drain(ctx, cs, name, o.cfg.EvictTimeout, false, func(string, ...any) {})
+		if err == nil && len(left) == 0 {
+			return ""
+		}
+		cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Sprintf("draining Node %s: %v", name, err)
+		}
+		timeout := o.cfg.EvictTimeout
+		if timeout <= 0 {
+			timeout = evictTimeout
+		}
+		return fmt.Sprintf("the PodDisruptionBudgets of %s allowed no eviction for %s on Node %s", podNames(left), timeout, name)
+	}
+}

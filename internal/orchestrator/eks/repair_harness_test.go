@@ -436,3 +436,38 @@ func TestWhenIdlePatchWaitsForThePod(t *testing.T) {
 		t.Errorf("the patched node's Node is not schedulable: %v", kn)
 	}
 }
+
+// With DrainPolicy skip, a software update leaves a node whose pod's PodDisruptionBudget allows
+// no eviction within EvictTimeout on its image, its pod running and its Node schedulable again,
+// and re-images the others; the update ends Succeeded with a Warn event naming the node.
+func TestSoftwareUpdateSkipsWhatItCannotDrain(t *testing.T) {
+	c := newEksCluster(t, simulated, eks.Config{EvictTimeout: 2 * time.Second, DrainPolicy: eks.DrainSkip})
+	a, b, third := c.nodeOf("workers-1"), c.nodeOf("workers-2"), c.nodeOf("workers-3")
+	c.api.pod(t, "web-0", a, map[string]string{"app": "web"}, nil)
+	c.api.pod(t, "web-1", b, map[string]string{"app": "web"}, nil)
+	c.api.Blocked["default/web-1"] = true // its budget allows no more disruption
+	if _, err := c.Svc.UpdateClusterSoftware(context.Background(), &api.UpdateClusterSoftwareRequest{ClusterName: new("c")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Until(c.id, 120, "the update done", func() bool {
+		return c.Status(c.id) == api.ClusterStatusInService && c.nodeOf("workers-1") != a && c.nodeOf("workers-3") != third
+	})
+	if c.nodeOf("workers-2") != b {
+		t.Fatalf("workers-2, whose pod's budget held, was re-imaged")
+	}
+	if kn := c.api.node(b); kn == nil || kn.Spec.Unschedulable {
+		t.Errorf("the skipped node's Node is not schedulable again: %v", kn)
+	}
+	if !slices.Contains(c.api.podNames(), "web-1") || slices.Contains(c.api.podNames(), "web-0") {
+		t.Errorf("pods after the update: %v (web-1 stays, web-0 was evicted)", c.api.podNames())
+	}
+	ev := c.Events(c.id)
+	for _, want := range []string{"skips node workers-2", "allowed no eviction for 2s", "succeeded but for workers-2, skipped"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("the events lack %q:\n%s", want, ev)
+		}
+	}
+	if strings.Contains(ev, "forced after") {
+		t.Errorf("a drain was forced:\n%s", ev)
+	}
+}

@@ -718,6 +718,12 @@ const forceWait = 15 * time.Second
 // note records a step as an event about the node. An error is one of listing the pods (the API
 // server is unreachable): the drain is tried again.
 func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, timeout time.Duration, note func(format string, args ...any)) error {
+	_, err := o.drain(ctx, cs, node, timeout, true, note)
+	return err
+}
+
+// drain is evict; without force it stops at the timeout instead and returns the pods left.
+func (o *EKS) drain(ctx context.Context, cs kubernetes.Interface, node string, timeout time.Duration, force bool, note func(format string, args ...any)) ([]corev1.Pod, error) {
 	if timeout <= 0 {
 		timeout = evictTimeout
 	}
@@ -728,7 +734,7 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 	for {
 		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var left []corev1.Pod
 		for _, p := range pods.Items {
@@ -743,7 +749,7 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 			}
 		}
 		if len(left) == 0 {
-			return nil
+			return nil, nil
 		}
 		now := time.Now()
 		switch {
@@ -759,6 +765,8 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 						node, p.Namespace, p.Name, err, timeout)
 				}
 			}
+		case !force:
+			return left, nil
 		case forcedAt.IsZero():
 			forcedAt = now
 			note("Draining Node %s: forced after %s: deleting the %s left at once: %s.", node, timeout, plural.Count(len(left), "pod", "pods"), podNames(left))
@@ -770,11 +778,11 @@ func (o *EKS) evict(ctx context.Context, cs kubernetes.Interface, node string, t
 		default:
 			note("Draining Node %s: ended with %s it cannot remove: %s; the node's replacement or reboot ends their containers.",
 				node, plural.Count(len(left), "pod", "pods"), podNames(left))
-			return nil
+			return nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
