@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -279,9 +280,9 @@ func (s *Service) CreateComputeQuota(ctx context.Context, in *api.CreateComputeQ
 			switch {
 			case governance.Gone(q.Status):
 			case q.Current().Target.GetTeamName() == in.ComputeQuotaTarget.GetTeamName():
-				return "", conflict("Team %s already has compute quota %s (%s) on cluster %s.", q.Current().Target.GetTeamName(), q.ID, q.Name, c.Name)
+				return "", conflict("Team %s already has compute quota %s (%s) on cluster %s; update it (UpdateComputeQuota), or delete it first.", q.Current().Target.GetTeamName(), q.ID, q.Name, c.Name)
 			case q.Name == in.GetName():
-				return "", conflict("Cluster %s already has a compute quota named %s (%s).", c.Name, q.Name, q.ID)
+				return "", conflict("Cluster %s already has a compute quota named %s (%s); choose another name, or delete that quota first.", c.Name, q.Name, q.ID)
 			}
 		}
 		activation := api.ActivationStateEnabled
@@ -336,21 +337,33 @@ func checkQuotas(tx store.Tx, c *store.Cluster, quotas []*governance.Quota, q *g
 		}
 	}
 	promised := map[string]governance.Resources{}
+	parts := map[string][]string{} // each live quota's share of a type, for the error
+	field := map[string]string{}   // the member of q that names the type
+	for i, rc := range q.Current().Config.ComputeQuotaResources {
+		field[string(rc.GetInstanceType())] = fmt.Sprintf("computeQuotaConfig.computeQuotaResources.%d.member", i+1)
+	}
 	for _, x := range quotas {
 		if governance.Gone(x.Status) {
 			continue
 		}
 		for _, rc := range x.Current().Config.ComputeQuotaResources {
+			typ := string(rc.GetInstanceType())
 			r, _ := governance.Nominal(rc)
-			t := promised[string(rc.GetInstanceType())]
-			promised[string(rc.GetInstanceType())] = governance.Resources{CPU: t.CPU + r.CPU, MemoryMiB: t.MemoryMiB + r.MemoryMiB, GPUs: t.GPUs + r.GPUs, Neurons: t.Neurons + r.Neurons}
+			t := promised[typ]
+			promised[typ] = governance.Resources{CPU: t.CPU + r.CPU, MemoryMiB: t.MemoryMiB + r.MemoryMiB, GPUs: t.GPUs + r.GPUs, Neurons: t.Neurons + r.Neurons}
+			who := "quota " + x.Name
+			if x == q {
+				who = "this quota"
+			}
+			parts[typ] = append(parts[typ], fmt.Sprintf("%s %s", who, words(r)))
 		}
 	}
 	for typ, p := range promised {
 		have := capacity[typ]
-		if p.CPU > have.CPU+1e-6 || p.MemoryMiB > have.MemoryMiB+1e-6 || p.GPUs > have.GPUs+1e-6 || p.Neurons > have.Neurons+1e-6 {
-			return api.Errorf(api.CodeResourceLimitExceeded, "The compute quotas of cluster %s would promise %s of %s; its instance groups have %s.",
-				c.Name, words(p), typ, words(have))
+		if _, ours := field[typ]; ours && (p.CPU > have.CPU+1e-6 || p.MemoryMiB > have.MemoryMiB+1e-6 || p.GPUs > have.GPUs+1e-6 || p.Neurons > have.Neurons+1e-6) {
+			sort.Strings(parts[typ])
+			return api.Errorf(api.CodeResourceLimitExceeded, "Value at '%s' failed to satisfy constraint: the compute quotas of cluster %s would promise %s of %s (%s); its instance groups have %s. Lower this quota or another team's.",
+				field[typ], c.Name, words(p), typ, strings.Join(parts[typ], " + "), words(have))
 		}
 	}
 	return nil

@@ -130,7 +130,8 @@ func TestGovernanceAPI(t *testing.T) {
 	if _, err := quota("a2", "a", "ml.g5.12xlarge", 1); code(err) != api.CodeConflictException {
 		t.Errorf("a second quota for team a: %v", err)
 	}
-	if _, err := quota("b", "b", "ml.g5.12xlarge", 2); code(err) != api.CodeResourceLimitExceeded || !strings.Contains(err.Error(), "12 GPUs") {
+	if _, err := quota("b", "b", "ml.g5.12xlarge", 2); code(err) != api.CodeResourceLimitExceeded || !strings.Contains(err.Error(), "12 GPUs") ||
+		!strings.Contains(err.Error(), "'computeQuotaConfig.computeQuotaResources.1.member'") || !strings.Contains(err.Error(), "quota a 48 vCPUs, 192 GiB, 4 GPUs + this quota 96 vCPUs") {
 		t.Errorf("quotas beyond the cluster: %v", err)
 	}
 	if _, err := quota("b", "b", "ml.g5.12xlarge", 1); err != nil {
