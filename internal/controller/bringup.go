@@ -155,10 +155,10 @@ func (r *round) launch(n *store.Node) error {
 	drainFirst := df != nil && df.DrainsFirst()
 	r.work = append(r.work, r.c.background(k, r.cl.ID, func(ctx context.Context) {
 		if old != "" {
-			// An orchestrator that drains first (Eks: the Node's pods are evicted, their
-			// budgets honoured, for a bounded time) takes the old instance out of service before
-			// it goes: its containers end with the instance. Slurm's take-out (the node's jobs
-			// requeued) runs beside the termination, as before.
+			// An orchestrator that drains first takes the old instance out of service before
+			// it goes (Eks: the Node's pods are evicted, their budgets honoured, for a bounded
+			// time, while their containers still run; Slurm: the node set down, so that the
+			// DOWN lands before the replacement's slurmd registers).
 			for drainFirst && r.c.busy(key(jobTakeOut, old)) && ctx.Err() == nil {
 				r.c.sleep(ctx, 100*time.Millisecond)
 			}

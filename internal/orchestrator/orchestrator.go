@@ -186,8 +186,9 @@ type ContainerNodes interface {
 }
 
 // DrainsFirst is a Round whose take-out of a departing node (Leave's work) must end before the
-// node's instance is terminated: an Eks Node's pods are evicted, their PodDisruptionBudgets
-// honoured, while their containers still run. Other take-outs run beside the termination.
+// node's instance is terminated and its replacement launched: an Eks Node's pods are evicted,
+// their PodDisruptionBudgets honoured, while their containers still run; a Slurm node is set
+// down before a replacement's slurmd can register. Other take-outs run beside the termination.
 type DrainsFirst interface {
 	DrainsFirst() bool
 }

@@ -394,3 +394,12 @@ func busy(state string) bool {
 	}
 	return s.Has("COMPLETING")
 }
+
+var _ orchestrator.DrainsFirst = (*round)(nil)
+
+// DrainsFirst implements orchestrator.DrainsFirst: a replaced node's take-out (scontrol update
+// state=down, which requeues its jobs) lands before its replacement launches. Run beside the
+// launch, a take-out slowed by a busy machine landed after the new slurmd had registered, and
+// nothing cleared the DOWN: the replacement waited out its join and failed (a rollback's in
+// TestRollingReimage, full117). The take-out is one scontrol command, bounded at 10 s.
+func (r *round) DrainsFirst() bool { return true }
