@@ -50,7 +50,7 @@ func (cp *ControlPlane) applyDNS(ctx context.Context) error {
 		return err
 	}
 	labels := map[string]string{"k8s-app": "kube-dns"}
-	one := int32(1)
+	two := int32(2)
 	objs := []func() error{
 		func() error {
 			_, err := cs.CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{})
@@ -87,7 +87,16 @@ func (cp *ControlPlane) applyDNS(ctx context.Context) error {
 			return err
 		},
 		func() error {
-			_, err := cs.AppsV1().Deployments("kube-system").Create(ctx, corednsDeployment(labels, one), metav1.CreateOptions{})
+			want := corednsDeployment(labels, two)
+			_, err := cs.AppsV1().Deployments("kube-system").Create(ctx, want, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				// An earlier version's (one replica): brought to this one's.
+				if old, gerr := cs.AppsV1().Deployments("kube-system").Get(ctx, want.Name, metav1.GetOptions{}); gerr == nil && *old.Spec.Replicas < two {
+					old.Spec.Replicas, old.Spec.Template.Spec.Affinity = want.Spec.Replicas, want.Spec.Template.Spec.Affinity
+					_, err = cs.AppsV1().Deployments("kube-system").Update(ctx, old, metav1.UpdateOptions{})
+					return err
+				}
+			}
 			return err
 		},
 	}
@@ -100,13 +109,18 @@ func (cp *ControlPlane) applyDNS(ctx context.Context) error {
 }
 
 // corednsDeployment is CoreDNS's Deployment: on any node (it tolerates every taint: HyperPod's
-// groups may taint all of theirs), its image never pulled.
+// groups may taint all of theirs), its image never pulled, its replicas on different nodes
+// when there are (as EKS runs two): with a single replica, the repair of the node it ran on
+// took the cluster's DNS away until it ran again elsewhere (a Service's clients failed for 45 s
+// in TestEksTrainsAndResumes, full118).
 func corednsDeployment(labels map[string]string, replicas int32) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system", Labels: labels},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				ServiceAccountName: "coredns", PriorityClassName: "system-cluster-critical", DNSPolicy: corev1.DNSDefault,
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+					Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}}}},
 				Containers: []corev1.Container{{Name: "coredns", Image: nodestack.CoreDNSImage, ImagePullPolicy: corev1.PullNever,
 					Args:         []string{"-conf", "/etc/coredns/Corefile"},
 					VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
