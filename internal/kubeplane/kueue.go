@@ -47,6 +47,9 @@ var kueueWebhooks = map[string]bool{
 // differ).
 var kueueConverted = map[string]bool{"localqueues": true, "clusterqueues": true, "cohorts": true, "workloads": true, "multikueueclusters": true}
 
+// crdWait is how long Kueue's CRDs have to be established.
+const crdWait = 3 * time.Minute
+
 // ManagedQueueLabel marks the team namespaces (governance.LabelManaged); the job webhooks
 // select them.
 const ManagedQueueLabel = "sagemaker.amazonaws.com/sagemaker-managed-queue"
@@ -157,7 +160,9 @@ func (cp *ControlPlane) startKueue(ctx context.Context, webhookPort, probePort i
 			return fmt.Errorf("kubeplane: Kueue's %s: %w", cfg.GetKind(), err)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	// The Workload CRD is 1.4 MB: a busy machine's API server took more than a minute to
+	// establish it (full118).
+	deadline := time.Now().Add(crdWait)
 	for _, name := range names {
 		for {
 			got, err := dyn.Resource(crds).Get(ctx, name, metav1.GetOptions{})
@@ -165,7 +170,7 @@ func (cp *ControlPlane) startKueue(ctx context.Context, webhookPort, probePort i
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("kubeplane: Kueue's CRD %s was not established within 60 s", name)
+				return fmt.Errorf("kubeplane: Kueue's CRD %s was not established within %s", name, crdWait)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
