@@ -42,6 +42,21 @@ var (
 	WorkloadPriorityClasses = schema.GroupVersionResource{Group: KueueGroup, Version: KueueVersion, Resource: "workloadpriorityclasses"}
 )
 
+// Resource is the resource an object of Objects is applied as.
+func Resource(kind string) schema.GroupVersionResource {
+	switch kind {
+	case "Namespace":
+		return schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	case "ResourceFlavor":
+		return ResourceFlavors
+	case "WorkloadPriorityClass":
+		return WorkloadPriorityClasses
+	case "ClusterQueue":
+		return ClusterQueues
+	}
+	return LocalQueues
+}
+
 // Namespace is a team's namespace; its jobs name LocalQueue(team) in the label
 // kueue.x-k8s.io/queue-name.
 func Namespace(team string) string { return "hyperpod-ns-" + team }
@@ -64,6 +79,16 @@ type Resources struct {
 	Neurons   float64
 }
 
+// Plus is r and o together.
+func (r Resources) Plus(o Resources) Resources {
+	return Resources{CPU: r.CPU + o.CPU, MemoryMiB: r.MemoryMiB + o.MemoryMiB, GPUs: r.GPUs + o.GPUs, Neurons: r.Neurons + o.Neurons}
+}
+
+// Times is r scaled by f.
+func (r Resources) Times(f float64) Resources {
+	return Resources{CPU: r.CPU * f, MemoryMiB: r.MemoryMiB * f, GPUs: r.GPUs * f, Neurons: r.Neurons * f}
+}
+
 // Nominal is what one ComputeQuotaResourceConfig gives a team (the API reference,
 // ComputeQuotaResourceConfig): Count instances of the type's whole capacity; else the
 // Accelerators, VCpu and MemoryInGiB given, a missing one in proportion to the first given
@@ -83,9 +108,7 @@ func Nominal(rc api.ComputeQuotaResourceConfig) (Resources, error) {
 			whole.GPUs = float64(a.Count)
 		}
 	}
-	scale := func(f float64) Resources {
-		return Resources{CPU: whole.CPU * f, MemoryMiB: whole.MemoryMiB * f, GPUs: whole.GPUs * f, Neurons: whole.Neurons * f}
-	}
+	scale := whole.Times
 	if rc.Count != nil {
 		return scale(float64(*rc.Count)), nil
 	}
@@ -184,8 +207,7 @@ func teamObjects(q *Quota) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := byType[string(rc.GetInstanceType())]
-		byType[string(rc.GetInstanceType())] = Resources{CPU: t.CPU + r.CPU, MemoryMiB: t.MemoryMiB + r.MemoryMiB, GPUs: t.GPUs + r.GPUs, Neurons: t.Neurons + r.Neurons}
+		byType[string(rc.GetInstanceType())] = byType[string(rc.GetInstanceType())].Plus(r)
 	}
 	covered := []any{"cpu", "memory", ResourceGPU, ResourceNeuron}
 	var flavors []any
@@ -197,8 +219,7 @@ func teamObjects(q *Quota) ([]*unstructured.Unstructured, error) {
 			if a, ok := absolute[f]; ok {
 				borrow = a
 			} else {
-				p := float64(borrowPct) / 100
-				borrow = Resources{CPU: nominal.CPU * p, MemoryMiB: nominal.MemoryMiB * p, GPUs: nominal.GPUs * p, Neurons: nominal.Neurons * p}
+				borrow = nominal.Times(float64(borrowPct) / 100)
 			}
 		case api.ResourceSharingStrategyLend, api.ResourceSharingStrategyDontLend:
 			// borrows nothing

@@ -324,8 +324,7 @@ func checkQuotas(tx store.Tx, c *store.Cluster, quotas []*governance.Quota, q *g
 		if err != nil {
 			continue // a type hale's catalog lacks: no quota can name it either
 		}
-		t := capacity[g.InstanceType()]
-		capacity[g.InstanceType()] = governance.Resources{CPU: t.CPU + r.CPU, MemoryMiB: t.MemoryMiB + r.MemoryMiB, GPUs: t.GPUs + r.GPUs, Neurons: t.Neurons + r.Neurons}
+		capacity[g.InstanceType()] = capacity[g.InstanceType()].Plus(r)
 	}
 	for i, rc := range q.Current().Config.ComputeQuotaResources {
 		path := fmt.Sprintf("computeQuotaConfig.computeQuotaResources.%d.member", i+1)
@@ -349,8 +348,7 @@ func checkQuotas(tx store.Tx, c *store.Cluster, quotas []*governance.Quota, q *g
 		for _, rc := range x.Current().Config.ComputeQuotaResources {
 			typ := string(rc.GetInstanceType())
 			r, _ := governance.Nominal(rc)
-			t := promised[typ]
-			promised[typ] = governance.Resources{CPU: t.CPU + r.CPU, MemoryMiB: t.MemoryMiB + r.MemoryMiB, GPUs: t.GPUs + r.GPUs, Neurons: t.Neurons + r.Neurons}
+			promised[typ] = promised[typ].Plus(r)
 			who := "quota " + x.Name
 			if x == q {
 				who = "this quota"

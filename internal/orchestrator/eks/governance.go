@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,13 +124,7 @@ type deletion struct {
 
 // apply server-side-applies one object.
 func apply(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unstructured) error {
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	if obj.GetKind() != "Namespace" {
-		gvr = schema.GroupVersionResource{Group: governance.KueueGroup, Version: governance.KueueVersion, Resource: strings.ToLower(obj.GetKind()) + "s"}
-		if obj.GetKind() == "WorkloadPriorityClass" {
-			gvr.Resource = "workloadpriorityclasses"
-		}
-	}
+	gvr := governance.Resource(obj.GetKind())
 	body, err := obj.MarshalJSON()
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/haleproject/hale/internal/orchestrator"
 	"github.com/haleproject/hale/internal/store"
@@ -34,18 +33,14 @@ func (r *round) Cordon(n *store.Node) (func(ctx context.Context) error, func(ctx
 		return nil, nil
 	}
 	o, cs, name := r.o, r.cs, NodeName(n.InstanceID)
-	set := func(ctx context.Context, on bool) error {
-		_, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on), metav1.PatchOptions{})
-		return err
-	}
 	cordon := func(ctx context.Context) error {
-		if err := set(ctx, true); err != nil {
+		if err := setCordon(ctx, cs, name, true); err != nil {
 			return fmt.Errorf("cordoning Node %s: %w", name, err)
 		}
 		return nil
 	}
 	uncordon := func(ctx context.Context) {
-		if err := set(ctx, false); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		if err := setCordon(ctx, cs, name, false); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			o.log.Warn("auto-patch: uncordoning a Node", "node", name, "error", err)
 		}
 	}
@@ -111,7 +106,7 @@ func (r *round) PreDrain(n *store.Node) func(ctx context.Context) string {
 		if err == nil && len(left) == 0 {
 			return ""
 		}
-		cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+		setCordon(ctx, cs, name, false)
 		if err != nil {
 			return fmt.Sprintf("draining Node %s: %v", name, err)
 		}

@@ -532,7 +532,12 @@ func (r *round) DrainsFirst() bool { return true }
 // cordon marks Node name unschedulable (a Node already gone is no error to the caller's
 // purpose: its pods are deleted next).
 func cordon(ctx context.Context, cs kubernetes.Interface, name string) error {
-	_, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	return setCordon(ctx, cs, name, true)
+}
+
+// setCordon sets Node name's spec.unschedulable, as kubectl cordon and uncordon do.
+func setCordon(ctx context.Context, cs kubernetes.Interface, name string, on bool) error {
+	_, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on), metav1.PatchOptions{})
 	return err
 }
 
